@@ -1,0 +1,4 @@
+// shapejit C++ API: rearrange (declarations come with the rearrange operation).
+#pragma once
+
+#include "shapejit/core.hpp"

@@ -1,0 +1,4 @@
+// shapejit C++ API: rope (declarations come with the rope operation).
+#pragma once
+
+#include "shapejit/core.hpp"

@@ -1,0 +1,33 @@
+#include "capi/guard.hpp"
+#include "core/errors.hpp"
+
+namespace shapejit::capi {
+thread_local std::string t_last_error;
+
+void set_last_error(const std::string& message) { t_last_error = message; }
+
+TensorDesc to_desc(const sj_tensor_desc* desc, const char* argument) {
+  if (desc == nullptr) invalid_argument("{} is NULL", argument);
+  if (desc->rank < 0) invalid_argument("{}.rank is {}; it must be 0 or more", argument, desc->rank);
+  if (desc->rank > 0 && desc->shape == nullptr) invalid_argument("{}.shape is NULL but rank is {}", argument, desc->rank);
+  if (static_cast<unsigned>(desc->dtype) > static_cast<unsigned>(SJ_F64))
+    invalid_argument("{}.dtype is {}, not an sj_dtype value", argument, static_cast<int>(desc->dtype));
+  TensorDesc out;
+  out.shape.assign(desc->shape, desc->shape + desc->rank);
+  if (desc->strides != nullptr) out.strides.assign(desc->strides, desc->strides + desc->rank);
+  out.dtype = static_cast<DType>(desc->dtype);
+  out.elem_bytes = desc->elem_bytes;
+  return out;
+}
+
+}  // namespace shapejit::capi
+
+extern "C" {
+
+const char* sj_last_error(void) { return shapejit::capi::t_last_error.c_str(); }
+
+const char* sj_version(void) { return SHAPEJIT_VERSION; }
+
+void sj_set_offline(int offline) { shapejit::set_offline(offline != 0); }
+
+}  // extern "C"

@@ -1,0 +1,44 @@
+#include "codegen/render.hpp"
+
+#include <fmt/format.h>
+
+#include "codegen/templates.hpp"
+#include "core/errors.hpp"
+
+namespace shapejit::codegen {
+
+std::string_view template_text(std::string_view name) {
+  const auto& table = embedded_templates();
+  const auto it = table.find(name);
+  if (it == table.end()) fail(ErrorCode::internal, "no embedded template named {}", name);
+  return it->second;
+}
+
+CodeParams& CodeParams::integer(std::string_view name, std::int64_t value) {
+  text_ += fmt::format("constexpr long long {} = {}LL;\n", name, value);
+  return *this;
+}
+
+CodeParams& CodeParams::flag(std::string_view name, bool value) {
+  text_ += fmt::format("constexpr bool {} = {};\n", name, value);
+  return *this;
+}
+
+CodeParams& CodeParams::type(std::string_view name, std::string_view type) {
+  text_ += fmt::format("typedef {} {};\n", type, name);
+  return *this;
+}
+
+CodeParams& CodeParams::array(std::string_view name, const std::vector<std::int64_t>& values) {
+  std::string items;
+  for (std::int64_t v : values) items += fmt::format("{}LL, ", v);
+  text_ += fmt::format("__device__ constexpr long long {}[] = {{{}}};\n", name, items);
+  return *this;
+}
+
+std::string render(std::string_view template_name, const CodeParams& params) {
+  return fmt::format("// shapejit generated source: {}\n{}\n// ---- specialization ----\n{}\n{}", template_name,
+                     template_text("prelude.cu"), params.text(), template_text(template_name));
+}
+
+}  // namespace shapejit::codegen

@@ -1,0 +1,33 @@
+// Rendering: the prelude, then a specialization's compile-time facts as constexpr definitions,
+// then the family's template, which is plain CUDA that reads those definitions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shapejit::codegen {
+
+/// The compile-time facts of one specialization, in the order they are emitted.
+class CodeParams {
+ public:
+  /// `constexpr long long name = value;`
+  CodeParams& integer(std::string_view name, std::int64_t value);
+  /// `constexpr bool name = value;`
+  CodeParams& flag(std::string_view name, bool value);
+  /// `typedef type name;` (type must be a prelude or built-in type)
+  CodeParams& type(std::string_view name, std::string_view type);
+  /// `__device__ constexpr long long name[] = {...};` (at least one value)
+  CodeParams& array(std::string_view name, const std::vector<std::int64_t>& values);
+
+  const std::string& text() const noexcept { return text_; }
+
+ private:
+  std::string text_;
+};
+
+/// Complete, self-contained CUDA source: prelude + params + template `template_name`.
+std::string render(std::string_view template_name, const CodeParams& params);
+
+}  // namespace shapejit::codegen

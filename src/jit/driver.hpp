@@ -1,0 +1,48 @@
+// The CUDA driver, opened with dlopen("libcuda.so.1") at first use. Nothing links against libcuda.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace shapejit::jit {
+
+#define SHAPEJIT_DRIVER_FUNCTIONS(X)                                                              \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuGetErrorName) X(cuDeviceGet)           \
+  X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)             \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)            \
+  X(cuCtxSynchronize) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelSetAttribute)            \
+  X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)   \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)        \
+  X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
+  X(cuEventSynchronize) X(cuEventElapsedTime)
+
+/// Entry points of the driver; every member is non-null once driver() returned.
+struct Driver {
+#define SHAPEJIT_DECLARE(name) decltype(&::name) name = nullptr;
+  SHAPEJIT_DRIVER_FUNCTIONS(SHAPEJIT_DECLARE)
+#undef SHAPEJIT_DECLARE
+  int version = 0;  ///< cuDriverGetVersion, e.g. 12080
+};
+
+/// Loads and initializes the driver once. Throws ErrorCode::driver_unavailable when libcuda.so.1
+/// is missing or cuInit fails (no device, no kernel module).
+const Driver& driver();
+
+/// Whether a driver with at least one device is usable; never throws.
+bool driver_available() noexcept;
+
+/// The reason driver_available() is false ("" when it is true).
+std::string driver_unavailable_reason();
+
+/// Throws ErrorCode::driver_error naming `what` when `result` is not CUDA_SUCCESS.
+void check(CUresult result, const char* what);
+
+/// Makes sure a context is current on this thread: the caller's, or else device 0's primary
+/// context (retained for the life of the process). Returns the current context's device.
+CUdevice ensure_context();
+
+/// NVRTC architecture name of a device: "sm_" + major + minor, e.g. "sm_90".
+std::string device_arch(CUdevice device);
+
+}  // namespace shapejit::jit

@@ -1,0 +1,53 @@
+#include "jit/launch.hpp"
+
+#include <mutex>
+#include <string>
+
+#include "core/errors.hpp"
+#include "jit/driver.hpp"
+#include "jit/kernel_cache.hpp"
+
+namespace shapejit::jit {
+namespace {
+
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+const std::string& cached_device_arch(CUdevice device) {
+  static std::mutex mutex;
+  static std::array<std::string, 64> archs;
+  std::lock_guard lock(mutex);
+  std::string& arch = archs.at(static_cast<std::size_t>(device));
+  if (arch.empty()) arch = device_arch(device);
+  return arch;
+}
+
+}  // namespace
+
+KernelHandle::KernelHandle(Program program, unsigned max_shared_bytes)
+    : program_(std::move(program)), max_shared_bytes_(max_shared_bytes) {}
+
+CUkernel KernelHandle::kernel_for(CUdevice device) const {
+  if (device < 0 || device >= kMaxDevices)
+    fail(ErrorCode::unsupported, "device ordinal {} is beyond the {} devices shapejit supports", device, kMaxDevices);
+  std::atomic<CUkernel>& slot = per_device_[static_cast<std::size_t>(device)];
+  if (CUkernel k = slot.load(std::memory_order_acquire)) return k;
+  CUkernel k = obtain_kernel(program_, cached_device_arch(device));
+  if (max_shared_bytes_ > kDefaultSharedLimit)
+    check(driver().cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        static_cast<int>(max_shared_bytes_), k, device),
+          "cuKernelSetAttribute(max dynamic shared memory)");
+  slot.store(k, std::memory_order_release);
+  return k;
+}
+
+void KernelHandle::prepare() const { kernel_for(ensure_context()); }
+
+void KernelHandle::launch(const LaunchDims& dims, void* stream, void** args) const {
+  const CUkernel kernel = kernel_for(ensure_context());
+  const CUresult r = driver().cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), dims.grid[0], dims.grid[1],
+                                             dims.grid[2], dims.block[0], dims.block[1], dims.block[2],
+                                             dims.shared_bytes, static_cast<CUstream>(stream), args, nullptr);
+  if (r != CUDA_SUCCESS) check(r, program_.label.c_str());
+}
+
+}  // namespace shapejit::jit

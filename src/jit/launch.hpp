@@ -1,0 +1,45 @@
+// A kernel ready to launch from a plan: resolved once per device, then launched without locks.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+
+#include "jit/program.hpp"
+
+namespace shapejit::jit {
+
+struct LaunchDims {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;  ///< dynamic shared memory
+};
+
+class KernelHandle {
+ public:
+  /// `max_shared_bytes`: the most dynamic shared memory any launch will ask for.
+  explicit KernelHandle(Program program, unsigned max_shared_bytes = 0);
+  KernelHandle(const KernelHandle&) = delete;
+  KernelHandle& operator=(const KernelHandle&) = delete;
+
+  const Program& program() const noexcept { return program_; }
+
+  /// Launches on `stream` in the calling thread's current context (device 0's primary context
+  /// when there is none). The first launch on a device loads or compiles that device's kernel.
+  /// `args` are the kernel's parameters, as for cuLaunchKernel. Throws on any failure.
+  void launch(const LaunchDims& dims, void* stream, void** args) const;
+
+  /// Loads or compiles the kernel for the current device now, so the first launch does not.
+  void prepare() const;
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  CUkernel kernel_for(CUdevice device) const;
+
+  Program program_;
+  unsigned max_shared_bytes_;
+  mutable std::array<std::atomic<CUkernel>, kMaxDevices> per_device_{};
+};
+
+}  // namespace shapejit::jit

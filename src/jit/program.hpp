@@ -1,0 +1,35 @@
+// What the JIT compiles: complete CUDA source plus the facts that identify it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shapejit::jit {
+
+/// Every generated module exports exactly one kernel under this name.
+inline constexpr const char* kKernelName = "sj_kernel";
+
+/// Bump when anything that feeds the key changes meaning (entry layout, option normalization).
+inline constexpr int kKeySchema = 1;
+
+struct Program {
+  std::string label;                 ///< short human name, e.g. "rearrange_tiled"; not part of the key
+  std::string source;                ///< complete self-contained CUDA source
+  std::vector<std::string> options;  ///< extra NVRTC options (sorted into the key)
+  std::string manifest_line;         ///< `shapejit plan ...` line that reproduces this kernel
+};
+
+/// XXH3-128 of everything that changes the cubin's bytes, except the NVRTC version.
+struct CacheKey {
+  std::array<std::uint8_t, 16> bytes{};
+  std::string hex() const;
+  bool operator==(const CacheKey&) const = default;
+};
+
+/// Key of `program` compiled for `arch`: source, normalized options, arch, library version and
+/// key schema. No paths and nothing random, so every machine computes the same key.
+CacheKey kernel_key(const Program& program, const std::string& arch);
+
+}  // namespace shapejit::jit

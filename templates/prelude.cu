@@ -1,0 +1,57 @@
+// shapejit prelude: fixed-width types, fp16/bf16 conversions, vectors and fast division.
+// Generated kernels include no toolkit header; everything they need is defined here.
+typedef unsigned char sj_u8;
+typedef signed char sj_i8;
+typedef unsigned short sj_u16;
+typedef short sj_i16;
+typedef unsigned int sj_u32;
+typedef int sj_i32;
+typedef unsigned long long sj_u64;
+typedef long long sj_i64;
+
+struct alignas(2) sj_f16 { unsigned short bits; };
+struct alignas(2) sj_bf16 { unsigned short bits; };
+
+// Opaque element and vector units: N bytes moved as one access of that width.
+template <int N> struct sj_bytes;
+template <> struct alignas(1) sj_bytes<1> { unsigned char v; };
+template <> struct alignas(2) sj_bytes<2> { unsigned short v; };
+template <> struct alignas(4) sj_bytes<4> { unsigned int v; };
+template <> struct alignas(8) sj_bytes<8> { unsigned long long v; };
+template <> struct alignas(16) sj_bytes<16> { unsigned int v[4]; };
+
+__device__ __forceinline__ float sj_to_float(sj_f16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ float sj_to_float(sj_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
+__device__ __forceinline__ float sj_to_float(float x) { return x; }
+__device__ __forceinline__ float sj_to_float(double x) { return (float)x; }
+
+__device__ __forceinline__ double sj_to_double(sj_f16 h) { return (double)sj_to_float(h); }
+__device__ __forceinline__ double sj_to_double(sj_bf16 h) { return (double)sj_to_float(h); }
+__device__ __forceinline__ double sj_to_double(float x) { return (double)x; }
+__device__ __forceinline__ double sj_to_double(double x) { return x; }
+
+template <typename T> __device__ __forceinline__ T sj_from_float(float f);
+template <> __device__ __forceinline__ float sj_from_float<float>(float f) { return f; }
+template <> __device__ __forceinline__ double sj_from_float<double>(float f) { return (double)f; }
+template <> __device__ __forceinline__ sj_f16 sj_from_float<sj_f16>(float f) {
+  sj_f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+template <> __device__ __forceinline__ sj_bf16 sj_from_float<sj_bf16>(float f) {
+  sj_bf16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+
+__device__ __forceinline__ double sj_nan_double() { return __longlong_as_double(0x7ff8000000000000LL); }
+__device__ __forceinline__ float sj_nan_float() { return __uint_as_float(0x7fc00000u); }
+
+// n / d for any 32-bit n, with (multiplier, shift) computed on the host (make_fast_divisor).
+__device__ __forceinline__ unsigned sj_fastdiv(unsigned n, unsigned multiplier, unsigned shift) {
+  return (unsigned)(((unsigned long long)__umulhi(n, multiplier) + n) >> shift);
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every test suite of a build directory and prints the totals of doctest's summaries.
+# Exit status is non-zero when any suite failed.
+set -uo pipefail
+build=${1:-build}
+passed=0 failed=0 skipped=0 status=0
+for suite in host compile gpu; do
+  echo "== $suite tests"
+  log=$(mktemp)
+  "$build/tests/test_$suite" 2>&1 | tee "$log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  line=$(grep '\[doctest\] test cases:' "$log" | tail -1)
+  rm -f "$log"
+  if [ -z "$line" ]; then echo "$suite: no doctest summary"; status=1; continue; fi
+  read -r p f s < <(echo "$line" | sed -E 's/.*\| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  if [ "$s" -gt 0 ]; then
+    echo "$suite: $s skipped (no usable GPU):"
+    "$build/tests/test_$suite" --list-test-cases --no-skip 2>/dev/null | grep -v '^\[doctest\]' | grep -v '^=' | sed 's/^/  skipped: /' | head -200
+  fi
+done
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit $status
