@@ -4,6 +4,7 @@
 
 #include "codegen/render.hpp"
 #include "core/fastdiv.hpp"
+#include "jit/driver.hpp"
 #include "jit/program.hpp"
 #include "shapejit/core.hpp"
 
@@ -80,4 +81,19 @@ TEST_CASE("rendered source is self-contained: prelude, parameters, template") {
   CHECK(source.find("__device__ constexpr long long EXTENTS[] = {4LL, 5LL, };") != std::string::npos);
   CHECK(source.find("sj_fastdiv") < source.find("sj_kernel"));
   CHECK_THROWS_AS(codegen::render("no_such_template.cu", params), Error);
+}
+
+TEST_CASE("without a usable driver, asking for it is a clear error") {
+  if (jit::driver_available()) {
+    CHECK(jit::driver().version > 0);
+    CHECK(jit::driver_unavailable_reason().empty());
+  } else {
+    CHECK_FALSE(jit::driver_unavailable_reason().empty());
+    try {
+      jit::driver();
+      FAIL("expected driver_unavailable");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::driver_unavailable);
+    }
+  }
 }
