@@ -19,5 +19,7 @@ for suite in host compile gpu; do
     "$build/tests/test_$suite" --list-test-cases --no-skip 2>/dev/null | grep -v '^\[doctest\]' | grep -v '^=' | sed 's/^/  skipped: /' | head -200
   fi
 done
+echo "== fuzz (cache entry parser, bounded time)"
+bash "$(dirname "$0")/fuzz/run.sh" "$build" || status=1
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status
