@@ -3,14 +3,22 @@
 # printing bandwidth; without one, plan and precompile the shipped manifest for sm_80 and sm_90.
 set -euo pipefail
 build=${1:-build}
-if "$build/src/cli/shapejit" doctor | grep -q '^device 0:'; then
-  "$build/src/cli/shapejit" doctor
+cli="$build/src/cli/shapejit"
+if "$cli" doctor | grep -q '^device 0:'; then
+  "$cli" doctor
   for example in "$build"/examples/*; do
     [ -x "$example" ] && [ -f "$example" ] || continue
     echo "== $(basename "$example")"
     "$example"
   done
 else
-  echo "no GPU found: planning and precompiling cache/llm.manifest for sm_80 and sm_90 instead"
-  "$build/src/cli/shapejit" precompile --manifest cache/llm.manifest --arch sm_80,sm_90 --out "$build/deploy-cache"
+  reason=$("$cli" doctor | sed -n 's/^driver: *not usable: //p')
+  echo "NO GPU FOUND (${reason:-no CUDA device}): the examples need one and are not run."
+  echo "Instead, what a GPU-less build machine does for a deployment: precompile cache/llm.manifest for sm_80 and sm_90."
+  out="$build/deploy-cache"
+  "$cli" precompile --manifest cache/llm.manifest --arch sm_80,sm_90 --out "$out"
+  "$cli" cache verify --cache-dir "$out"
+  echo "deployment directory: $out (index: $out/index.txt)"
+  echo "serve it on a GPU machine with: SHAPEJIT_CACHE_PATH=$out SHAPEJIT_OFFLINE=1 <your program>"
+  echo "(no GPU was found, so no kernel was launched)"
 fi
