@@ -1,7 +1,62 @@
-/* shapejit C API: rope (declarations come with the rope operation). */
+/* shapejit C API: rope, rotary position embedding (GPT-J interleaved and GPT-NeoX half-split),
+ * q and optionally k in one launch. See shapejit/rope.hpp for the semantics; this mirrors it. */
 #ifndef SHAPEJIT_ROPE_H
 #define SHAPEJIT_ROPE_H
 
 #include "shapejit/shapejit_core.h"
 
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/** Which elements form a rotated pair: GPT-J (x[2i], x[2i+1]) or NeoX (x[i], x[i + R/2]). */
+typedef enum sj_rope_style { SJ_ROPE_GPTJ = 0, SJ_ROPE_NEOX = 1 } sj_rope_style;
+
+/** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
+ *  contiguous, or the input itself for an in-place plan; k, positions: none). */
+typedef struct sj_rope_desc {
+  sj_rope_style style;
+  sj_tensor_desc x;         /**< [seq, heads, dhead] or [batch, seq, heads, dhead]; f16 bf16 f32 f64 */
+  sj_tensor_desc y;         /**< x's shape and dtype */
+  sj_tensor_desc k;         /**< optional: x's batch, seq, dhead and dtype, its own heads */
+  sj_tensor_desc k_out;     /**< k's shape and dtype */
+  sj_tensor_desc table;     /**< layout of cos and sin: [P, W >= R/2], float dtype, strides {row, 1} */
+  sj_tensor_desc positions; /**< optional: [seq] or [batch, seq], integer dtype; absent: s + offset */
+  int64_t rotary_dim;       /**< R (even, <= dhead); 0 means dhead */
+  int inplace;              /**< nonzero: y is x and k_out is k */
+  int inverse;              /**< nonzero: rotate by -angle (backward pass) */
+  int checked;              /**< nonzero: each launch waits and fails on a position outside [0, P) */
+} sj_rope_desc;
+
+/** Device pointers of one launch (NULL for what the plan does not use). */
+typedef struct sj_rope_pointers {
+  const void* x;
+  void* y; /**< x itself for an in-place plan */
+  const void* k;
+  void* k_out; /**< k itself for an in-place plan */
+  const void* cos;
+  const void* sin;
+  const void* positions;
+  int64_t offset; /**< position of sequence index 0 when the plan has no positions */
+} sj_rope_pointers;
+
+/** An opaque planned rope. */
+typedef struct sj_rope_plan_s* sj_rope_plan;
+
+/** Validates and plans `desc`; on success `*plan` holds a plan to launch and destroy. */
+sj_status sj_rope_plan_create(const sj_rope_desc* desc, sj_rope_plan* plan);
+
+/** Launches `plan` on `stream` (a CUstream; NULL is the legacy default stream). */
+sj_status sj_rope_plan_launch(sj_rope_plan plan, const sj_rope_pointers* pointers, void* stream);
+
+/** Frees a plan (NULL is ignored). Kernels it loaded stay cached in the process. */
+void sj_rope_plan_destroy(sj_rope_plan plan);
+
+/** One-shot rope through an internal plan cache. */
+sj_status sj_rope(const sj_rope_desc* desc, const sj_rope_pointers* pointers, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHAPEJIT_ROPE_H */

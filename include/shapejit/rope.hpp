@@ -1,4 +1,177 @@
-// shapejit C++ API: rope (declarations come with the rope operation).
+// shapejit C++ API: rope, rotary position embedding (GPT-J interleaved and GPT-NeoX half-split
+// styles) for q and optionally k in one launch, in place or out of place, forward or inverse,
+// plus host builders for the sin/cos tables.
+//
+// For each token (batch b, sequence index s) with position p and each pair i < R/2 (R = rotary
+// dim), GPT-J rotates (x[2i], x[2i+1]) and NeoX rotates (x[i], x[i + R/2]) by the angle whose
+// cosine and sine are cos[p][i] and sin[p][i]:
+//   y0 = x0*cos - x1*sin,  y1 = x0*sin + x1*cos   (inverse: the same with -sin).
+// Elements R..D-1 pass through unchanged. Arithmetic is f32 (f64 for f64 data).
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "shapejit/core.hpp"
+
+namespace shapejit {
+
+/// Which elements form a rotated pair.
+enum class RopeStyle : std::uint8_t {
+  gptj,  ///< interleaved: (x[2i], x[2i+1])
+  neox,  ///< half-split: (x[i], x[i + R/2])
+};
+
+/// "gptj" or "neox".
+std::string_view rope_style_name(RopeStyle style) noexcept;
+
+/// What a rope call looks like: every shape, stride and dtype, but no pointer.
+///
+/// Shapes are [seq, heads, dhead] (3-D) or [batch, seq, heads, dhead] (4-D). Strides are in
+/// elements, signed, one per dimension (empty: row-major contiguous); the dhead stride must be 1.
+struct RopeDesc {
+  RopeStyle style = RopeStyle::neox;
+  /// The input q. dtype f16, bf16, f32 or f64.
+  TensorDesc x;
+  /// The output for x: same shape and dtype. std::nullopt: contiguous (x itself for an in-place plan).
+  std::optional<TensorDesc> y;
+  /// An optional second input rotated in the same launch: same batch, seq, dhead and dtype as x,
+  /// its own head count and strides.
+  std::optional<TensorDesc> k;
+  /// The output for k (needs k). std::nullopt: contiguous (k itself for an in-place plan).
+  std::optional<TensorDesc> k_out;
+  /// The layout of both the cos and the sin table: [P, W] with W >= R/2 (columns past R/2 are
+  /// not read), any float dtype, strides {row stride, 1} (empty: row stride W).
+  TensorDesc table;
+  /// Position ids: [seq] (shared by every batch) or [batch, seq], any integer dtype, any strides.
+  /// std::nullopt: the position of sequence index s is s + RopePointers::offset.
+  std::optional<TensorDesc> positions;
+  /// R, the number of leading dhead elements rotated (even, at most dhead); 0 means dhead.
+  std::int64_t rotary_dim = 0;
+  /// y is x and k_out is k: launch with pointers.y == pointers.x (and k_out == k). y and k_out
+  /// descriptors, when given, must equal x's and k's.
+  bool inplace = false;
+  /// Rotate by -angle (the backward pass).
+  bool inverse = false;
+  /// After each launch, wait for the stream and throw invalid_argument naming the first token
+  /// whose position is outside [0, P). Costs a small allocation and a stream synchronization per
+  /// launch; without it such a token's outputs become NaN and the launch stays asynchronous.
+  bool checked = false;
+};
+
+/// The device pointers of one launch.
+struct RopePointers {
+  const void* x = nullptr;
+  void* y = nullptr;  ///< for an in-place plan, x itself
+  const void* k = nullptr;
+  void* k_out = nullptr;  ///< for an in-place plan, k itself
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  const void* positions = nullptr;  ///< required when the plan has positions
+  std::int64_t offset = 0;          ///< position of sequence index 0 when the plan has no positions
+};
+
+namespace detail {
+struct RopePlanImpl;
+}
+
+/// A planned rope: immutable, cheap to copy, safe to launch from several threads at once
+/// (checked launches of one plan take turns).
+class RopePlan {
+ public:
+  RopePlan() = default;
+
+  /// Rotates on `stream` (a CUstream/cudaStream_t; nullptr is the default stream). Launching
+  /// costs no allocation, lock or hash; pointers less aligned than the plan assumed take a
+  /// scalar variant of the kernel. Throws shapejit::Error for a missing or inconsistent pointer,
+  /// a failed launch, or (checked plans) a position outside the table.
+  void launch(const RopePointers& pointers, void* stream = nullptr) const;
+
+  /// Shapes, specialization, launch shape, kernels and their keys, as text.
+  std::string describe() const;
+  /// describe() as a JSON document.
+  std::string json() const;
+  /// The `shapejit plan` manifest line that reproduces this plan's kernels.
+  std::string manifest_line() const;
+
+  /// Internal: the plan's data (planner output and kernels).
+  const detail::RopePlanImpl& impl() const;
+
+ private:
+  friend RopePlan plan_rope(const RopeDesc&);
+  std::shared_ptr<const detail::RopePlanImpl> impl_;
+};
+
+/// Validates `desc` and plans it. Throws shapejit::Error (invalid_argument) naming the argument
+/// for: a rank other than 3 or 4, an odd dhead or rotary dim, a rotary dim over dhead, a table
+/// narrower than R/2, a dhead stride other than 1, shapes of y, k, k_out or positions that do not
+/// match x, an integer data dtype, a non-integer position dtype, output strides that make rows
+/// overlap. Records the manifest line in record mode (SHAPEJIT_RECORD).
+RopePlan plan_rope(const RopeDesc& desc);
+
+/// One-shot rope through an internal plan cache keyed by `desc`.
+void rope(const RopeDesc& desc, const RopePointers& pointers, void* stream = nullptr);
+
+/// How the rotation frequencies are derived from theta (Hugging Face transformers' rope types).
+enum class RopeScaling : std::uint8_t {
+  none,    ///< "default": inv_freq[i] = theta^(-2i/R)
+  linear,  ///< "linear": inv_freq / factor
+  llama3,  ///< "llama3": Llama 3.1's smooth blend of scaled and unscaled frequencies
+  yarn,    ///< "yarn": ramp between interpolated and extrapolated frequencies, scaled sin/cos
+};
+
+/// Parameters of the sin/cos tables, named after transformers' rope_scaling fields.
+struct RopeTableOptions {
+  double theta = 10000.0;  ///< rope_theta (the base)
+  RopeScaling scaling = RopeScaling::none;
+  double factor = 1.0;  ///< linear, llama3, yarn: the scaling factor
+  double low_freq_factor = 1.0;   ///< llama3
+  double high_freq_factor = 4.0;  ///< llama3
+  /// llama3 and yarn: the pre-training context length. (transformers derives yarn's factor as
+  /// max_position_embeddings / original_max_position_embeddings when the config names both:
+  /// pass that ratio as `factor`.)
+  std::int64_t original_max_positions = 8192;
+  double beta_fast = 32.0;  ///< yarn
+  double beta_slow = 1.0;   ///< yarn
+  double mscale = 0.0;          ///< yarn, 0 = unset
+  double mscale_all_dim = 0.0;  ///< yarn, 0 = unset
+  /// yarn: the factor sin and cos are multiplied by; std::nullopt derives it from factor and mscale.
+  std::optional<double> attention_factor;
+  bool truncate = true;  ///< yarn: round the correction range outward to whole dimensions
+
+  /// Llama 3.1's published settings: theta 500000, factor 8, low 1, high 4, original 8192.
+  static RopeTableOptions llama3_defaults();
+};
+
+/// Inverse frequencies (R/2 of them) and the factor sin and cos are scaled by.
+struct RopeFrequencies {
+  std::vector<double> inv_freq;
+  double attention_factor = 1.0;
+};
+
+/// The frequencies for rotary dim `rotary_dim` (even, >= 2), computed in double with the
+/// formulas of transformers' modeling_rope_utils. Throws invalid_argument for a bad rotary dim,
+/// theta <= 1, factor <= 0, or llama3 with high_freq_factor <= low_freq_factor.
+RopeFrequencies rope_frequencies(std::int64_t rotary_dim, const RopeTableOptions& options = {});
+
+/// Host sin and cos tables, row-major [rows, rotary_dim/2] in `dtype`.
+struct RopeTables {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t width = 0;  ///< rotary_dim / 2
+  std::vector<std::uint8_t> cos;  ///< rows * width elements of dtype
+  std::vector<std::uint8_t> sin;
+  /// The table descriptor for RopeDesc::table: [rows, width], contiguous.
+  TensorDesc desc() const;
+};
+
+/// cos and sin of p * inv_freq[i], times the attention factor, for p < rows, computed in double
+/// and rounded to `dtype` (a float dtype). Throws invalid_argument for rows < 1, a non-float
+/// dtype, or what rope_frequencies rejects.
+RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype,
+                       const RopeTableOptions& options = {});
+
+}  // namespace shapejit

@@ -1,0 +1,70 @@
+// The rope C API: converts C descriptors to RopeDesc and runs the C++ API inside capi::guarded.
+#include "capi/guard.hpp"
+#include "core/errors.hpp"
+#include "shapejit/rope.h"
+#include "shapejit/rope.hpp"
+
+struct sj_rope_plan_s {
+  shapejit::RopePlan plan;
+};
+
+namespace shapejit::capi {
+namespace {
+
+std::optional<TensorDesc> optional_desc(const sj_tensor_desc& desc, const char* argument) {
+  if (desc.rank == 0) return std::nullopt;
+  return to_desc(&desc, argument);
+}
+
+RopeDesc to_rope_desc(const sj_rope_desc* desc) {
+  if (desc == nullptr) invalid_argument("desc is NULL");
+  if (desc->style != SJ_ROPE_GPTJ && desc->style != SJ_ROPE_NEOX)
+    invalid_argument("desc.style is {}; use SJ_ROPE_GPTJ or SJ_ROPE_NEOX", static_cast<int>(desc->style));
+  RopeDesc out;
+  out.style = desc->style == SJ_ROPE_GPTJ ? RopeStyle::gptj : RopeStyle::neox;
+  out.x = to_desc(&desc->x, "desc.x");
+  out.y = optional_desc(desc->y, "desc.y");
+  out.k = optional_desc(desc->k, "desc.k");
+  out.k_out = optional_desc(desc->k_out, "desc.k_out");
+  out.table = to_desc(&desc->table, "desc.table");
+  out.positions = optional_desc(desc->positions, "desc.positions");
+  out.rotary_dim = desc->rotary_dim;
+  out.inplace = desc->inplace != 0;
+  out.inverse = desc->inverse != 0;
+  out.checked = desc->checked != 0;
+  return out;
+}
+
+RopePointers to_pointers(const sj_rope_pointers* p) {
+  if (p == nullptr) invalid_argument("pointers is NULL");
+  return RopePointers{p->x, p->y, p->k, p->k_out, p->cos, p->sin, p->positions, p->offset};
+}
+
+}  // namespace
+}  // namespace shapejit::capi
+
+extern "C" {
+
+sj_status sj_rope_plan_create(const sj_rope_desc* desc, sj_rope_plan* plan) {
+  return shapejit::capi::guarded([&] {
+    if (plan == nullptr) shapejit::invalid_argument("plan (the output) is NULL");
+    *plan = nullptr;
+    *plan = new sj_rope_plan_s{shapejit::plan_rope(shapejit::capi::to_rope_desc(desc))};
+  });
+}
+
+sj_status sj_rope_plan_launch(sj_rope_plan plan, const sj_rope_pointers* pointers, void* stream) {
+  return shapejit::capi::guarded([&] {
+    if (plan == nullptr) shapejit::invalid_argument("plan is NULL; create it with sj_rope_plan_create");
+    plan->plan.launch(shapejit::capi::to_pointers(pointers), stream);
+  });
+}
+
+void sj_rope_plan_destroy(sj_rope_plan plan) { delete plan; }
+
+sj_status sj_rope(const sj_rope_desc* desc, const sj_rope_pointers* pointers, void* stream) {
+  return shapejit::capi::guarded(
+      [&] { shapejit::rope(shapejit::capi::to_rope_desc(desc), shapejit::capi::to_pointers(pointers), stream); });
+}
+
+}  // extern "C"

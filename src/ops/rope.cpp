@@ -1,0 +1,302 @@
+// The rope entry points: plan, launch (plain and checked), one-shot with a plan cache, text forms.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "codegen/rope_source.hpp"
+#include "core/errors.hpp"
+#include "jit/driver.hpp"
+#include "jit/record.hpp"
+#include "ops/rope_impl.hpp"
+#include "plan/rope_manifest.hpp"
+#include "shapejit/rope.hpp"
+
+namespace shapejit {
+namespace detail {
+namespace {
+
+// The arch whose keys describe() prints: keys differ per arch, and plans are printed without a GPU.
+constexpr const char* kDescribedArch = "sm_90";
+
+std::string shape_text(const std::vector<std::int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+
+std::string tensor_text(const TensorDesc& t) {
+  return fmt::format("{} {} strides {}", dtype_name(t.dtype), shape_text(t.shape), shape_text(t.effective_strides()));
+}
+
+bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+void require_pointer(const void* p, const char* name, const char* why) {
+  if (p == nullptr) invalid_argument("pointers.{} is NULL; {}", name, why);
+}
+
+/// One input/output pair's pointers against the plan's in-place rule.
+void check_output_pointer(const void* in, const void* out, bool inplace, const std::int64_t (&in_strides)[3],
+                          const std::int64_t (&out_strides)[3], const char* in_name, const char* out_name) {
+  if (inplace && out != in)
+    invalid_argument("pointers.{} differs from pointers.{} but the plan is in place; pass {} as {} (or plan with "
+                     "inplace = false)",
+                     out_name, in_name, in_name, out_name);
+  if (!inplace && out == in && !std::equal(in_strides, in_strides + 3, out_strides))
+    invalid_argument("pointers.{} is pointers.{} but their strides differ; give equal strides or separate memory",
+                     out_name, in_name);
+}
+
+/// Checks `p` against the plan and fills the pointer fields of `args`.
+void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKernelArgs& args) {
+  const plan::RopeSpec& spec = plan.data.spec;
+  require_pointer(p.x, "x", "pass the input q");
+  require_pointer(p.y, "y", "pass the output (x itself for an in-place plan)");
+  require_pointer(p.cos, "cos", "pass the cos table");
+  require_pointer(p.sin, "sin", "pass the sin table");
+  check_output_pointer(p.x, p.y, spec.inplace, args.x_stride, args.y_stride, "x", "y");
+  if (spec.has_k) {
+    require_pointer(p.k, "k", "the plan rotates k too");
+    require_pointer(p.k_out, "k_out", "pass k's output (k itself for an in-place plan)");
+    check_output_pointer(p.k, p.k_out, spec.inplace, args.k_stride, args.k_out_stride, "k", "k_out");
+  } else if (p.k != nullptr || p.k_out != nullptr) {
+    invalid_argument("pointers.k or pointers.k_out is set but the plan has no k; plan with RopeDesc::k");
+  }
+  if (spec.position) {
+    require_pointer(p.positions, "positions", "the plan reads position ids");
+    if (!aligned(p.positions, dtype_size(*spec.position)))
+      invalid_argument("pointers.positions is not aligned to its {}-byte elements", dtype_size(*spec.position));
+  } else if (p.positions != nullptr) {
+    invalid_argument("pointers.positions is set but the plan has none (positions are s + offset); plan with "
+                     "RopeDesc::positions");
+  }
+  const std::size_t data_bytes = dtype_size(spec.data), table_bytes = dtype_size(spec.table);
+  for (auto [ptr, name] : {std::pair{p.x, "x"}, {static_cast<const void*>(p.y), "y"}, {p.k, "k"},
+                           {static_cast<const void*>(p.k_out), "k_out"}})
+    if (!aligned(ptr, data_bytes)) invalid_argument("pointers.{} is not aligned to its {}-byte elements", name, data_bytes);
+  if (!aligned(p.cos, table_bytes) || !aligned(p.sin, table_bytes))
+    invalid_argument("pointers.cos or pointers.sin is not aligned to its {}-byte elements", table_bytes);
+  args.x = p.x;
+  args.y = p.y;
+  args.k = p.k;
+  args.k_out = p.k_out;
+  args.cos = p.cos;
+  args.sin = p.sin;
+  args.positions = p.positions;
+  args.offset = p.offset;
+}
+
+/// Whether every pointer allows the plan's vector accesses.
+bool vector_aligned(const plan::RopeSpec& spec, const plan::RopeKernelArgs& args) {
+  const std::size_t data = static_cast<std::size_t>(spec.access) * dtype_size(spec.data);
+  const std::size_t table = static_cast<std::size_t>(spec.table_access) * dtype_size(spec.table);
+  return aligned(args.x, data) && aligned(args.y, data) && aligned(args.k, data) && aligned(args.k_out, data) &&
+         aligned(args.cos, table) && aligned(args.sin, table);
+}
+
+jit::LaunchDims launch_dims(const plan::RopeLaunchShape& shape) {
+  jit::LaunchDims dims;
+  dims.grid[0] = shape.grid[0];
+  dims.grid[1] = shape.grid[1];
+  for (int i = 0; i < 3; ++i) dims.block[i] = shape.block[i];
+  return dims;
+}
+
+/// Position id of token (b, s) as stored on the device, as text.
+std::string stored_position(const plan::RopePlanData& plan, const void* positions, std::int64_t b, std::int64_t s) {
+  const DType t = *plan.spec.position;
+  const std::int64_t at = b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
+  std::uint64_t raw = 0;
+  const auto address = reinterpret_cast<CUdeviceptr>(positions) + static_cast<CUdeviceptr>(at * static_cast<std::int64_t>(dtype_size(t)));
+  jit::check(jit::driver().cuMemcpyDtoH(&raw, address, dtype_size(t)), "cuMemcpyDtoH(rope position)");
+  switch (t) {
+    case DType::i8: return std::to_string(static_cast<std::int8_t>(raw));
+    case DType::i16: return std::to_string(static_cast<std::int16_t>(raw));
+    case DType::i32: return std::to_string(static_cast<std::int32_t>(raw));
+    case DType::i64: return std::to_string(static_cast<std::int64_t>(raw));
+    default: return std::to_string(raw);  // unsigned: the low bytes are the value
+  }
+}
+
+/// Launch, then wait and throw naming the first token whose position is outside the table.
+void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, plan::RopeKernelArgs& args,
+                    void* stream) {
+  const jit::Driver& d = jit::driver();
+  jit::ensure_context();
+  CUdeviceptr word = 0;
+  jit::check(d.cuMemAlloc(&word, sizeof(std::uint64_t)), "cuMemAlloc(rope checked-mode word)");
+  struct Free {
+    CUdeviceptr p;
+    ~Free() { jit::driver().cuMemFree(p); }
+  } free_word{word};
+  jit::check(d.cuMemsetD8(word, 0xff, sizeof(std::uint64_t)), "cuMemsetD8(rope checked-mode word)");
+  // The memset runs on the legacy stream; a non-blocking caller stream would not wait for it.
+  jit::check(d.cuCtxSynchronize(), "cuCtxSynchronize before a checked rope launch");
+  args.bad_token = reinterpret_cast<unsigned long long*>(word);
+  void* params[] = {&args};
+  kernel.launch(launch_dims(plan.data.launch), stream, params);
+  jit::check(d.cuStreamSynchronize(static_cast<CUstream>(stream)), "rope (checked launch)");
+  std::uint64_t bad = 0;
+  jit::check(d.cuMemcpyDtoH(&bad, word, sizeof bad), "cuMemcpyDtoH(rope checked-mode word)");
+  if (bad == ~std::uint64_t{0}) return;
+  const auto token = static_cast<std::int64_t>(bad);
+  const std::int64_t b = token / plan.data.seq, s = token % plan.data.seq;
+  const std::string where = plan.data.spec.four_d ? fmt::format("batch {}, seq {}", b, s) : fmt::format("seq {}", s);
+  const std::int64_t rows = plan.data.args.table_rows;
+  if (plan.data.spec.position)
+    invalid_argument("positions[{}] = {} is outside the table rows [0, {}) (the first such token, {}); its outputs "
+                     "are NaN",
+                     where, stored_position(plan.data, args.positions, plan.data.spec.positions_batched ? b : 0, s),
+                     rows, where);
+  invalid_argument("position {} (seq {} + offset {}) is outside the table rows [0, {}) (the first such token, {}); "
+                   "its outputs are NaN",
+                   s + args.offset, s, args.offset, rows, where);
+}
+
+std::string describe_position_source(const RopeDesc& desc) {
+  if (!desc.positions) return "none: position = seq index + offset";
+  return tensor_text(*desc.positions);
+}
+
+}  // namespace
+
+RopePlanImpl::RopePlanImpl(plan::RopePlanData planned)
+    : data(std::move(planned)),
+      manifest(plan::rope_manifest_line(data)),
+      kernel(codegen::rope_program(data.spec, manifest)) {
+  if (data.spec.access > 1 || data.spec.table_access > 1)
+    scalar_kernel.emplace(codegen::rope_program(plan::scalar_variant(data.spec), manifest));
+}
+
+std::vector<const jit::Program*> RopePlanImpl::programs() const {
+  std::vector<const jit::Program*> out = {&kernel.program()};
+  if (scalar_kernel) out.push_back(&scalar_kernel->program());
+  return out;
+}
+
+std::shared_ptr<const RopePlanImpl> make_rope_plan(const RopeDesc& desc, const plan::RopeOverrides& overrides) {
+  return std::make_shared<const RopePlanImpl>(plan::plan_rope_data(desc, overrides));
+}
+
+std::string describe(const RopePlanImpl& plan) {
+  const plan::RopePlanData& d = plan.data;
+  const plan::RopeSpec& spec = d.spec;
+  std::string text = fmt::format("rope plan ({}, {})\n", rope_style_name(spec.style),
+                                 spec.inverse ? "inverse" : "forward");
+  text += fmt::format("  x:          {}\n  y:          {}{}\n", tensor_text(d.desc.x), tensor_text(*d.desc.y),
+                      spec.inplace ? " (in place)" : "");
+  if (d.desc.k)
+    text += fmt::format("  k:          {}\n  k_out:      {}\n", tensor_text(*d.desc.k), tensor_text(*d.desc.k_out));
+  text += fmt::format("  rotary dim: {} of {}\n  table:      {} (cos and sin)\n  positions:  {}{}\n",
+                      spec.rotary_dim, spec.head_dim, tensor_text(d.desc.table), describe_position_source(d.desc),
+                      spec.checked ? " (checked)" : "");
+  text += fmt::format("  tokens:     {} x {} heads ({} q + {} k)\n", d.args.tokens, d.args.heads_total, d.heads_q,
+                      d.heads_k);
+  text += fmt::format("  launch:     grid [{},{}] block [{},{},{}], {} head(s) per thread{}\n", d.launch.grid[0],
+                      d.launch.grid[1], d.launch.block[0], d.launch.block[1], d.launch.block[2],
+                      d.launch.heads_per_thread, d.empty ? " (empty: nothing to launch)" : "");
+  text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses, {}-bit offsets\n",
+                      spec.chunk, spec.access, spec.table_access, spec.wide_index ? 64 : 32);
+  for (const jit::Program* p : plan.programs())
+    text += fmt::format("  kernel:     {}\n              key ({}) {}\n", p->label, kDescribedArch,
+                        jit::kernel_key(*p, kDescribedArch).hex());
+  text += fmt::format("  manifest:   {}\n", plan.manifest);
+  return text;
+}
+
+std::string json(const RopePlanImpl& plan) {
+  const plan::RopePlanData& d = plan.data;
+  const plan::RopeSpec& spec = d.spec;
+  auto tensor = [](const TensorDesc& t) {
+    return fmt::format(R"({{"dtype": "{}", "shape": [{}], "strides": [{}]}})", dtype_name(t.dtype),
+                       fmt::join(t.shape, ", "), fmt::join(t.effective_strides(), ", "));
+  };
+  std::string kernels;
+  for (const jit::Program* p : plan.programs())
+    kernels += fmt::format(R"({}{{"label": "{}", "arch": "{}", "key": "{}"}})", kernels.empty() ? "" : ", ", p->label,
+                           kDescribedArch, jit::kernel_key(*p, kDescribedArch).hex());
+  return fmt::format(
+      R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
+      R"("spec": {{"data": "{}", "table": "{}", "positions": "{}", "positions_batched": {}, "head_dim": {}, )"
+      R"("rotary_dim": {}, "four_d": {}, "has_k": {}, "inplace": {}, "inverse": {}, "checked": {}, "index_bits": {}, )"
+      R"("chunk": {}, "access": {}, "table_access": {}}}, "tokens": {}, "heads_q": {}, "heads_k": {}, )"
+      R"("launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, "empty": {}}}, )"
+      R"("kernels": [{}], "manifest": "{}"}})",
+      rope_style_name(spec.style), tensor(d.desc.x), tensor(*d.desc.y), d.desc.k ? tensor(*d.desc.k) : "null",
+      d.desc.k_out ? tensor(*d.desc.k_out) : "null", tensor(d.desc.table),
+      d.desc.positions ? tensor(*d.desc.positions) : "null", dtype_name(spec.data), dtype_name(spec.table),
+      spec.position ? dtype_name(*spec.position) : "none", spec.positions_batched, spec.head_dim, spec.rotary_dim,
+      spec.four_d, spec.has_k, spec.inplace, spec.inverse, spec.checked, spec.wide_index ? 64 : 32, spec.chunk,
+      spec.access, spec.table_access, d.args.tokens, d.heads_q, d.heads_k, d.launch.grid[0], d.launch.grid[1],
+      d.launch.block[0], d.launch.block[1], d.launch.block[2], d.launch.heads_per_thread, d.empty, kernels,
+      plan.manifest);
+}
+
+}  // namespace detail
+
+std::string_view rope_style_name(RopeStyle style) noexcept { return style == RopeStyle::gptj ? "gptj" : "neox"; }
+
+RopePlan plan_rope(const RopeDesc& desc) {
+  RopePlan plan;
+  plan.impl_ = detail::make_rope_plan(desc, {});
+  jit::record_manifest_line(plan.impl_->manifest);
+  return plan;
+}
+
+const detail::RopePlanImpl& RopePlan::impl() const {
+  if (!impl_) fail(ErrorCode::invalid_argument, "this RopePlan is empty; create it with plan_rope");
+  return *impl_;
+}
+
+void RopePlan::launch(const RopePointers& pointers, void* stream) const {
+  const detail::RopePlanImpl& plan = impl();
+  if (plan.data.empty) return;
+  plan::RopeKernelArgs args = plan.data.args;
+  detail::bind_pointers(plan, pointers, args);
+  const jit::KernelHandle& kernel =
+      detail::vector_aligned(plan.data.spec, args) || !plan.scalar_kernel ? plan.kernel : *plan.scalar_kernel;
+  if (plan.data.spec.checked) return detail::checked_launch(plan, kernel, args, stream);
+  void* params[] = {&args};
+  kernel.launch(detail::launch_dims(plan.data.launch), stream, params);
+}
+
+std::string RopePlan::describe() const { return detail::describe(impl()); }
+std::string RopePlan::json() const { return detail::json(impl()); }
+std::string RopePlan::manifest_line() const { return impl().manifest; }
+
+namespace {
+
+/// Everything in `desc`, as text: the one-shot cache's key.
+std::string desc_key(const RopeDesc& desc) {
+  auto tensor = [](const std::optional<TensorDesc>& t) {
+    return t ? fmt::format("{}/{}:{}:{}", dtype_name(t->dtype), t->elem_bytes, fmt::join(t->shape, ","),
+                           fmt::join(t->strides, ","))
+             : std::string("-");
+  };
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}", rope_style_name(desc.style), tensor(desc.x), tensor(desc.y),
+                     tensor(desc.k), tensor(desc.k_out), tensor(desc.table), tensor(desc.positions), desc.rotary_dim,
+                     desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-');
+}
+
+}  // namespace
+
+void rope(const RopeDesc& desc, const RopePointers& pointers, void* stream) {
+  // A decode loop plans a new shape per step; bounded so that the cache cannot grow forever.
+  constexpr std::size_t kMaxCachedPlans = 1024;
+  static std::mutex mutex;
+  static std::map<std::string, RopePlan> cache;
+  const std::string key = desc_key(desc);
+  std::optional<RopePlan> cached;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) cached = it->second;
+  }
+  if (cached) return cached->launch(pointers, stream);
+  const RopePlan plan = plan_rope(desc);
+  {
+    std::lock_guard lock(mutex);
+    if (cache.size() >= kMaxCachedPlans) cache.clear();
+    cache.emplace(key, plan);
+  }
+  plan.launch(pointers, stream);
+}
+
+}  // namespace shapejit

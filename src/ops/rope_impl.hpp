@@ -1,0 +1,36 @@
+// A planned rope: the planner's output, its kernels and the text forms of the plan.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/launch.hpp"
+#include "plan/rope_plan.hpp"
+
+namespace shapejit::detail {
+
+struct RopePlanImpl {
+  /// Builds the kernels of `data`: the planned one and, when it uses wide accesses, the scalar
+  /// variant launched on less aligned pointers.
+  explicit RopePlanImpl(plan::RopePlanData data);
+
+  plan::RopePlanData data;
+  std::string manifest;
+  jit::KernelHandle kernel;
+  std::optional<jit::KernelHandle> scalar_kernel;
+
+  /// Every program a launch of this plan may run (what a precompile must build).
+  std::vector<const jit::Program*> programs() const;
+};
+
+/// Plans `desc` under manifest-line overrides (what `shapejit plan rope` does); plan_rope is
+/// this with no overrides, plus record mode.
+std::shared_ptr<const RopePlanImpl> make_rope_plan(const RopeDesc& desc, const plan::RopeOverrides& overrides);
+
+/// RopePlan::describe(), json() of a plan.
+std::string describe(const RopePlanImpl& plan);
+std::string json(const RopePlanImpl& plan);
+
+}  // namespace shapejit::detail

@@ -1,0 +1,40 @@
+// The rope manifest line: `rope --algo neox|gptj --dtype D [--table-dtype T] [--pos-dtype P|none]
+// [--pos-layout seq] --shape [B,]S,H,D [--k-heads N] [--rotary-dim R] [--inplace] [--inverse]
+// [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan` accepts and
+// record mode writes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/rope_plan.hpp"
+
+namespace shapejit::plan {
+
+/// The options of one manifest line.
+struct RopeManifest {
+  RopeStyle style = RopeStyle::neox;
+  DType dtype = DType::bf16;
+  std::optional<DType> table_dtype;  ///< std::nullopt: f64 for f64 data, else f32
+  std::optional<DType> position_dtype = DType::i64;  ///< std::nullopt: no positions (s + offset)
+  bool positions_shared = false;     ///< 4-D only: positions [seq] instead of [batch, seq]
+  std::vector<std::int64_t> shape;   ///< [seq, heads, dhead] or [batch, seq, heads, dhead]
+  std::optional<std::int64_t> k_heads;  ///< std::nullopt: no k
+  std::int64_t rotary_dim = 0;       ///< 0: dhead
+  bool inplace = false;
+  bool inverse = false;
+  bool checked = false;
+  RopeOverrides overrides;           ///< --access, --table-access, --index (16, 16, 0 = unset)
+};
+
+/// The contiguous descriptor a manifest line stands for: x, y, k, k_out contiguous, a table of
+/// max(seq, 1) rows of rotary_dim/2, contiguous positions.
+RopeDesc manifest_desc(const RopeManifest& manifest);
+
+/// The manifest line that reproduces the kernels of `plan`: the shapes and flags, plus --access,
+/// --table-access and --index where the plan's strides made it choose differently from the
+/// contiguous descriptor of the same line.
+std::string rope_manifest_line(const RopePlanData& plan);
+
+}  // namespace shapejit::plan

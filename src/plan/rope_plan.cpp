@@ -1,0 +1,311 @@
+#include "plan/rope_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "core/fastdiv.hpp"
+
+namespace shapejit::plan {
+namespace {
+
+constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
+constexpr int kBlockThreads = 256;
+constexpr int kGridYLimit = 65535;
+// Chunk-heads of work above which each thread takes several heads: enough threads remain to
+// fill the device, and each thread reuses its sin/cos over more heads.
+constexpr std::int64_t kBusyWork = std::int64_t{1} << 20;
+constexpr int kBusyHeadsPerThread = 4;
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// The strides of `t` (given or contiguous), with 0 for dimensions of extent 1: those never move
+/// an offset, so their stride changes neither the code nor the index width.
+std::vector<std::int64_t> normalized_strides(const TensorDesc& t) {
+  std::vector<std::int64_t> strides = t.effective_strides();
+  for (std::size_t i = 0; i < strides.size(); ++i)
+    if (t.shape[i] == 1) strides[i] = 0;
+  return strides;
+}
+
+/// Lowest and highest element offset a strided view reaches (0, 0 when it is empty).
+struct Span {
+  std::int64_t low = 0, high = 0;
+};
+
+Span span_of(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, const char* name) {
+  Span span;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return {};
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+        __builtin_add_overflow(reach > 0 ? span.high : span.low, reach, reach > 0 ? &span.high : &span.low))
+      invalid_argument("{} spans more than 2^63 elements (shape {}, strides {})", name, shape_text(shape),
+                       shape_text(strides));
+  }
+  return span;
+}
+
+bool fits_32_bits(const Span& span) {
+  return span.low >= std::numeric_limits<std::int32_t>::min() && span.high <= std::numeric_limits<std::int32_t>::max();
+}
+
+void require_float_data(const TensorDesc& t, const char* name) {
+  if (!dtype_is_float(t.dtype))
+    invalid_argument("{}.dtype is {}; rope data must be f16, bf16, f32 or f64", name, dtype_name(t.dtype));
+}
+
+/// Rank, extents and strides of a [.., heads, dhead] data tensor of the given rank.
+void check_rows(const TensorDesc& t, const char* name, std::size_t rank) {
+  if (t.shape.size() != rank)
+    invalid_argument("{} has shape {} (rank {}); it must have rank {} like x", name, shape_text(t.shape),
+                     t.shape.size(), rank);
+  for (std::size_t i = 0; i < rank; ++i)
+    if (t.shape[i] < 0) invalid_argument("{}.shape[{}] is {}; extents must be 0 or more", name, i, t.shape[i]);
+  if (!t.strides.empty() && t.strides.size() != rank)
+    invalid_argument("{} has {} strides for rank {}; give one per dimension or none", name, t.strides.size(), rank);
+  if (!t.strides.empty() && t.strides.back() != 1)
+    invalid_argument("{}.strides[{}] is {}; the dhead stride must be 1", name, rank - 1, t.strides.back());
+  if (t.elem_bytes != 0 && static_cast<std::size_t>(t.elem_bytes) != dtype_size(t.dtype))
+    invalid_argument("{}.elem_bytes is {}; rope takes no opaque elements (use 0)", name, t.elem_bytes);
+}
+
+/// An output must not write one element from two rows: no zero stride on a dimension of extent > 1.
+void check_no_zero_stride(const TensorDesc& t, const char* name) {
+  const auto strides = t.effective_strides();
+  for (std::size_t i = 0; i + 1 < strides.size(); ++i)
+    if (strides[i] == 0 && t.shape[i] > 1)
+      invalid_argument("{}.strides[{}] is 0 with extent {}: output rows would overlap; give a nonzero stride", name,
+                       i, t.shape[i]);
+}
+
+/// The output descriptor: given (checked against its input) or contiguous of the input's shape.
+TensorDesc output_desc(const std::optional<TensorDesc>& given, const TensorDesc& input, bool inplace,
+                       const char* name, const char* input_name) {
+  if (!given) {
+    TensorDesc out = input;
+    if (!inplace) out.strides.clear();
+    return out;
+  }
+  check_rows(*given, name, input.shape.size());
+  if (given->shape != input.shape)
+    invalid_argument("{} has shape {} but {} has {}; they must match", name, shape_text(given->shape), input_name,
+                     shape_text(input.shape));
+  if (given->dtype != input.dtype)
+    invalid_argument("{}.dtype is {} but {}.dtype is {}; they must match", name, dtype_name(given->dtype), input_name,
+                     dtype_name(input.dtype));
+  if (inplace && given->effective_strides() != input.effective_strides())
+    invalid_argument("{} has strides {} but {} has {}; an in-place plan writes {} itself (omit {} or give equal strides)",
+                     name, shape_text(given->effective_strides()), input_name,
+                     shape_text(input.effective_strides()), input_name, name);
+  return *given;
+}
+
+void check_table(const TensorDesc& table, std::int64_t rotary_dim) {
+  if (table.shape.size() != 2)
+    invalid_argument("table has shape {}; it must be [P, W] with W >= rotary_dim/2 = {}", shape_text(table.shape),
+                     rotary_dim / 2);
+  if (!dtype_is_float(table.dtype))
+    invalid_argument("table.dtype is {}; sin/cos tables must be f16, bf16, f32 or f64", dtype_name(table.dtype));
+  if (table.shape[0] < 1) invalid_argument("table has {} rows; it needs at least one", table.shape[0]);
+  if (table.shape[1] < rotary_dim / 2)
+    invalid_argument("table is {} wide; it must be at least rotary_dim/2 = {}", table.shape[1], rotary_dim / 2);
+  if (!table.strides.empty()) {
+    if (table.strides.size() != 2) invalid_argument("table has {} strides; give 2 or none", table.strides.size());
+    if (table.strides[1] != 1) invalid_argument("table.strides[1] is {}; table columns must be contiguous (1)", table.strides[1]);
+    if (table.strides[0] < 0) invalid_argument("table.strides[0] is {}; the row stride must be 0 or more", table.strides[0]);
+  }
+}
+
+void check_positions(const TensorDesc& positions, std::int64_t batch, std::int64_t seq, bool four_d) {
+  if (dtype_is_float(positions.dtype))
+    invalid_argument("positions.dtype is {}; positions must be an integer type (i8 i16 i32 i64 u8 u16 u32 u64)",
+                     dtype_name(positions.dtype));
+  const std::vector<std::int64_t> seq_only = {seq};
+  const std::vector<std::int64_t> per_batch = {batch, seq};
+  if (positions.shape != seq_only && !(four_d && positions.shape == per_batch))
+    invalid_argument("positions has shape {}; it must be [seq] = {}{}", shape_text(positions.shape),
+                     shape_text(seq_only), four_d ? fmt::format(" or [batch, seq] = {}", shape_text(per_batch)) : "");
+  if (!positions.strides.empty() && positions.strides.size() != positions.shape.size())
+    invalid_argument("positions has {} strides for rank {}; give one per dimension or none", positions.strides.size(),
+                     positions.shape.size());
+}
+
+/// Batch, seq, head strides of a 3-D or 4-D data tensor (batch stride 0 for 3-D).
+void fill_row_strides(std::int64_t (&out)[3], const TensorDesc& t) {
+  const auto s = normalized_strides(t);
+  if (s.size() == 4) {
+    out[0] = s[0], out[1] = s[1], out[2] = s[2];
+  } else {
+    out[0] = 0, out[1] = s[0], out[2] = s[1];
+  }
+}
+
+}  // namespace
+
+std::int64_t largest_pow2_dividing(std::int64_t limit, std::initializer_list<std::int64_t> values) {
+  std::int64_t p = 1;
+  while (p * 2 <= limit && std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v % (p * 2) == 0; }))
+    p *= 2;
+  return p;
+}
+
+int rope_chunk_pairs(const RopeSpec& spec) { return spec.style == RopeStyle::neox ? spec.chunk : spec.chunk / 2; }
+
+std::int64_t rope_rotated_chunks(const RopeSpec& spec) {
+  return (spec.style == RopeStyle::neox ? spec.rotary_dim / 2 : spec.rotary_dim) / spec.chunk;
+}
+
+std::int64_t rope_pass_chunks(const RopeSpec& spec) { return (spec.head_dim - spec.rotary_dim) / spec.chunk; }
+
+RopeSpec scalar_variant(RopeSpec spec) {
+  spec.access = 1;
+  spec.table_access = 1;
+  return spec;
+}
+
+RopeLaunchShape choose_rope_launch(std::int64_t tokens, std::int64_t heads_total, std::int64_t rotated_chunks) {
+  RopeLaunchShape shape;
+  const std::int64_t bx = std::min<std::int64_t>(rotated_chunks, kBlockThreads);
+  // Saturating: a product beyond kBusyWork needs no exact value.
+  const bool busy = static_cast<double>(tokens) * static_cast<double>(heads_total) * static_cast<double>(rotated_chunks) >=
+                    static_cast<double>(kBusyWork);
+  shape.heads_per_thread = busy ? kBusyHeadsPerThread : 1;
+  const std::int64_t head_threads = std::max<std::int64_t>(1, ceil_div(heads_total, shape.heads_per_thread));
+  const std::int64_t by_max = std::max<std::int64_t>(1, kBlockThreads / bx);
+  const std::int64_t gy = std::min<std::int64_t>(ceil_div(head_threads, by_max), kGridYLimit);
+  const std::int64_t by = std::min(ceil_div(head_threads, gy), by_max);
+  const std::int64_t bz = std::clamp<std::int64_t>(kBlockThreads / (bx * by), 1, std::max<std::int64_t>(tokens, 1));
+  shape.block[0] = static_cast<unsigned>(bx);
+  shape.block[1] = static_cast<unsigned>(by);
+  shape.block[2] = static_cast<unsigned>(bz);
+  shape.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(tokens, bz)));
+  shape.grid[1] = static_cast<unsigned>(gy);
+  return shape;
+}
+
+RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides) {
+  RopePlanData plan;
+  plan.desc = desc;
+  const TensorDesc& x = desc.x;
+  if (x.shape.size() != 3 && x.shape.size() != 4)
+    invalid_argument("x has shape {} (rank {}); it must be [seq, heads, dhead] or [batch, seq, heads, dhead]",
+                     shape_text(x.shape), x.shape.size());
+  const std::size_t rank = x.shape.size();
+  check_rows(x, "x", rank);
+  require_float_data(x, "x");
+  const bool four_d = rank == 4;
+  const std::int64_t head_dim = x.shape[rank - 1];
+  const std::int64_t rotary_dim = desc.rotary_dim == 0 ? head_dim : desc.rotary_dim;
+  if (head_dim % 2 != 0 || head_dim < 2)
+    invalid_argument("x.shape[{}] (dhead) is {}; it must be even and at least 2", rank - 1, head_dim);
+  if (rotary_dim < 2 || rotary_dim % 2 != 0)
+    invalid_argument("rotary_dim is {}; it must be even and at least 2 (or 0 for dhead)", desc.rotary_dim);
+  if (rotary_dim > head_dim) invalid_argument("rotary_dim is {}; it must be at most dhead = {}", rotary_dim, head_dim);
+
+  plan.batch = four_d ? x.shape[0] : 1;
+  plan.seq = x.shape[rank - 3];
+  plan.heads_q = x.shape[rank - 2];
+  plan.desc.y = output_desc(desc.y, x, desc.inplace, "y", "x");
+  check_no_zero_stride(*plan.desc.y, "y");
+
+  if (desc.k_out && !desc.k) invalid_argument("k_out is given without k; give k too, or neither");
+  if (desc.k) {
+    const TensorDesc& k = *desc.k;
+    check_rows(k, "k", rank);
+    if (k.dtype != x.dtype)
+      invalid_argument("k.dtype is {} but x.dtype is {}; they must match", dtype_name(k.dtype), dtype_name(x.dtype));
+    for (std::size_t i = 0; i < rank; ++i)
+      if (i != rank - 2 && k.shape[i] != x.shape[i])
+        invalid_argument("k has shape {} but x has {}; they may differ only in heads (dimension {})",
+                         shape_text(k.shape), shape_text(x.shape), rank - 2);
+    plan.heads_k = k.shape[rank - 2];
+    plan.desc.k_out = output_desc(desc.k_out, k, desc.inplace, "k_out", "k");
+    check_no_zero_stride(*plan.desc.k_out, "k_out");
+  }
+
+  check_table(desc.table, rotary_dim);
+  plan.desc.table.strides = desc.table.effective_strides();
+  if (desc.positions) check_positions(*desc.positions, plan.batch, plan.seq, four_d);
+
+  const std::int64_t tokens = plan.batch * plan.seq;
+  if (tokens > kMaxTokens)
+    fail(ErrorCode::unsupported, "x has {} tokens (batch * seq); rope supports at most {}", tokens, kMaxTokens);
+
+  RopeSpec& spec = plan.spec;
+  spec.style = desc.style;
+  spec.data = x.dtype;
+  spec.table = desc.table.dtype;
+  if (desc.positions) {
+    spec.position = desc.positions->dtype;
+    spec.positions_batched = desc.positions->shape.size() == 2;
+  }
+  spec.head_dim = head_dim;
+  spec.rotary_dim = rotary_dim;
+  spec.four_d = four_d;
+  spec.has_k = desc.k.has_value();
+  spec.inplace = desc.inplace;
+  spec.inverse = desc.inverse;
+  spec.checked = desc.checked;
+
+  const auto max_vector = static_cast<std::int64_t>(16 / dtype_size(x.dtype));
+  const std::int64_t rotated_span = desc.style == RopeStyle::neox ? rotary_dim / 2 : rotary_dim;
+  spec.chunk = static_cast<int>(largest_pow2_dividing(max_vector, {rotated_span, head_dim - rotary_dim}));
+
+  // Accesses as wide as every row start allows (pointer alignment is checked per launch).
+  RopeKernelArgs& args = plan.args;
+  fill_row_strides(args.x_stride, x);
+  fill_row_strides(args.y_stride, *plan.desc.y);
+  if (desc.k) {
+    fill_row_strides(args.k_stride, *desc.k);
+    fill_row_strides(args.k_out_stride, *plan.desc.k_out);
+  }
+  std::int64_t access = std::min<std::int64_t>(spec.chunk, overrides.max_access);
+  for (const auto* strides : {&args.x_stride, &args.y_stride, &args.k_stride, &args.k_out_stride})
+    access = largest_pow2_dividing(access, {(*strides)[0], (*strides)[1], (*strides)[2]});
+  spec.access = static_cast<int>(access);
+
+  const std::int64_t table_rows = desc.table.shape[0];
+  const std::int64_t table_stride = table_rows == 1 ? 0 : plan.desc.table.strides[0];
+  const auto max_table_vector = static_cast<std::int64_t>(16 / dtype_size(desc.table.dtype));
+  spec.table_access = static_cast<int>(largest_pow2_dividing(
+      std::min<std::int64_t>(max_table_vector, overrides.max_table_access), {rope_chunk_pairs(spec), table_stride}));
+
+  // 32-bit offsets when every tensor's reach fits.
+  bool wide = false;
+  wide |= !fits_32_bits(span_of(x.shape, normalized_strides(x), "x"));
+  wide |= !fits_32_bits(span_of(plan.desc.y->shape, normalized_strides(*plan.desc.y), "y"));
+  if (desc.k) {
+    wide |= !fits_32_bits(span_of(desc.k->shape, normalized_strides(*desc.k), "k"));
+    wide |= !fits_32_bits(span_of(plan.desc.k_out->shape, normalized_strides(*plan.desc.k_out), "k_out"));
+  }
+  wide |= !fits_32_bits(span_of({table_rows, rotary_dim / 2}, {table_stride, 1}, "table"));
+  if (desc.positions) {
+    const auto pos_strides = normalized_strides(*desc.positions);
+    wide |= !fits_32_bits(span_of(desc.positions->shape, pos_strides, "positions"));
+    args.position_stride[0] = pos_strides.size() == 2 ? pos_strides[0] : 0;
+    args.position_stride[1] = pos_strides.back();
+  }
+  spec.wide_index = overrides.index_bits == 0 ? wide : overrides.index_bits == 64;
+
+  args.tokens = tokens;
+  args.seq = plan.seq;
+  args.heads_q = plan.heads_q;
+  args.heads_total = plan.heads_q + plan.heads_k;
+  const FastDivisor seq_div = make_fast_divisor(static_cast<std::uint32_t>(std::max<std::int64_t>(plan.seq, 1)));
+  args.seq_div_multiplier = seq_div.multiplier;
+  args.seq_div_shift = seq_div.shift;
+  args.table_rows = table_rows;
+  args.table_stride = table_stride;
+
+  plan.empty = tokens == 0 || args.heads_total == 0;
+  plan.launch = choose_rope_launch(tokens, args.heads_total, rope_rotated_chunks(spec));
+  return plan;
+}
+
+}  // namespace shapejit::plan

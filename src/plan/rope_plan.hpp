@@ -1,0 +1,109 @@
+// The rope planner: validates a RopeDesc and reduces it to a specialization (what changes the
+// generated code), the kernel's run-time arguments and a launch shape. Pure host code.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "shapejit/rope.hpp"
+
+namespace shapejit::plan {
+
+/// Everything that changes the generated code of a rope kernel.
+struct RopeSpec {
+  RopeStyle style = RopeStyle::neox;
+  DType data = DType::bf16;
+  DType table = DType::f32;
+  std::optional<DType> position;  ///< std::nullopt: position = s + offset
+  bool positions_batched = false; ///< positions are [batch, seq] (else [seq])
+  std::int64_t head_dim = 0;      ///< D
+  std::int64_t rotary_dim = 0;    ///< R
+  bool four_d = false;
+  bool has_k = false;
+  bool inplace = false;
+  bool inverse = false;
+  bool checked = false;
+  bool wide_index = false;  ///< 64-bit element offsets
+  int chunk = 1;            ///< data elements one thread owns along dhead (per half for NeoX)
+  int access = 1;           ///< data elements per memory access (divides chunk)
+  int table_access = 1;     ///< table elements per memory access
+
+  bool operator==(const RopeSpec&) const = default;
+};
+
+/// Table entries (pairs) one chunk needs.
+int rope_chunk_pairs(const RopeSpec& spec);
+/// Chunks of the rotated part of a row, and of the pass-through part.
+std::int64_t rope_rotated_chunks(const RopeSpec& spec);
+std::int64_t rope_pass_chunks(const RopeSpec& spec);
+
+/// The same specialization with one-element accesses: what runs on pointers less aligned than
+/// the plan assumed.
+RopeSpec scalar_variant(RopeSpec spec);
+
+/// The kernel's parameter block. Mirrors `RopeArgs` in templates/rope.cu field for field (every
+/// field 8 bytes, so both sides lay it out the same way).
+struct RopeKernelArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* k = nullptr;
+  void* k_out = nullptr;
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  const void* positions = nullptr;
+  unsigned long long* bad_token = nullptr;  ///< checked mode: the lowest token with a bad position
+  std::int64_t tokens = 0;                  ///< batch * seq
+  std::int64_t seq = 0;
+  std::int64_t heads_q = 0;
+  std::int64_t heads_total = 0;             ///< q heads + k heads
+  std::int64_t seq_div_multiplier = 0;      ///< token / seq as a multiply and shift
+  std::int64_t seq_div_shift = 0;
+  std::int64_t x_stride[3] = {};            ///< batch, seq, head strides
+  std::int64_t y_stride[3] = {};
+  std::int64_t k_stride[3] = {};
+  std::int64_t k_out_stride[3] = {};
+  std::int64_t position_stride[2] = {};     ///< batch, seq
+  std::int64_t table_rows = 0;              ///< P
+  std::int64_t table_stride = 0;            ///< table row stride
+  std::int64_t offset = 0;                  ///< set per launch
+};
+static_assert(sizeof(RopeKernelArgs) == 8 * 31, "RopeKernelArgs must match RopeArgs in templates/rope.cu");
+
+/// Grid and block of a rope launch: tokens on grid.x, head groups on grid.y (at most 65535).
+struct RopeLaunchShape {
+  unsigned grid[2] = {1, 1};
+  unsigned block[3] = {1, 1, 1};  ///< chunks, heads, tokens
+  int heads_per_thread = 1;
+};
+
+/// What a manifest line may impose over the planner's choices from the shapes alone, so that its
+/// contiguous plan compiles the same kernels as a strided one. Such plans are compiled, never launched.
+struct RopeOverrides {
+  int max_access = 16;        ///< at most this many data elements per access
+  int max_table_access = 16;  ///< at most this many table elements per access
+  int index_bits = 0;         ///< 32 or 64 forces the offset width; 0 lets the shapes decide
+};
+
+/// Everything a RopePlan holds besides its kernels.
+struct RopePlanData {
+  RopeDesc desc;        ///< as given, with y, k_out and table strides filled in
+  RopeSpec spec;
+  RopeKernelArgs args;  ///< pointers and offset left for the launch
+  RopeLaunchShape launch;
+  std::int64_t batch = 1, seq = 0, heads_q = 0, heads_k = 0;
+  bool empty = false;   ///< no token or no head: a launch does nothing
+};
+
+/// Validates `desc` and plans it. Throws invalid_argument (see plan_rope) or unsupported (more
+/// than 2^31 - 1 tokens).
+RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides = {});
+
+/// Tokens per block, heads per thread and grid for the given sizes (a pure function of them).
+RopeLaunchShape choose_rope_launch(std::int64_t tokens, std::int64_t heads_total, std::int64_t rotated_chunks);
+
+/// The largest power of two <= limit that divides every value (0 divides nothing away).
+std::int64_t largest_pow2_dividing(std::int64_t limit, std::initializer_list<std::int64_t> values);
+
+}  // namespace shapejit::plan

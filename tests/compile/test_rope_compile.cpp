@@ -1,0 +1,127 @@
+// Rope kernels compile with NVRTC for every dtype combination and every code-changing flag.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "jit/nvrtc.hpp"
+#include "ops/rope_impl.hpp"
+#include "shapejit/rope.hpp"
+
+using namespace shapejit;
+
+namespace {
+
+constexpr DType kFloatTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64};
+constexpr DType kPositionTypes[] = {DType::i8, DType::i16, DType::i32, DType::i64,
+                                    DType::u8, DType::u16, DType::u32, DType::u64};
+
+RopeDesc small_desc(RopeStyle style, DType data, DType table, std::optional<DType> position) {
+  RopeDesc desc;
+  desc.style = style;
+  desc.x = {{2, 3, 4, 64}, {}, data};
+  desc.k = TensorDesc{{2, 3, 2, 64}, {}, data};
+  desc.table = {{16, 32}, {}, table};
+  if (position) desc.positions = TensorDesc{{2, 3}, {}, *position};
+  return desc;
+}
+
+struct CompileFailure {
+  std::string label, arch, message;
+};
+
+/// Compiles each plan's kernel (and, with `variants`, its scalar variant) for sm_80 and sm_90 on
+/// all cores; returns the failures.
+std::vector<CompileFailure> compile_all(const std::vector<RopeDesc>& descs, bool variants, std::size_t& compiled) {
+  std::vector<std::pair<jit::Program, std::string>> jobs;
+  for (const RopeDesc& desc : descs) {
+    const auto plan = detail::make_rope_plan(desc, {});
+    const auto programs = plan->programs();
+    for (std::size_t i = 0; i < (variants ? programs.size() : 1); ++i)
+      for (const char* arch : {"sm_80", "sm_90"}) jobs.emplace_back(*programs[i], arch);
+  }
+  std::vector<CompileFailure> failures;
+  std::mutex mutex;
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < jobs.size();) {
+      const auto& [program, arch] = jobs[i];
+      try {
+        const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
+        if (cubin.size() < 4 || cubin[0] != 0x7f || cubin[1] != 'E') throw std::runtime_error("not an ELF cubin");
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        failures.push_back({program.label, arch, e.what()});
+      }
+    }
+  };
+  std::vector<std::thread> threads(std::max(2u, std::thread::hardware_concurrency()));
+  for (auto& t : threads) t = std::thread(worker);
+  for (auto& t : threads) t.join();
+  compiled = jobs.size();
+  return failures;
+}
+
+void require_no_failures(const std::vector<CompileFailure>& failures) {
+  for (const auto& f : failures) FAIL_CHECK(f.label << " (" << f.arch << "): " << f.message);
+}
+
+}  // namespace
+
+TEST_CASE("rope compiles for every style x data dtype x table dtype x position dtype, sm_80 and sm_90") {
+  std::vector<RopeDesc> descs;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (DType data : kFloatTypes)
+      for (DType table : kFloatTypes) {
+        descs.push_back(small_desc(style, data, table, std::nullopt));
+        for (DType position : kPositionTypes) descs.push_back(small_desc(style, data, table, position));
+      }
+  std::size_t compiled = 0;
+  require_no_failures(compile_all(descs, false, compiled));
+  CHECK(descs.size() == 2 * 4 * 4 * 9);
+  CHECK(compiled == descs.size() * 2);
+}
+
+TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in place, inverse, checked, "
+          "64-bit offsets, shared positions, odd pair counts, scalar accesses") {
+  std::vector<RopeDesc> descs;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox}) {
+    RopeDesc three_d;
+    three_d.style = style;
+    three_d.x = {{5, 3, 96}, {}, DType::bf16};
+    three_d.table = {{8, 12}, {}, DType::f32};
+    three_d.rotary_dim = 24;
+    three_d.positions = TensorDesc{{5}, {}, DType::i32};
+    descs.push_back(three_d);
+
+    RopeDesc flags = small_desc(style, DType::f16, DType::f32, DType::i64);
+    flags.inplace = true;
+    flags.inverse = true;
+    flags.checked = true;
+    flags.rotary_dim = 32;
+    descs.push_back(flags);
+
+    RopeDesc shared = small_desc(style, DType::bf16, DType::bf16, DType::u16);
+    shared.positions = TensorDesc{{3}, {}, DType::u16};
+    descs.push_back(shared);
+
+    RopeDesc wide = small_desc(style, DType::f32, DType::f32, DType::i64);
+    wide.x.strides = {std::int64_t{1} << 32, 4 * 64, 64, 1};
+    descs.push_back(wide);
+
+    RopeDesc odd = small_desc(style, DType::f16, DType::f16, std::nullopt);  // D = 18: 9 pairs
+    odd.x.shape[3] = 18;
+    odd.k->shape[3] = 18;
+    odd.table = {{16, 9}, {}, DType::f16};
+    descs.push_back(odd);
+
+    RopeDesc padded = small_desc(style, DType::bf16, DType::f32, DType::i32);  // odd strides: scalar accesses
+    padded.x.strides = {3 * 4 * 65, 4 * 65, 65, 1};
+    padded.table.strides = {33, 1};
+    descs.push_back(padded);
+  }
+  std::size_t compiled = 0;
+  require_no_failures(compile_all(descs, true, compiled));
+  CHECK(compiled > descs.size() * 2);  // scalar variants included
+}

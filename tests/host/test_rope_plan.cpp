@@ -1,0 +1,294 @@
+// Rope planning without a GPU: every validation error, the planner's choices, manifest lines, the C API.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include "jit/program.hpp"
+#include "ops/rope_impl.hpp"
+#include "plan/rope_manifest.hpp"
+#include "shapejit/rope.h"
+#include "shapejit/rope.hpp"
+
+using namespace shapejit;
+
+namespace {
+
+/// A valid 4-D NeoX plan: bf16 q [2,5,4,64], k [2,5,2,64], f32 tables [16,32], i64 positions [2,5].
+RopeDesc valid_desc() {
+  RopeDesc d;
+  d.style = RopeStyle::neox;
+  d.x = {{2, 5, 4, 64}, {}, DType::bf16};
+  d.k = TensorDesc{{2, 5, 2, 64}, {}, DType::bf16};
+  d.table = {{16, 32}, {}, DType::f32};
+  d.positions = TensorDesc{{2, 5}, {}, DType::i64};
+  return d;
+}
+
+/// The message of the invalid_argument error planning `desc` throws ("" if it plans).
+std::string plan_error(const RopeDesc& desc) {
+  try {
+    plan::plan_rope_data(desc);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+void check_rejected(const std::function<void(RopeDesc&)>& change, const std::string& expected) {
+  RopeDesc desc = valid_desc();
+  change(desc);
+  const std::string message = plan_error(desc);
+  INFO("message: " << message);
+  CHECK(message.find(expected) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("the valid descriptor plans") { CHECK(plan_error(valid_desc()).empty()); }
+
+TEST_CASE("rope rejects each invalid argument with a message naming it") {
+  check_rejected([](RopeDesc& d) { d.x.shape = {5, 64}; }, "x has shape [5,64] (rank 2); it must be [seq, heads, dhead]");
+  check_rejected([](RopeDesc& d) { d.x.shape[3] = 63, d.k->shape[3] = 63; }, "x.shape[3] (dhead) is 63; it must be even");
+  check_rejected([](RopeDesc& d) { d.rotary_dim = 31; }, "rotary_dim is 31; it must be even");
+  check_rejected([](RopeDesc& d) { d.rotary_dim = 66; }, "rotary_dim is 66; it must be at most dhead = 64");
+  check_rejected([](RopeDesc& d) { d.table.shape = {16, 31}; }, "table is 31 wide; it must be at least rotary_dim/2 = 32");
+  check_rejected([](RopeDesc& d) { d.x.strides = {1280, 256, 64, 2}; }, "x.strides[3] is 2; the dhead stride must be 1");
+  check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 4, 64}, {1280, 256, 64, 3}, DType::bf16}; },
+                 "y.strides[3] is 3; the dhead stride must be 1");
+  check_rejected([](RopeDesc& d) { d.k->strides = {640, 128, 64, 4}; }, "k.strides[3] is 4");
+  check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 3, 64}, {}, DType::bf16}; },
+                 "y has shape [2,5,3,64] but x has [2,5,4,64]; they must match");
+  check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 4, 64}, {}, DType::f16}; },
+                 "y.dtype is f16 but x.dtype is bf16");
+  check_rejected([](RopeDesc& d) { d.k->shape[0] = 3; }, "k has shape [3,5,2,64] but x has [2,5,4,64]; they may differ only in heads");
+  check_rejected([](RopeDesc& d) { d.k->shape[1] = 4; }, "k has shape [2,4,2,64]");
+  check_rejected([](RopeDesc& d) { d.k->shape[3] = 32; }, "k has shape [2,5,2,32]");
+  check_rejected([](RopeDesc& d) { d.k->dtype = DType::f32; }, "k.dtype is f32 but x.dtype is bf16");
+  check_rejected([](RopeDesc& d) { d.k_out = TensorDesc{{2, 5, 3, 64}, {}, DType::bf16}; }, "k_out has shape [2,5,3,64] but k has");
+  check_rejected([](RopeDesc& d) { d.k.reset(), d.k_out = TensorDesc{{2, 5, 2, 64}, {}, DType::bf16}; },
+                 "k_out is given without k");
+  check_rejected([](RopeDesc& d) { d.positions->shape = {2, 6}; },
+                 "positions has shape [2,6]; it must be [seq] = [5] or [batch, seq] = [2,5]");
+  check_rejected([](RopeDesc& d) { d.positions->shape = {5, 1}; }, "positions has shape [5,1]");
+  check_rejected([](RopeDesc& d) { d.positions->dtype = DType::f32; }, "positions.dtype is f32; positions must be an integer type");
+  check_rejected([](RopeDesc& d) { d.x.dtype = DType::i32, d.k->dtype = DType::i32; },
+                 "x.dtype is i32; rope data must be f16, bf16, f32 or f64");
+  check_rejected([](RopeDesc& d) { d.table.dtype = DType::u16; }, "table.dtype is u16; sin/cos tables must be");
+  check_rejected([](RopeDesc& d) { d.table.strides = {32, 2}; }, "table.strides[1] is 2; table columns must be contiguous");
+  check_rejected([](RopeDesc& d) { d.table.shape = {0, 32}; }, "table has 0 rows");
+  check_rejected([](RopeDesc& d) { d.table.shape = {16}; }, "table has shape [16]; it must be [P, W]");
+  check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 4, 64}, {1280, 256, 0, 1}, DType::bf16}; },
+                 "y.strides[2] is 0 with extent 4: output rows would overlap");
+  check_rejected(
+      [](RopeDesc& d) {
+        d.inplace = true;
+        d.y = TensorDesc{{2, 5, 4, 64}, {2560, 512, 128, 1}, DType::bf16};
+      },
+      "an in-place plan writes x itself");
+  check_rejected([](RopeDesc& d) { d.x.shape[1] = -1; }, "x.shape[1] is -1; extents must be 0 or more");
+  check_rejected([](RopeDesc& d) { d.x.strides = {1, 1}; }, "x has 2 strides for rank 4");
+
+  RopeDesc three_d;
+  three_d.x = {{5, 4, 64}, {}, DType::f16};
+  three_d.table = {{8, 32}, {}, DType::f32};
+  three_d.positions = TensorDesc{{1, 5}, {}, DType::i32};
+  CHECK(plan_error(three_d).find("positions has shape [1,5]; it must be [seq] = [5]") != std::string::npos);
+}
+
+TEST_CASE("the planner picks 16-byte chunks where the shape allows and narrower ones where it does not") {
+  plan::RopePlanData p = plan::plan_rope_data(valid_desc());
+  CHECK(p.spec.chunk == 8);         // 8 bf16 = 16 bytes
+  CHECK(p.spec.access == 8);
+  CHECK(p.spec.table_access == 4);  // 4 f32 = 16 bytes
+  CHECK_FALSE(p.spec.wide_index);
+  CHECK(p.spec.positions_batched);
+
+  RopeDesc odd_pairs = valid_desc();  // D = 18: NeoX halves of 9 elements, GPT-J pairs of 2
+  odd_pairs.x.shape[3] = odd_pairs.k->shape[3] = 18;
+  odd_pairs.table.shape = {16, 9};
+  CHECK(plan::plan_rope_data(odd_pairs).spec.chunk == 1);
+  odd_pairs.style = RopeStyle::gptj;
+  CHECK(plan::plan_rope_data(odd_pairs).spec.chunk == 2);
+
+  RopeDesc neox20b = valid_desc();  // (D, R) = (96, 24): halves of 12 elements
+  neox20b.x.shape[3] = neox20b.k->shape[3] = 96;
+  neox20b.rotary_dim = 24;
+  CHECK(plan::plan_rope_data(neox20b).spec.chunk == 4);
+
+  RopeDesc padded = valid_desc();  // head stride 65: rows start on odd elements
+  padded.x.strides = {5 * 4 * 65, 4 * 65, 65, 1};
+  const plan::RopePlanData pp = plan::plan_rope_data(padded);
+  CHECK(pp.spec.chunk == 8);
+  CHECK(pp.spec.access == 1);
+
+  RopeDesc f64 = valid_desc();
+  f64.x.dtype = f64.k->dtype = DType::f64;
+  f64.table.dtype = DType::f64;
+  CHECK(plan::plan_rope_data(f64).spec.chunk == 2);
+  CHECK(plan::plan_rope_data(f64).spec.table_access == 2);
+}
+
+TEST_CASE("64-bit offsets only when some offset needs them") {
+  RopeDesc d = valid_desc();
+  d.x.strides = {std::int64_t{1} << 31, 256, 64, 1};
+  CHECK(plan::plan_rope_data(d).spec.wide_index);
+  d.x.strides = {(std::int64_t{1} << 31) - 1 - (4 * 256 + 3 * 64 + 63), 256, 64, 1};  // reaches 2^31 - 1 exactly
+  CHECK_FALSE(plan::plan_rope_data(d).spec.wide_index);
+  d.x.strides[0] += 1;
+  CHECK(plan::plan_rope_data(d).spec.wide_index);
+  RopeDesc big_table = valid_desc();
+  big_table.table = {{1 << 26, 32}, {64, 1}, DType::f32};
+  CHECK(plan::plan_rope_data(big_table).spec.wide_index);
+  RopeDesc unit_batch = valid_desc();  // a huge stride on an extent-1 dimension moves nothing
+  unit_batch.x = {{1, 5, 4, 64}, {std::int64_t{1} << 40, 256, 64, 1}, DType::bf16};
+  unit_batch.k->shape[0] = 1;
+  unit_batch.positions->shape = {1, 5};
+  CHECK_FALSE(plan::plan_rope_data(unit_batch).spec.wide_index);
+}
+
+TEST_CASE("launch shapes: blocks sized from dhead and heads, tokens on grid.x, grid.y within 65535") {
+  for (auto [tokens, heads, chunks] : {std::tuple{16384, 64, 8}, {64, 40, 8}, {1, 40, 8}, {1, 70000, 4},
+                                       {70000, 2, 4}, {100, 1, 1024}, {3, 7, 9}}) {
+    const plan::RopeLaunchShape s = plan::choose_rope_launch(tokens, heads, chunks);
+    INFO(tokens << " tokens, " << heads << " heads, " << chunks << " chunks");
+    const unsigned threads = s.block[0] * s.block[1] * s.block[2];
+    CHECK(threads <= 256);
+    CHECK(static_cast<int>(s.block[0]) == std::min(chunks, 256));
+    CHECK(s.grid[1] <= 65535);
+    CHECK(static_cast<std::int64_t>(s.grid[0]) * s.block[2] >= tokens);                    // every token
+    CHECK(static_cast<std::int64_t>(s.grid[1]) * s.block[1] * s.heads_per_thread >= std::min(heads, 65535 * 64));
+  }
+  // A 64-wide bf16 NeoX row is 4 chunks: 4 threads along dhead, not a 1024-thread block.
+  const plan::RopeLaunchShape narrow = plan::choose_rope_launch(4096, 32, 4);
+  CHECK(narrow.block[0] == 4);
+  // Decode: one head per thread; prefill: several, reusing sin/cos.
+  CHECK(plan::choose_rope_launch(64, 40, 8).heads_per_thread == 1);
+  CHECK(plan::choose_rope_launch(16384, 64, 8).heads_per_thread == 4);
+}
+
+TEST_CASE("a decode loop's plans share one kernel: sequence length is a run-time argument") {
+  RopeDesc d = valid_desc();
+  std::string first_key;
+  for (std::int64_t seq : {1, 2, 17, 1000, 4096}) {
+    d.x.shape[1] = d.k->shape[1] = seq;
+    d.positions->shape[1] = seq;
+    d.table.shape[0] = 4096;
+    const auto plan = detail::make_rope_plan(d, {});
+    const std::string key = jit::kernel_key(plan->kernel.program(), "sm_90").hex();
+    if (first_key.empty()) first_key = key;
+    CHECK(key == first_key);
+    CHECK(plan->data.args.seq == seq);
+  }
+}
+
+TEST_CASE("manifest lines: the contiguous line of a plan, and overrides for what strides changed") {
+  const plan::RopePlanData contiguous = plan::plan_rope_data(valid_desc());
+  CHECK(plan::rope_manifest_line(contiguous) == "rope --algo neox --dtype bf16 --shape 2,5,4,64 --k-heads 2");
+
+  RopeDesc d = valid_desc();
+  d.style = RopeStyle::gptj;
+  d.x.strides = {5 * 4 * 66, 4 * 66, 66, 1};  // 2-element accesses
+  d.table = {{16, 40}, {40, 1}, DType::bf16};
+  d.positions = TensorDesc{{5}, {}, DType::u8};
+  d.rotary_dim = 32;
+  d.inverse = true;
+  d.inplace = true;
+  const plan::RopePlanData strided = plan::plan_rope_data(d);
+  const std::string line = plan::rope_manifest_line(strided);
+  CHECK(line ==
+        "rope --algo gptj --dtype bf16 --table-dtype bf16 --pos-dtype u8 --pos-layout seq --shape 2,5,4,64 "
+        "--k-heads 2 --rotary-dim 32 --inplace --inverse --access 2");
+
+  // The line's own descriptor, with its overrides, plans the same specialization.
+  plan::RopeManifest m;
+  m.style = RopeStyle::gptj;
+  m.table_dtype = DType::bf16;
+  m.position_dtype = DType::u8;
+  m.positions_shared = true;
+  m.shape = {2, 5, 4, 64};
+  m.k_heads = 2;
+  m.rotary_dim = 32;
+  m.inplace = m.inverse = true;
+  m.overrides.max_access = 2;
+  CHECK(plan::plan_rope_data(plan::manifest_desc(m), m.overrides).spec == strided.spec);
+}
+
+TEST_CASE("describe and json name the shapes, the specialization, the launch and every kernel") {
+  const RopePlan plan = plan_rope(valid_desc());
+  const std::string text = plan.describe();
+  CHECK(text.find("x:          bf16 [2,5,4,64]") != std::string::npos);
+  CHECK(text.find("chunk 8 elements, 8-element accesses") != std::string::npos);
+  CHECK(text.find("rope_neox_bf16_tabf32_posi64b_d64_r64_4d_k_c8_a8_ta4") != std::string::npos);
+  CHECK(text.find("_a1_ta1") != std::string::npos);  // the scalar variant
+  CHECK(text.find("manifest:   rope --algo neox") != std::string::npos);
+  const std::string json = plan.json();
+  CHECK(json.find(R"("op": "rope")") != std::string::npos);
+  CHECK(json.find(R"("heads_k": 2)") != std::string::npos);
+  CHECK(plan.impl().programs().size() == 2);
+}
+
+TEST_CASE("launch checks pointers before touching the device") {
+  const RopePlan plan = plan_rope(valid_desc());
+  auto launch_error = [&](const RopePointers& p) {
+    try {
+      plan.launch(p);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  alignas(16) static char memory[4][64];
+  RopePointers p{memory[0], memory[1], memory[2], memory[3], memory[0], memory[1], nullptr, 0};
+  CHECK(launch_error(p).find("pointers.positions is NULL") != std::string::npos);
+  p.positions = memory[2];
+  p.x = nullptr;
+  CHECK(launch_error(p).find("pointers.x is NULL") != std::string::npos);
+  p.x = memory[0] + 1;
+  CHECK(launch_error(p).find("pointers.x is not aligned to its 2-byte elements") != std::string::npos);
+  p.x = memory[0];
+  p.k = nullptr;
+  CHECK(launch_error(p).find("pointers.k is NULL") != std::string::npos);
+
+  RopeDesc inplace = valid_desc();
+  inplace.inplace = true;
+  const RopePlan in_place = plan_rope(inplace);
+  try {
+    in_place.launch({memory[0], memory[1], memory[2], memory[2], memory[0], memory[1], memory[3], 0});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("pointers.y differs from pointers.x but the plan is in place") != std::string::npos);
+  }
+  CHECK_THROWS_AS(RopePlan().launch(p), Error);
+}
+
+TEST_CASE("the C API plans, reports errors through sj_last_error and never throws") {
+  const int64_t x_shape[] = {2, 5, 4, 64};
+  const int64_t table_shape[] = {16, 32};
+  sj_rope_desc desc = {};
+  desc.style = SJ_ROPE_NEOX;
+  desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
+  desc.table = {2, table_shape, nullptr, SJ_F32, 0};
+  sj_rope_plan plan = nullptr;
+  REQUIRE(sj_rope_plan_create(&desc, &plan) == SJ_OK);
+  REQUIRE(plan != nullptr);
+  sj_rope_pointers pointers = {};
+  CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("pointers.x is NULL") != std::string::npos);
+  CHECK(sj_rope_plan_launch(plan, nullptr, nullptr) == SJ_INVALID_ARGUMENT);
+  sj_rope_plan_destroy(plan);
+
+  desc.rotary_dim = 65;
+  sj_rope_plan bad = nullptr;
+  CHECK(sj_rope_plan_create(&desc, &bad) == SJ_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+  CHECK(std::string(sj_last_error()).find("rotary_dim is 65") != std::string::npos);
+  desc.rotary_dim = 0;
+  desc.style = static_cast<sj_rope_style>(7);
+  CHECK(sj_rope_plan_create(&desc, &bad) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.style is 7") != std::string::npos);
+  CHECK(sj_rope(nullptr, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(sj_rope_plan_create(&desc, nullptr) == SJ_INVALID_ARGUMENT);
+}
