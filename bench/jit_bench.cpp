@@ -21,7 +21,10 @@
 #include "jit/driver.hpp"
 #include "jit/launch.hpp"
 #include "jit/nvrtc.hpp"
+#include "ops/rope_impl.hpp"
+#include "plan/rope_manifest.hpp"
 #include "shapejit/core.hpp"
+#include "shapejit/rope.hpp"
 #include "support/device.hpp"
 
 namespace {
@@ -54,6 +57,14 @@ struct TimedProgram {
   jit::Program program;
 };
 
+/// Every kernel of the rope plan of a manifest line's descriptor, named by template and label.
+std::vector<TimedProgram> rope_programs(const plan::RopeManifest& line) {
+  std::vector<TimedProgram> out;
+  const RopePlan rope = plan_rope(plan::manifest_desc(line));
+  for (const jit::Program* p : rope.impl().programs()) out.push_back({"rope.cu: " + p->label, *p});
+  return out;
+}
+
 /// Median of three NVRTC compiles of `program` in milliseconds (NVRTC keeps no cache).
 double compile_ms(const jit::Program& program, const std::string& arch) {
   std::vector<double> times;
@@ -79,6 +90,13 @@ Table compile_section(const std::string& arch) {
 
   std::vector<TimedProgram> programs = {{"probe.cu without prelude", bare_probe_program(2)},
                                         {"probe.cu + prelude.cu", probe_program(2)}};
+  plan::RopeManifest rope_line;
+  rope_line.shape = {1, 4096, 32, 128};
+  rope_line.k_heads = 8;
+  for (auto& p : rope_programs(rope_line)) programs.push_back(p);
+  rope_line.style = RopeStyle::gptj;
+  rope_line.dtype = DType::f32;
+  for (auto& p : rope_programs(rope_line)) programs.push_back(p);
   for (const auto& p : programs)
     table.rows.push_back({p.name + " (median of 3)", fmt::format("{:.1f}", compile_ms(p.program, arch)), arch});
   return table;
