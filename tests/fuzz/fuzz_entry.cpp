@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const bool payload_is_the_rest =
       entry.payload.data() == data + kEntryHeaderBytes && entry.payload.size() == size - kEntryHeaderBytes;
-  if (!payload_is_the_rest || entry.info.arch.size() >= 16 || entry.info.nvrtc_version.size() >= 16) std::abort();
+  // Text fields are NUL-padded, but a full 16-character field without a NUL is still readable.
+  if (!payload_is_the_rest || entry.info.arch.size() > 16 || entry.info.nvrtc_version.size() > 16) std::abort();
   // Checking against the key in the header accepts it; against any other key, rejects it.
   CacheKey other = entry.info.key;
   other.bytes[0] ^= 1;

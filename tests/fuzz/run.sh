@@ -20,9 +20,9 @@ trap 'rm -rf "$scratch"' EXIT
 echo "fuzz: decode_entry for ${seconds} s"
 if "$out/fuzz_entry" -max_total_time="$seconds" -max_len=4096 -artifact_prefix="$out/" \
      "$scratch" tests/fuzz/corpus >"$out/fuzz.log" 2>&1; then
-  grep -E '^Done|^#[0-9]+ *DONE' "$out/fuzz.log" | tail -1 | sed 's/^/fuzz: /'
+  grep -a '^Done' "$out/fuzz.log" | sed 's/^/fuzz: /' || true
 else
-  tail -40 "$out/fuzz.log"
+  tail -40 "$out/fuzz.log" | cat -v
   echo "fuzz: FAILED; the input that broke the parser is in $out/ (crash-*)"
   exit 1
 fi
