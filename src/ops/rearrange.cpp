@@ -1,0 +1,161 @@
+// rearrange entry points: plan objects, launch (alignment variant, overlap check), the one-shot
+// plan cache and the kernel registry shared by every plan.
+#include "shapejit/rearrange.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/rearrange_codegen.hpp"
+#include "core/errors.hpp"
+#include "jit/driver.hpp"
+#include "jit/launch.hpp"
+#include "jit/record.hpp"
+#include "plan/rearrange_plan.hpp"
+
+namespace shapejit {
+namespace {
+
+// One kernel per specialization key for the whole process; plans keep pointers into it.
+const jit::KernelHandle& registered_kernel(const plan::RearrangeVariant& variant, const std::string& manifest) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<jit::KernelHandle>> kernels;
+  const std::string key = plan::spec_key(variant.spec, variant.args);
+  std::lock_guard lock(mutex);
+  std::unique_ptr<jit::KernelHandle>& slot = kernels[key];
+  if (!slot) slot = std::make_unique<jit::KernelHandle>(codegen::rearrange_program(variant, manifest));
+  return *slot;
+}
+
+const jit::KernelHandle& kernel_of(const detail::RearrangePlanImpl& impl, std::size_t index) {
+  std::atomic<const jit::KernelHandle*>& slot = impl.kernels[index];
+  if (const jit::KernelHandle* k = slot.load(std::memory_order_acquire)) return *k;
+  const jit::KernelHandle* k = &registered_kernel(impl.data.variants[index], impl.manifest);
+  slot.store(k, std::memory_order_release);
+  return *k;
+}
+
+std::string cache_key(const TensorDesc& dst, const TensorDesc& src) {
+  std::string key;
+  auto put = [&key](const std::vector<std::int64_t>& values) {
+    const std::size_t n = values.size();
+    key.append(reinterpret_cast<const char*>(&n), sizeof n);
+    key.append(reinterpret_cast<const char*>(values.data()), n * sizeof(std::int64_t));
+  };
+  put(dst.shape);
+  put(src.shape);
+  put(dst.effective_strides());
+  put(src.effective_strides());
+  const std::size_t sizes[2] = {dst.element_size(), src.element_size()};
+  key.append(reinterpret_cast<const char*>(sizes), sizeof sizes);
+  return key;
+}
+
+}  // namespace
+
+const detail::RearrangePlanImpl& RearrangePlan::impl() const {
+  if (!impl_) invalid_argument("the rearrange plan is empty: create it with shapejit::plan_rearrange");
+  return *impl_;
+}
+
+RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
+  auto impl = std::make_shared<detail::RearrangePlanImpl>();
+  impl->data = plan::make_plan_data(dst, src, options);
+  impl->manifest = plan::manifest_line(impl->data);
+  impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
+  jit::record_manifest_line(impl->manifest);
+  RearrangePlan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
+  const detail::RearrangePlanImpl& im = impl();
+  const plan::RearrangePlanData& p = im.data;
+  if (p.empty) return;
+  if (dst == nullptr) invalid_argument("dst is NULL: give the destination's device pointer");
+  if (src == nullptr) invalid_argument("src is NULL: give the source's device pointer");
+  const auto dst_address = reinterpret_cast<std::uintptr_t>(dst);
+  const auto src_address = reinterpret_cast<std::uintptr_t>(src);
+  if (plan::ranges_overlap(dst_address, p.dst_range, src_address, p.src_range)) {
+    if (dst == src && p.same_layout) return;
+    invalid_argument("src and dst memory overlap (src bytes [{:#x}, {:#x}), dst bytes [{:#x}, {:#x})): rearrange "
+                     "needs separate buffers, or the same pointer with the same layout (a no-op)",
+                     src_address + p.src_range.lo, src_address + p.src_range.hi, dst_address + p.dst_range.lo,
+                     dst_address + p.dst_range.hi);
+  }
+  const plan::RearrangeVariant& v = plan::variant_for_pointers(p, dst_address | src_address);
+  char* d = static_cast<char*>(dst) + p.elements.dst_offset * p.elem_bytes;
+  const char* s = static_cast<const char*>(src) + p.elements.src_offset * p.elem_bytes;
+  if (v.spec.family == plan::RearrangeFamily::copy) {
+    jit::ensure_context();
+    jit::check(jit::driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(s),
+                                               static_cast<std::size_t>(v.copy_bytes), static_cast<CUstream>(stream)),
+               "cuMemcpyDtoDAsync (rearrange copy)");
+    return;
+  }
+  const std::size_t index = static_cast<std::size_t>(&v - p.variants.data());
+  jit::LaunchDims dims;
+  dims.grid[0] = v.grid;
+  dims.block[0] = static_cast<unsigned>(v.spec.threads);
+  void* args[] = {&d, &s, const_cast<plan::KernelArgs*>(&v.args)};
+  kernel_of(im, index).launch(dims, stream, args);
+}
+
+std::string RearrangePlan::describe() const { return plan::describe(impl().data); }
+
+std::string RearrangePlan::json() const { return plan::describe_json(impl().data); }
+
+std::string RearrangePlan::manifest_line() const { return impl().manifest; }
+
+void rearrange(void* dst, const TensorDesc& dst_desc, const void* src, const TensorDesc& src_desc, void* stream) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, RearrangePlan> plans;
+  constexpr std::size_t kMaxCachedPlans = 4096;
+  const std::string key = cache_key(dst_desc, src_desc);
+  RearrangePlan plan;
+  bool cached = false;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = plans.find(key); it != plans.end()) {
+      plan = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    plan = plan_rearrange(dst_desc, src_desc);
+    std::lock_guard lock(mutex);
+    if (plans.size() >= kMaxCachedPlans) plans.clear();
+    plans.emplace(key, plan);
+  }
+  plan.launch(dst, src, stream);
+}
+
+TensorDesc permuted(const TensorDesc& src, const std::vector<int>& perm) {
+  const std::size_t rank = src.shape.size();
+  if (perm.size() != rank)
+    invalid_argument("perm has {} entries but the tensor has {} dimensions: give a permutation of 0..{}", perm.size(),
+                     rank, static_cast<long long>(rank) - 1);
+  std::vector<bool> seen(rank, false);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const int p = perm[i];
+    if (p < 0 || static_cast<std::size_t>(p) >= rank || seen[static_cast<std::size_t>(p)])
+      invalid_argument("perm[{}] is {}: perm must name each dimension 0..{} exactly once", i, p,
+                       static_cast<long long>(rank) - 1);
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+  const auto strides = src.effective_strides();
+  if (strides.size() != rank)
+    invalid_argument("src.strides has {} values but src.shape has {} dimensions", strides.size(), rank);
+  TensorDesc out = src;
+  out.strides.resize(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    out.shape[i] = src.shape[static_cast<std::size_t>(perm[i])];
+    out.strides[i] = strides[static_cast<std::size_t>(perm[i])];
+  }
+  return out;
+}
+
+}  // namespace shapejit

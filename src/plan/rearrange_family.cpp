@@ -1,0 +1,372 @@
+// Classifying a canonical form and choosing each family's parameters.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "core/errors.hpp"
+#include "core/fastdiv.hpp"
+#include "plan/rearrange_spec.hpp"
+
+namespace shapejit::plan {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxStaticShared = 48 * 1024;
+// 32-bit index math keeps a factor two of headroom, so a tile running past an extent cannot wrap.
+constexpr std::int64_t kIndex32Limit = std::numeric_limits<std::int32_t>::max() / 2;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::int64_t pow2_floor(std::int64_t x) {
+  std::int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+std::int64_t pow2_ceil(std::int64_t x) {
+  std::int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+bool divides(std::int64_t v, std::int64_t x) { return x % v == 0; }
+
+bool needs_index64(const RearrangeDims& dims) {
+  std::int64_t src_span = 0, dst_span = 0;
+  for (const RearrangeDim& d : dims) {
+    src_span += std::llabs(d.src_stride) * (d.extent - 1);
+    dst_span += d.dst_stride * (d.extent - 1);
+  }
+  return std::max({unit_count(dims), src_span + 1, dst_span + 1}) > kIndex32Limit;
+}
+
+KernelDim kernel_dim(const RearrangeDim& d) { return {make_kernel_divisor(d.extent), d.src_stride, d.dst_stride}; }
+
+std::uint32_t grid_for(std::int64_t tiles) {
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(tiles, std::numeric_limits<std::int32_t>::max()));
+}
+
+// ---- row and gather -------------------------------------------------------------------------
+
+// dim[0] = innermost dim, dim[1..] = the others innermost first; a tile is
+// (threads / tile_x * items_y) rows x (tile_x * items_x) units.
+RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
+  const RearrangeDim inner = form.dims.back();
+  RearrangeSpec spec;
+  spec.unit_bytes = static_cast<int>(form.unit_bytes);
+  spec.src_inner_unit = inner.src_stride == 1;
+  spec.dst_inner_unit = inner.dst_stride == 1;
+  spec.family = spec.src_inner_unit && spec.dst_inner_unit ? RearrangeFamily::row : RearrangeFamily::gather;
+  spec.exact = exact;
+  spec.index64 = needs_index64(form.dims);
+  spec.num_dims = static_cast<int>(form.dims.size());
+
+  const std::int64_t length = inner.extent;
+  const std::int64_t rows = unit_count(form.dims) / length;
+  // About 64 bytes in flight per thread, at least 4 and at most 16 accesses.
+  const std::int64_t items = std::clamp<std::int64_t>(64 / form.unit_bytes, 4, 16);
+  const std::int64_t tile_x = std::min<std::int64_t>(kThreads, pow2_ceil(length));
+  const std::int64_t threads_y = kThreads / tile_x;
+  const std::int64_t items_x = std::min(items, pow2_floor(std::max<std::int64_t>(1, length / tile_x)));
+  const std::int64_t items_y = std::min(items / items_x, pow2_ceil(ceil_div(rows, threads_y)));
+  spec.tile_x = static_cast<int>(tile_x);
+  spec.items_x = static_cast<int>(items_x);
+  spec.items_y = static_cast<int>(items_y);
+  const std::int64_t tile_cols = tile_x * items_x, tile_rows = threads_y * items_y;
+  spec.bounds = !divides(tile_cols, length) || !divides(tile_rows, rows);
+
+  RearrangeVariant v{form, spec, {}, 0, 0};
+  KernelArgs& args = v.args;
+  args.extent_a = length;
+  args.extent_b = rows;
+  args.tiles_x = make_kernel_divisor(ceil_div(length, tile_cols));
+  args.num_tiles = args.tiles_x.value * ceil_div(rows, tile_rows);
+  args.dim[0] = kernel_dim(inner);
+  for (std::size_t k = 1; k < form.dims.size(); ++k) args.dim[k] = kernel_dim(form.dims[form.dims.size() - 1 - k]);
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
+// ---- transpose and packed -------------------------------------------------------------------
+
+// Group A: dims contiguous in the destination starting at its stride-1 dim; group B: dims contiguous
+// in the source starting at `b`. Each holds dim indices into the form, innermost first.
+struct Groups {
+  std::vector<std::size_t> a, b;
+  std::int64_t extent_a = 1, extent_b = 1;
+};
+
+bool in_groups(const Groups& g, std::size_t i) {
+  return std::find(g.a.begin(), g.a.end(), i) != g.a.end() || std::find(g.b.begin(), g.b.end(), i) != g.b.end();
+}
+
+// Adds dims that continue group A contiguously in dst until its extent reaches `target`.
+void grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target) {
+  for (bool grown = true; grown && g.extent_a < target;) {
+    grown = false;
+    for (std::size_t i = 0; i < dims.size() && !grown; ++i)
+      if (!in_groups(g, i) && dims[i].dst_stride == g.extent_a) {
+        g.a.push_back(i);
+        g.extent_a *= dims[i].extent;
+        grown = true;
+      }
+  }
+}
+
+// Adds dims that continue group B contiguously in src until its extent reaches `target`.
+void grow_b(const RearrangeDims& dims, Groups& g, std::int64_t target) {
+  if (dims[g.b.front()].src_stride != 1) return;
+  for (bool grown = true; grown && g.extent_b < target;) {
+    grown = false;
+    for (std::size_t i = 0; i < dims.size() && !grown; ++i)
+      if (!in_groups(g, i) && dims[i].src_stride == g.extent_b) {
+        g.b.push_back(i);
+        g.extent_b *= dims[i].extent;
+        grown = true;
+      }
+  }
+}
+
+// The dim that reads best along a tile row: the smallest nonzero |src stride| that beats the
+// destination's innermost dim, or none (then walking in destination order is as good).
+std::optional<std::size_t> source_inner_dim(const RearrangeDims& dims, std::size_t a) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i == a || dims[i].src_stride == 0) continue;
+    if (!best || std::llabs(dims[i].src_stride) < std::llabs(dims[*best].src_stride)) best = i;
+  }
+  if (best && std::llabs(dims[*best].src_stride) < std::llabs(dims[a].src_stride)) return best;
+  return std::nullopt;
+}
+
+// Widest access (in units, a power of two up to `max_units`) such that `count` and every listed
+// stride are multiples of it and the pointer is aligned for it.
+std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const std::vector<std::int64_t>& strides,
+                           std::int64_t align_units) {
+  std::int64_t v = std::min(max_units, align_units);
+  while (v > 1) {
+    bool ok = divides(v, count);
+    for (std::int64_t s : strides) ok = ok && divides(v, s);
+    if (ok) break;
+    v /= 2;
+  }
+  return v;
+}
+
+struct TiledChoice {
+  Groups g;
+  RearrangeSpec spec;
+};
+
+// Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units).
+std::int64_t tile_volume(std::int64_t unit) {
+  switch (unit) {
+    case 1: return 16384;
+    case 2: return 16384;
+    case 4: return 4096;
+    case 8: return 4096;
+    default: return 1024;
+  }
+}
+
+TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
+                         std::int64_t src_align, std::int64_t dst_align) {
+  const RearrangeDims& dims = form.dims;
+  const std::int64_t unit = form.unit_bytes;
+  TiledChoice c;
+  Groups& g = c.g;
+  g.a = {a_dim};
+  g.b = {b_dim};
+  g.extent_a = dims[a_dim].extent;
+  g.extent_b = dims[b_dim].extent;
+
+  const std::int64_t side = pow2_floor(static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume))));
+  grow_a(dims, g, side);
+  const std::int64_t target_b = volume / std::min(g.extent_a, side);
+  grow_b(dims, g, target_b);
+  const std::int64_t tile_b = g.extent_b <= target_b ? g.extent_b : pow2_floor(target_b);
+  const std::int64_t target_a = std::max<std::int64_t>(side, volume / tile_b);
+  grow_a(dims, g, target_a);
+  const std::int64_t tile_a = g.extent_a <= target_a ? g.extent_a : pow2_floor(target_a);
+
+  RearrangeSpec& s = c.spec;
+  s.unit_bytes = static_cast<int>(unit);
+  s.dims_a = static_cast<int>(g.a.size());
+  s.dims_b = static_cast<int>(g.b.size());
+  s.tile_a = static_cast<int>(tile_a);
+  s.tile_b = static_cast<int>(tile_b);
+  s.bounds = !divides(tile_a, g.extent_a) || !divides(tile_b, g.extent_b);
+
+  // Strides of the dims outside each group decide which vectors stay aligned.
+  std::vector<std::int64_t> dst_others, src_others;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const bool in_a = std::find(g.a.begin(), g.a.end(), i) != g.a.end();
+    const bool in_b = std::find(g.b.begin(), g.b.end(), i) != g.b.end();
+    if (!in_a) dst_others.push_back(dims[i].dst_stride);
+    if (!in_b) src_others.push_back(dims[i].src_stride);
+  }
+  // One-byte units stop at 8-unit micro-tiles: 16 x 16 byte tiles would need 128 registers per thread.
+  const std::int64_t max_vec = unit == 1 ? 8 : 16 / unit;
+  s.vec_a = static_cast<int>(widest_vector(max_vec, std::gcd(tile_a, g.extent_a), dst_others, dst_align / unit));
+  s.vec_b = dims[b_dim].src_stride == 1
+                ? static_cast<int>(widest_vector(max_vec, std::gcd(tile_b, g.extent_b), src_others, src_align / unit))
+                : 1;
+
+  // A tile that spans a whole small dim is one contiguous run on that side: move it linearly.
+  const std::int64_t full = 16 / unit;
+  const bool a_single = g.a.size() == 1, b_single = g.b.size() == 1;
+  std::vector<std::int64_t> outer_src, outer_dst;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (!in_groups(g, i)) {
+      outer_src.push_back(dims[i].src_stride);
+      outer_dst.push_back(dims[i].dst_stride);
+    }
+  if (s.vec_b < full && a_single && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
+      dims[a_dim].src_stride == g.extent_b) {
+    const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_src, src_align / unit);
+    if (v > s.vec_b) {
+      s.load_linear = static_cast<int>(v);
+      s.vec_b = 1;  // the micro-tile loads are not used
+    }
+  }
+  if (s.vec_a < full && b_single && tile_a == g.extent_a && dims[b_dim].dst_stride == g.extent_a) {
+    const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_dst, dst_align / unit);
+    if (v > s.vec_a) s.store_linear = static_cast<int>(v);
+  }
+
+  // Shared-memory rows (one per B index): linear stores read rows back to back, so no padding;
+  // otherwise an XOR swizzle of the A vectors when a row holds whole 128-byte periods, else padding.
+  const std::int64_t vec_a_bytes = s.vec_a * unit;
+  const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
+  s.swizzle_period = static_cast<int>(128 / std::max<std::int64_t>(vec_a_bytes, 4));
+  if (s.store_linear) {
+    s.pitch = s.tile_a;
+  } else if (vec_a_bytes >= 4 && divides(s.swizzle_period, micro_a) && divides(s.swizzle_period, micro_b) &&
+             !s.load_linear) {
+    s.swizzle = true;
+    s.pitch = s.tile_a;
+  } else {
+    s.pitch = static_cast<int>(tile_a + (micro_a % 2 == 0 ? s.vec_a : 0));
+  }
+  s.family = g.a.size() > 1 || g.b.size() > 1 || s.load_linear || s.store_linear ? RearrangeFamily::packed
+                                                                                : RearrangeFamily::transpose;
+  return c;
+}
+
+RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
+                            std::int64_t src_align, std::int64_t dst_align) {
+  TiledChoice c;
+  for (std::int64_t volume = tile_volume(form.unit_bytes);; volume /= 2) {
+    c = choose_tiles(form, a_dim, b_dim, volume, src_align, dst_align);
+    c.spec.index64 = needs_index64(form.dims);
+    if (shared_bytes(c.spec) <= kMaxStaticShared) break;
+  }
+  RearrangeSpec& s = c.spec;
+  const Groups& g = c.g;
+  s.exact = exact;
+  s.threads = kThreads;
+  s.num_dims = static_cast<int>(form.dims.size());
+
+  RearrangeVariant v{form, s, {}, 0, 0};
+  KernelArgs& args = v.args;
+  args.extent_a = g.extent_a;
+  args.extent_b = g.extent_b;
+  args.tiles_x = make_kernel_divisor(ceil_div(g.extent_b, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(g.extent_a, s.tile_a));
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / g.extent_a / g.extent_b);
+  int k = 0;
+  for (std::size_t i : g.a) args.dim[k++] = kernel_dim(form.dims[i]);
+  for (std::size_t i : g.b) args.dim[k++] = kernel_dim(form.dims[i]);
+  for (std::size_t i = form.dims.size(); i-- > 0;)
+    if (!in_groups(g, i)) args.dim[k++] = kernel_dim(form.dims[i]);
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
+}  // namespace
+
+std::string_view family_name(RearrangeFamily family) {
+  switch (family) {
+    case RearrangeFamily::copy: return "copy";
+    case RearrangeFamily::row: return "row";
+    case RearrangeFamily::transpose: return "transpose";
+    case RearrangeFamily::packed: return "packed";
+    case RearrangeFamily::gather: return "gather";
+  }
+  return "?";
+}
+
+KernelDivisor make_kernel_divisor(std::int64_t divisor) {
+  KernelDivisor d{divisor, 1, 0};
+  if (divisor >= 1 && divisor <= std::numeric_limits<std::uint32_t>::max()) {
+    const FastDivisor f = make_fast_divisor(static_cast<std::uint32_t>(divisor));
+    d.multiplier = f.multiplier;
+    d.shift = f.shift;
+  }
+  return d;
+}
+
+RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                              std::int64_t dst_align) {
+  const RearrangeDims& dims = units.dims;
+  if (dims.empty() || (dims.size() == 1 && dims[0].src_stride == 1 && dims[0].dst_stride == 1)) {
+    RearrangeVariant v{units, {}, {}, 0, unit_count(dims) * units.unit_bytes};
+    v.spec.unit_bytes = static_cast<int>(units.unit_bytes);
+    return v;
+  }
+  const std::size_t inner = dims.size() - 1;
+  if (dims[inner].src_stride == 1 && dims[inner].dst_stride == 1) return plan_rows(units, exact);
+  if (dims[inner].dst_stride == 1) {
+    if (const auto b = source_inner_dim(dims, inner)) {
+      RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align);
+      // A tile smaller than a unit per thread is better walked in destination order.
+      if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
+    }
+  }
+  return plan_rows(units, exact);
+}
+
+std::string spec_key(const RearrangeSpec& s, const KernelArgs& args) {
+  std::string key = fmt::format("{}.u{}.t{}.d{}.i{}{}", family_name(s.family), s.unit_bytes, s.threads, s.num_dims,
+                                s.index64 ? 64 : 32, s.bounds ? ".b" : "");
+  switch (s.family) {
+    case RearrangeFamily::copy: return "copy";
+    case RearrangeFamily::row:
+    case RearrangeFamily::gather:
+      key += fmt::format(".x{}.ix{}.iy{}{}{}", s.tile_x, s.items_x, s.items_y, s.src_inner_unit ? "" : ".ss",
+                         s.dst_inner_unit ? "" : ".ds");
+      break;
+    case RearrangeFamily::transpose:
+    case RearrangeFamily::packed:
+      key += fmt::format(".a{}x{}v{}.b{}x{}v{}.p{}{}{}{}", s.dims_a, s.tile_a, s.vec_a, s.dims_b, s.tile_b, s.vec_b,
+                         s.pitch, s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
+                         s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
+                         s.store_linear ? fmt::format(".sl{}", s.store_linear) : "");
+      break;
+  }
+  if (s.exact) {
+    key += fmt::format(".exact.n{}.ea{}.eb{}", args.num_tiles, args.extent_a, args.extent_b);
+    for (int k = 0; k < s.num_dims; ++k)
+      key += fmt::format("_{}:{}:{}", args.dim[k].extent.value, args.dim[k].src_stride, args.dim[k].dst_stride);
+  }
+  return key;
+}
+
+std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
+  return offsetof(KernelArgs, dim) + sizeof(KernelDim) * static_cast<std::size_t>(spec.num_dims);
+}
+
+int shared_bytes(const RearrangeSpec& s) {
+  if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
+  const int index_bytes = s.index64 ? 8 : 4;
+  return s.tile_b * s.pitch * s.unit_bytes + (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
+         (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
+}
+
+}  // namespace shapejit::plan

@@ -1,0 +1,165 @@
+#include "plan/rearrange_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <bit>
+
+namespace shapejit::plan {
+namespace {
+
+int level_of(std::uint64_t alignment) { return std::countr_zero(alignment | 16u); }
+
+std::string join(const std::vector<std::int64_t>& values) { return fmt::format("{}", fmt::join(values, ",")); }
+
+std::string variant_text(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  std::string out = fmt::format("  unit {} bytes, canonical dims (extent:src:dst, units) {}\n", s.unit_bytes,
+                                format_dims(v.form.dims));
+  switch (s.family) {
+    case RearrangeFamily::copy:
+      return out + fmt::format("  family copy: device-to-device memcpy of {} bytes\n", v.copy_bytes);
+    case RearrangeFamily::row:
+    case RearrangeFamily::gather:
+      out += fmt::format("  family {}: {} threads as {} along a row x {} rows, {} x {} units per thread "
+                         "(row x col), {} row dims{}{}\n",
+                         family_name(s.family), s.threads, s.tile_x, s.threads / s.tile_x, s.items_y, s.items_x,
+                         s.num_dims - 1, s.src_inner_unit ? "" : ", strided source", s.dst_inner_unit ? "" : ", strided destination");
+      break;
+    case RearrangeFamily::transpose:
+    case RearrangeFamily::packed:
+      out += fmt::format("  family {}: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, src-contiguous) units, "
+                         "{} outer dims, {} threads\n",
+                         family_name(s.family), s.tile_a, s.dims_a, s.tile_b, s.dims_b,
+                         s.num_dims - s.dims_a - s.dims_b, s.threads);
+      out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
+                         s.load_linear ? fmt::format("linear, {} units", s.load_linear)
+                                       : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),
+                         s.store_linear ? fmt::format("linear, {} units", s.store_linear)
+                                        : fmt::format("{} units along A", s.vec_a),
+                         shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {}", s.swizzle_period) : "");
+      break;
+  }
+  out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
+                     s.exact ? "exact (extents and strides baked in)" : "extents and strides at run time");
+  out += fmt::format("  launch: {} blocks x {} threads for {} tiles\n", v.grid, s.threads, v.args.num_tiles);
+  return out + fmt::format("  key: {}\n", spec_key(s, v.args));
+}
+
+}  // namespace
+
+RearrangePlanData make_plan_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
+  check_assumed_alignment(options.assumed_alignment);
+  check_rearrange_descs(dst, src);
+  RearrangePlanData p;
+  p.dst = dst;
+  p.src = src;
+  p.options = options;
+  p.elem_bytes = static_cast<std::int64_t>(dst.element_size());
+  for (std::int64_t e : dst.shape) p.empty = p.empty || e == 0;
+  if (p.empty) return p;
+  p.elements = canonicalize(dst, src);
+  p.src_range = byte_range(src);
+  p.dst_range = byte_range(dst);
+  p.same_layout = dst.effective_strides() == src.effective_strides();
+
+  const std::int64_t src_offset_bytes = p.elements.src_offset * p.elem_bytes;
+  const std::int64_t dst_offset_bytes = p.elements.dst_offset * p.elem_bytes;
+  const int top = level_of(options.assumed_alignment);
+  for (int level = top; level >= 0; --level) {
+    const std::int64_t src_align = std::min(std::int64_t{1} << level, alignment_of(src_offset_bytes));
+    const std::int64_t dst_align = std::min(std::int64_t{1} << level, alignment_of(dst_offset_bytes));
+    RearrangeVariant v = plan_variant(fold_into_units(p.elements, src_align, dst_align), options.exact, src_align,
+                                      dst_align);
+    int index = -1;
+    for (std::size_t i = 0; i < p.variants.size() && index < 0; ++i)
+      if (p.variants[i].form == v.form && p.variants[i].spec == v.spec) index = static_cast<int>(i);
+    if (index < 0) {
+      index = static_cast<int>(p.variants.size());
+      p.variants.push_back(std::move(v));
+    }
+    p.variant_for_level[static_cast<std::size_t>(level)] = index;
+  }
+  for (int level = top + 1; level < kAlignmentLevels; ++level)
+    p.variant_for_level[static_cast<std::size_t>(level)] = p.variant_for_level[static_cast<std::size_t>(top)];
+  return p;
+}
+
+const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std::uintptr_t address_bits) {
+  const int index = plan.variant_for_level[static_cast<std::size_t>(level_of(address_bits))];
+  return plan.variants[static_cast<std::size_t>(index)];
+}
+
+std::string manifest_line(const RearrangePlanData& p) {
+  bool any_kernel = false;
+  for (const RearrangeVariant& v : p.variants) any_kernel = any_kernel || v.spec.family != RearrangeFamily::copy;
+  if (!any_kernel) return "";
+  std::vector<std::int64_t> shape, src, dst;
+  for (const RearrangeDim& d : p.elements.dims) {
+    shape.push_back(d.extent);
+    src.push_back(d.src_stride);
+    dst.push_back(d.dst_stride);
+  }
+  std::string line = p.dst.elem_bytes > 0 ? fmt::format("rearrange --elem-bytes {}", p.elem_bytes)
+                                          : fmt::format("rearrange --dtype {}", dtype_name(p.dst.dtype));
+  line += fmt::format(" --shape {} --src-strides {} --dst-strides {}", join(shape), join(src), join(dst));
+  if (p.options.assumed_alignment != 16) line += fmt::format(" --align {}", p.options.assumed_alignment);
+  if (p.options.exact) line += " --exact";
+  return line;
+}
+
+std::string describe(const RearrangePlanData& p) {
+  std::string out = fmt::format("rearrange: shape {}, {} bytes per element\n  src strides {}\n  dst strides {}\n",
+                                p.dst.shape, p.elem_bytes, p.src.effective_strides(), p.dst.effective_strides());
+  if (p.empty) return out + "  empty (a zero extent): nothing is launched\n";
+  out += fmt::format("canonical form (extent:src:dst, elements): {}, base offsets src {} dst {}\n",
+                     format_dims(p.elements.dims), p.elements.src_offset, p.elements.dst_offset);
+  for (std::size_t i = 0; i < p.variants.size(); ++i) {
+    std::vector<int> levels;
+    for (int level = 0; level < kAlignmentLevels; ++level)
+      if (p.variant_for_level[static_cast<std::size_t>(level)] == static_cast<int>(i)) levels.push_back(1 << level);
+    out += fmt::format("variant {} (base pointers aligned to {} bytes):\n", i, fmt::join(levels, "/"));
+    out += variant_text(p.variants[i]);
+  }
+  return out;
+}
+
+std::string describe_json(const RearrangePlanData& p) {
+  auto dims_json = [](const RearrangeDims& dims) {
+    std::vector<std::string> items;
+    for (const RearrangeDim& d : dims)
+      items.push_back(fmt::format("{{\"extent\": {}, \"src_stride\": {}, \"dst_stride\": {}}}", d.extent, d.src_stride,
+                                  d.dst_stride));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  };
+  std::string out = fmt::format(
+      "{{\"op\": \"rearrange\", \"shape\": {}, \"elem_bytes\": {}, \"src_strides\": {}, \"dst_strides\": {}, "
+      "\"empty\": {}",
+      p.dst.shape, p.elem_bytes, p.src.effective_strides(), p.dst.effective_strides(), p.empty);
+  if (!p.empty) {
+    out += fmt::format(", \"canonical\": {}, \"src_offset\": {}, \"dst_offset\": {}, \"manifest_line\": \"{}\"",
+                       dims_json(p.elements.dims), p.elements.src_offset, p.elements.dst_offset, manifest_line(p));
+    std::vector<std::string> variants;
+    for (std::size_t i = 0; i < p.variants.size(); ++i) {
+      const RearrangeVariant& v = p.variants[i];
+      const RearrangeSpec& s = v.spec;
+      std::vector<int> levels;
+      for (int level = 0; level < kAlignmentLevels; ++level)
+        if (p.variant_for_level[static_cast<std::size_t>(level)] == static_cast<int>(i)) levels.push_back(1 << level);
+      variants.push_back(fmt::format(
+          "{{\"alignments\": {}, \"family\": \"{}\", \"unit_bytes\": {}, \"dims\": {}, \"key\": \"{}\", "
+          "\"threads\": {}, \"grid\": {}, \"tiles\": {}, \"index_bits\": {}, \"bounds\": {}, \"exact\": {}, "
+          "\"tile_x\": {}, \"items_x\": {}, \"items_y\": {}, \"dims_a\": {}, \"dims_b\": {}, \"tile_a\": {}, "
+          "\"tile_b\": {}, \"vec_a\": {}, \"vec_b\": {}, \"load_linear\": {}, \"store_linear\": {}, "
+          "\"swizzle\": {}, \"shared_bytes\": {}, \"copy_bytes\": {}}}",
+          levels, family_name(s.family), s.unit_bytes, dims_json(v.form.dims), spec_key(s, v.args), s.threads, v.grid,
+          v.args.num_tiles, s.index64 ? 64 : 32, s.bounds, s.exact, s.tile_x, s.items_x, s.items_y, s.dims_a, s.dims_b,
+          s.tile_a, s.tile_b, s.vec_a, s.vec_b, s.load_linear, s.store_linear, s.swizzle, shared_bytes(s),
+          v.copy_bytes));
+    }
+    out += fmt::format(", \"variants\": [{}]", fmt::join(variants, ", "));
+  }
+  return out + "}";
+}
+
+}  // namespace shapejit::plan

@@ -1,0 +1,68 @@
+// A rearrange plan as data: the validated descriptors, the canonical form, and one planned variant
+// per base-pointer alignment (launch picks the one the real pointers allow).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plan/rearrange_canonical.hpp"
+#include "plan/rearrange_checks.hpp"
+#include "plan/rearrange_spec.hpp"
+#include "shapejit/rearrange.hpp"
+
+namespace shapejit::jit {
+class KernelHandle;
+}
+
+namespace shapejit::plan {
+
+/// Alignment levels 1, 2, 4, 8, 16 bytes, indexed by their log2.
+inline constexpr int kAlignmentLevels = 5;
+
+struct RearrangePlanData {
+  TensorDesc dst, src;
+  RearrangeOptions options;
+  std::int64_t elem_bytes = 1;
+  bool empty = false;       ///< a zero extent: nothing is copied or launched
+  CanonicalForm elements;   ///< canonical form in elements (offsets included)
+  ByteRange src_range, dst_range;  ///< bytes each side touches, relative to its base pointer
+  bool same_layout = false;  ///< equal strides: the same pointer on both sides is a no-op
+  std::vector<RearrangeVariant> variants;  ///< distinct variants, the widest alignment first
+  std::array<int, kAlignmentLevels> variant_for_level{};  ///< index into variants by log2(alignment)
+};
+
+/// Validates and plans copying `src` into `dst` (throws shapejit::Error on bad input).
+RearrangePlanData make_plan_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options);
+
+/// The variant to launch for base pointers whose addresses OR'ed together are `address_bits`
+/// (their common alignment is its lowest set bit; above the assumed alignment it makes no difference).
+const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std::uintptr_t address_bits);
+
+/// The `shapejit plan` line (without "shapejit plan") that reproduces every kernel of the plan: its
+/// canonical form in elements, so every view with that form records the same line. "" when the
+/// plan launches no kernel.
+std::string manifest_line(const RearrangePlanData& plan);
+
+/// Human-readable plan: canonical form, each variant's family, parameters, launch shape and key.
+std::string describe(const RearrangePlanData& plan);
+
+/// describe() as a JSON document.
+std::string describe_json(const RearrangePlanData& plan);
+
+}  // namespace shapejit::plan
+
+namespace shapejit::detail {
+
+/// What a RearrangePlan shares between its copies: the plan data, and each variant's kernel,
+/// resolved at its first launch.
+struct RearrangePlanImpl {
+  plan::RearrangePlanData data;
+  std::string manifest;
+  std::unique_ptr<std::atomic<const jit::KernelHandle*>[]> kernels;
+};
+
+}  // namespace shapejit::detail

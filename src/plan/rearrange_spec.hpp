@@ -1,0 +1,108 @@
+// Rearrange kernel families: the specialization (only what changes the generated code) and the
+// runtime arguments (extents, strides, divisors), chosen from a canonical form in units.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "plan/rearrange_canonical.hpp"
+#include "shapejit/rearrange.hpp"
+
+namespace shapejit::plan {
+
+enum class RearrangeFamily {
+  copy,       ///< contiguous on both sides: the driver's device-to-device memcpy, no kernel
+  row,        ///< same innermost dim, unit stride on both sides: rows copied with wide units
+  transpose,  ///< innermost dims differ: shared-memory tiles of (dst-contiguous dim x src-contiguous dim)
+  packed,     ///< transpose whose tile spans several small dims, or a whole small dim read/written linearly
+  gather,     ///< anything else: walked in destination order, so writes stay coalesced
+};
+
+/// "copy", "row", "transpose", "packed", "gather".
+std::string_view family_name(RearrangeFamily family);
+
+/// The facts that change the generated code. Extents, strides and divisors are runtime arguments
+/// (KernelArgs), except in exact mode, where the codegen bakes them in too.
+struct RearrangeSpec {
+  RearrangeFamily family = RearrangeFamily::copy;
+  int unit_bytes = 1;   ///< bytes one kernel element moves (1, 2, 4, 8, 16)
+  int threads = 256;    ///< threads per block
+  int num_dims = 1;     ///< dims in KernelArgs::dim
+  bool index64 = false; ///< 64-bit index math (some offset or count does not fit comfortably in 31 bits)
+  bool bounds = false;  ///< tiles can run past an extent, so accesses are checked
+  bool exact = false;   ///< extents and strides baked into the kernel
+
+  // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first.
+  int tile_x = 1;        ///< threads along a row
+  int items_x = 1;       ///< units per thread along a row
+  int items_y = 1;       ///< rows per thread
+  bool src_inner_unit = true;  ///< the innermost source stride is 1 (else a runtime stride)
+  bool dst_inner_unit = true;  ///< the innermost destination stride is 1
+
+  // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous
+  // in src), then the outer dims, each innermost first.
+  int dims_a = 1, dims_b = 1;
+  int tile_a = 1, tile_b = 1;  ///< tile extents in units along A and B
+  int vec_a = 1, vec_b = 1;    ///< units per access along A (stores) and B (loads)
+  int pitch = 1;               ///< shared-memory row length in units (one row per B index)
+  bool swizzle = false;        ///< XOR-swizzled rows (else padded to `pitch`)
+  int swizzle_period = 1;      ///< vectors per 128 bytes of shared memory
+  int load_linear = 0;         ///< units per linear load when the tile is contiguous in src (0: off)
+  int store_linear = 0;        ///< units per linear store when the tile is contiguous in dst (0: off)
+
+  bool operator==(const RearrangeSpec&) const = default;
+};
+
+/// A divisor with its fast-division magic numbers (valid for 32-bit numerators).
+struct KernelDivisor {
+  std::int64_t value = 1;
+  std::uint32_t multiplier = 1;
+  std::uint32_t shift = 0;
+};
+
+/// One dim of the kernel arguments. Mirrors `SjDim` in templates/rearrange_common.cu.
+struct KernelDim {
+  KernelDivisor extent;
+  std::int64_t src_stride = 0;
+  std::int64_t dst_stride = 0;
+};
+
+/// The kernel's runtime arguments, passed by value. Mirrors `SjArgs` in templates/rearrange_common.cu,
+/// which declares only the spec's num_dims dims (the launch copies just that prefix).
+struct KernelArgs {
+  std::int64_t num_tiles = 0;
+  std::int64_t extent_a = 0;  ///< tiled: product of group A; rows: the innermost extent
+  std::int64_t extent_b = 0;  ///< tiled: product of group B; rows: the number of rows
+  KernelDivisor tiles_x;      ///< tiled: tiles along B; rows: tiles along a row
+  KernelDivisor tiles_y;      ///< tiled: tiles along A; rows: unused
+  KernelDim dim[kMaxRearrangeRank + 1];
+};
+
+/// One planned kernel (or memcpy) for one pointer alignment.
+struct RearrangeVariant {
+  CanonicalForm form;   ///< canonical form in units
+  RearrangeSpec spec;
+  KernelArgs args;
+  std::uint32_t grid = 0;     ///< blocks (grid.x); tiles beyond it are walked by a grid-stride loop
+  std::int64_t copy_bytes = 0;  ///< copy family: bytes for the memcpy
+};
+
+/// Builds `divisor` with its magic numbers (multiplier and shift only when it fits in 32 bits).
+KernelDivisor make_kernel_divisor(std::int64_t divisor);
+
+/// Classifies a canonical form in units and chooses its family, parameters and runtime arguments.
+/// `src_align` and `dst_align`: alignment in bytes of the pointers the kernel starts from.
+RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align, std::int64_t dst_align);
+
+/// The specialization key: every field that changes the code, as a short readable string.
+/// In exact mode the baked extents and strides are part of it.
+std::string spec_key(const RearrangeSpec& spec, const KernelArgs& args);
+
+/// Bytes of KernelArgs that the kernel of `spec` reads (the header plus num_dims dims).
+std::size_t kernel_args_bytes(const RearrangeSpec& spec);
+
+/// Shared memory a tiled kernel declares (0 for the other families).
+int shared_bytes(const RearrangeSpec& spec);
+
+}  // namespace shapejit::plan

@@ -1,0 +1,63 @@
+// rearrange, common part: the runtime arguments and the index helpers of every rearrange family.
+// Specialization read here: Unit, Index, NUM_DIMS, INDEX64, EXACT and the K_* values (the baked
+// arguments in exact mode, placeholders otherwise).
+
+struct SjDiv {  // a divisor and its multiply-high magic numbers (valid for 32-bit numerators)
+  long long value;
+  unsigned mul;
+  unsigned shift;
+};
+struct SjDim {
+  SjDiv extent;
+  long long src_stride;
+  long long dst_stride;
+};
+struct SjArgs {
+  long long num_tiles;
+  long long extent_a;  // tiled: product of group A; rows: innermost extent
+  long long extent_b;  // tiled: product of group B; rows: number of rows
+  SjDiv tiles_x;       // tiled: tiles along B; rows: tiles along a row
+  SjDiv tiles_y;       // tiled: tiles along A
+  SjDim dim[NUM_DIMS];
+};
+
+__device__ __forceinline__ long long sj_num_tiles(const SjArgs& a) { return EXACT ? K_NUM_TILES : a.num_tiles; }
+__device__ __forceinline__ Index sj_extent_a(const SjArgs& a) { return (Index)(EXACT ? K_EXTENT_A : a.extent_a); }
+__device__ __forceinline__ Index sj_extent_b(const SjArgs& a) { return (Index)(EXACT ? K_EXTENT_B : a.extent_b); }
+__device__ __forceinline__ Index sj_tiles_x(const SjArgs& a) { return (Index)(EXACT ? K_TILES_X : a.tiles_x.value); }
+__device__ __forceinline__ Index sj_tiles_y(const SjArgs& a) { return (Index)(EXACT ? K_TILES_Y : a.tiles_y.value); }
+__device__ __forceinline__ Index sj_extent(const SjArgs& a, int k) {
+  return (Index)(EXACT ? K_EXTENT[k] : a.dim[k].extent.value);
+}
+__device__ __forceinline__ Index sj_src_stride(const SjArgs& a, int k) {
+  return (Index)(EXACT ? K_SRC_STRIDE[k] : a.dim[k].src_stride);
+}
+__device__ __forceinline__ Index sj_dst_stride(const SjArgs& a, int k) {
+  return (Index)(EXACT ? K_DST_STRIDE[k] : a.dim[k].dst_stride);
+}
+
+// n / d: by a constant in exact mode, by a division with 64-bit indices, else multiply-high and shift.
+__device__ __forceinline__ Index sj_div(Index n, const SjDiv& d, long long exact_divisor) {
+  if (EXACT) return n / (Index)exact_divisor;
+  if (INDEX64) return n / (Index)d.value;
+  return (Index)sj_fastdiv((unsigned)n, d.mul, d.shift);
+}
+
+// Source and destination offsets of linear index n over dims [first, first + count), innermost
+// first; n is below their product, so the outermost coordinate needs no division.
+__device__ __forceinline__ void sj_offsets(const SjArgs& a, int first, int count, Index n, Index& src_offset,
+                                           Index& dst_offset) {
+  src_offset = 0;
+  dst_offset = 0;
+#pragma unroll
+  for (int k = first; k < first + count; ++k) {
+    Index c = n;
+    if (k + 1 < first + count) {
+      const Index q = sj_div(n, a.dim[k].extent, K_EXTENT[k]);
+      c = n - q * sj_extent(a, k);
+      n = q;
+    }
+    src_offset += c * sj_src_stride(a, k);
+    dst_offset += c * sj_dst_stride(a, k);
+  }
+}

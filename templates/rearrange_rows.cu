@@ -1,0 +1,46 @@
+// rearrange rows: the row family (innermost dim shared, unit stride on both sides) and the gather
+// family (walked in destination order, so stores stay coalesced). dim[0] is the innermost dim and
+// dim[1..] index the rows. A tile is TILE_ROWS rows x TILE_COLS units; the row offsets are decomposed
+// once per row of the tile, and each thread loads all its ITEMS_Y x ITEMS_X units before storing them.
+constexpr int TILE_Y = THREADS / TILE_X;
+constexpr long long TILE_COLS = TILE_X * ITEMS_X;
+constexpr long long TILE_ROWS = TILE_Y * ITEMS_Y;
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+    sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
+  Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
+  const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
+  const Index length = sj_extent_a(args);
+  const Index rows = sj_extent_b(args);
+  const Index src_step = SRC_INNER_UNIT ? 1 : sj_src_stride(args, 0);
+  const Index dst_step = DST_INNER_UNIT ? 1 : sj_dst_stride(args, 0);
+  const int tx = threadIdx.x % TILE_X;
+  const int ty = threadIdx.x / TILE_X;
+  for (long long tile = blockIdx.x; tile < sj_num_tiles(args); tile += gridDim.x) {
+    const Index row_tile = sj_div((Index)tile, args.tiles_x, K_TILES_X);
+    const Index col0 = ((Index)tile - row_tile * sj_tiles_x(args)) * TILE_COLS + tx;
+    Index src_row[ITEMS_Y], dst_row[ITEMS_Y];
+    bool row_ok[ITEMS_Y];
+#pragma unroll
+    for (int iy = 0; iy < ITEMS_Y; ++iy) {
+      const Index row = row_tile * TILE_ROWS + iy * TILE_Y + ty;
+      row_ok[iy] = !BOUNDS || row < rows;
+      sj_offsets(args, 1, NUM_DIMS - 1, row_ok[iy] ? row : 0, src_row[iy], dst_row[iy]);
+    }
+    Unit v[ITEMS_Y][ITEMS_X];
+#pragma unroll
+    for (int iy = 0; iy < ITEMS_Y; ++iy)
+#pragma unroll
+      for (int ix = 0; ix < ITEMS_X; ++ix) {
+        const Index col = col0 + ix * TILE_X;
+        if (!BOUNDS || (row_ok[iy] && col < length)) v[iy][ix] = s[src_row[iy] + col * src_step];
+      }
+#pragma unroll
+    for (int iy = 0; iy < ITEMS_Y; ++iy)
+#pragma unroll
+      for (int ix = 0; ix < ITEMS_X; ++ix) {
+        const Index col = col0 + ix * TILE_X;
+        if (!BOUNDS || (row_ok[iy] && col < length)) d[dst_row[iy] + col * dst_step] = v[iy][ix];
+      }
+  }
+}

@@ -1,0 +1,104 @@
+// rearrange kernels compile with NVRTC for sm_80 and sm_90: every family x unit size x index width,
+// exact mode, and every alignment variant of representative plans.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <future>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "codegen/rearrange_codegen.hpp"
+#include "jit/nvrtc.hpp"
+#include "plan/rearrange_plan.hpp"
+
+using namespace shapejit;
+using plan::RearrangeFamily;
+
+namespace {
+
+plan::RearrangePlanData make(std::vector<std::int64_t> shape, std::vector<std::int64_t> src_strides, int elem,
+                             bool exact = false) {
+  const TensorDesc src{shape, std::move(src_strides), DType::u8, elem};
+  RearrangeOptions options;
+  options.exact = exact;
+  return plan::make_plan_data({std::move(shape), {}, DType::u8, elem}, src, options);
+}
+
+// A plan that permutes a contiguous `src_shape` by swapping its first two dims (the second of
+// three keeps the innermost dim).
+plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int elem, bool exact = false) {
+  std::vector<std::int64_t> strides = contiguous_strides(src_shape);
+  std::swap(src_shape[0], src_shape[1]);
+  std::swap(strides[0], strides[1]);
+  return make(src_shape, strides, elem, exact);
+}
+
+// Representative plans of one family at element (= unit) size `elem`, small or past 32-bit indices.
+plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
+  const std::int64_t r = big ? 1 << 16 : 300, c = big ? 1 << 15 : 500;
+  switch (family) {
+    case RearrangeFamily::row: return swap_first_two({r, c, 3}, elem, exact);  // 3-element rows: unit = elem
+    case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
+    case RearrangeFamily::packed: {  // all dims of extent 2, reversed
+      std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
+      std::reverse(strides.begin(), strides.end());
+      return make(twos, strides, elem, exact);
+    }
+    case RearrangeFamily::gather: return make({r, c}, {2 * c, 2}, elem, exact);  // a step-2 slice
+    case RearrangeFamily::copy: break;
+  }
+  return make({1}, {}, elem);
+}
+
+}  // namespace
+
+TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 and sm_90") {
+  std::map<std::string, plan::RearrangeVariant> variants;  // by specialization key
+  std::set<std::tuple<RearrangeFamily, int, bool>> covered;
+  for (RearrangeFamily family :
+       {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather})
+    for (int elem : {1, 2, 4, 8, 16})
+      for (bool big : {false, true}) {
+        const plan::RearrangePlanData p = family_plan(family, elem, big);
+        const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
+        INFO(plan::describe(p));
+        CHECK(v.spec.family == family);
+        CHECK(v.spec.unit_bytes == elem);
+        CHECK(v.spec.index64 == big);
+        covered.insert({v.spec.family, v.spec.unit_bytes, v.spec.index64});
+        variants.emplace(plan::spec_key(v.spec, v.args), v);
+      }
+  CHECK(covered.size() == 40);
+  // Exact mode, and the narrower variants that misaligned pointers select.
+  for (RearrangeFamily family :
+       {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(family_plan(family, 4, false, true), 0);
+    CHECK(v.spec.exact);
+    variants.emplace(plan::spec_key(v.spec, v.args), v);
+  }
+  for (const auto& p : {swap_first_two({4096, 4096}, 4), swap_first_two({4096, 4096}, 1),
+                        swap_first_two({8, 3, 64 * 64}, 2), swap_first_two({8, 64 * 64, 3}, 1)})
+    for (const plan::RearrangeVariant& v : p.variants)
+      if (v.spec.family != RearrangeFamily::copy) variants.emplace(plan::spec_key(v.spec, v.args), v);
+
+  std::vector<std::future<std::string>> compiles;
+  for (const auto& [key, v] : variants)
+    for (const char* arch : {"sm_80", "sm_90"})
+      compiles.push_back(std::async(std::launch::async, [v = v, key = key, arch] {
+        const jit::Program program = codegen::rearrange_program(v, "test");
+        try {
+          const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
+          return cubin.size() > 4 && cubin[0] == 0x7f ? std::string() : fmt::format("{} {}: not an ELF cubin", key, arch);
+        } catch (const Error& e) {
+          return fmt::format("{} {}: {}", key, arch, e.what());
+        }
+      }));
+  for (auto& c : compiles) {
+    const std::string failure = c.get();
+    CHECK_MESSAGE(failure.empty(), failure);
+  }
+  MESSAGE(compiles.size() << " rearrange kernels compiled");
+}

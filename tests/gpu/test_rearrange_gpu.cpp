@@ -1,0 +1,273 @@
+// rearrange on the GPU: bit-exact against the CPU reference, destination poisoned first and compared
+// whole (so padding and gaps must stay untouched): the shared case list in several element types,
+// random views with element sizes 1 to 32 bytes at misaligned pointers, exact mode, more than 2^31
+// elements, the C API and streams.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "../host/rearrange_executor.hpp"
+#include "gpu.hpp"
+#include "shapejit/rearrange.h"
+#include "shapejit/rearrange.hpp"
+
+using namespace shapejit;
+
+namespace {
+
+constexpr std::uint8_t kPoison = 0xa5;
+
+// A device allocation around a view's byte range, with 64 guard bytes on each side and a base
+// pointer offset by `misalign` bytes from a 256-byte boundary.
+struct DeviceView {
+  std::size_t base_offset;
+  test::DeviceBuffer buffer;
+  DeviceView(plan::ByteRange range, std::size_t misalign)
+      : base_offset((static_cast<std::size_t>(-range.lo) + 64 + 255) / 256 * 256 + misalign),
+        buffer(base_offset + static_cast<std::size_t>(range.hi) + 64) {}
+  std::uint8_t* base() const { return static_cast<std::uint8_t*>(buffer.get()) + base_offset; }
+};
+
+// Runs dst <- src on the GPU and on the CPU; "" when every byte of dst's buffer matches.
+std::string check_on_gpu(const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
+                         std::size_t dst_misalign, std::uint64_t seed, RearrangeOptions options = {}) {
+  const RearrangePlan plan = plan_rearrange(dst, src, options);
+  const plan::RearrangePlanData& p = plan.impl().data;
+  if (p.empty) {
+    plan.launch(nullptr, nullptr);
+    return "";
+  }
+  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
+  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
+  in.buffer.upload(host_in.data(), host_in.size());
+  out.buffer.fill(kPoison);
+  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
+  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
+  plan.launch(out.base(), in.base());
+  out.buffer.download(got.data(), got.size());
+  if (got == expected) return "";
+  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+  std::ostringstream why;
+  why << "first wrong byte at " << (at - static_cast<std::ptrdiff_t>(out.base_offset)) << " from dst (got "
+      << int(got[static_cast<std::size_t>(at)]) << ", expected " << int(expected[static_cast<std::size_t>(at)])
+      << "), src misalign " << src_misalign << ", dst misalign " << dst_misalign << "\n"
+      << plan.describe();
+  return why.str();
+}
+
+std::vector<std::int64_t> parse_list(const std::string& text) {
+  std::vector<std::int64_t> values;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (item.find_first_not_of(" ") != std::string::npos) values.push_back(std::stoll(item));
+  return values;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+struct CaseLine {
+  std::vector<std::int64_t> shape, src_strides, dst_strides;
+};
+
+std::vector<CaseLine> read_cases() {
+  std::ifstream file;
+  for (const char* path : {"tests/cases/rearrange-tests.txt", "../tests/cases/rearrange-tests.txt"}) {
+    file.open(path);
+    if (file) break;
+    file.clear();
+  }
+  REQUIRE_MESSAGE(file.is_open(), "tests/cases/rearrange-tests.txt not found (run from the repository root)");
+  std::vector<CaseLine> cases;
+  for (std::string line; std::getline(file, line);) {
+    if (trim(line).empty() || trim(line)[0] == '#') continue;
+    std::stringstream fields(line);
+    std::string shape, src, dst;
+    std::getline(fields, shape, '|');
+    std::getline(fields, src, '|');
+    std::getline(fields, dst, '|');
+    cases.push_back({parse_list(shape), trim(src) == "-" ? std::vector<std::int64_t>{} : parse_list(src),
+                     trim(dst) == "-" ? std::vector<std::int64_t>{} : parse_list(dst)});
+  }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("rearrange: every case of the case list, in u8, f16, bf16, f32, f64 and 16-byte elements" *
+          test::gpu_only()) {
+  const std::vector<CaseLine> cases = read_cases();
+  REQUIRE(cases.size() >= 12);
+  const std::pair<DType, int> types[] = {{DType::u8, 0},  {DType::f16, 0}, {DType::bf16, 0},
+                                         {DType::f32, 0}, {DType::f64, 0}, {DType::u8, 16}};
+  std::uint64_t seed = 1;
+  for (const CaseLine& c : cases)
+    for (auto [dtype, elem] : types) {
+      const TensorDesc src{c.shape, c.src_strides, dtype, elem}, dst{c.shape, c.dst_strides, dtype, elem};
+      const std::string failure = check_on_gpu(dst, src, 0, 0, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+      // The same case from pointers offset by one element.
+      const std::size_t e = dst.element_size();
+      const std::string shifted = check_on_gpu(dst, src, e, e, ++seed);
+      CHECK_MESSAGE(shifted.empty(), shifted);
+    }
+}
+
+TEST_CASE("rearrange: random views, element sizes 1 to 32 bytes, misaligned pointers, exact mode" *
+          test::gpu_only()) {
+  std::mt19937_64 rng(42);
+  auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+  const int sizes[] = {1, 2, 3, 4, 8, 12, 16, 32};
+  for (int i = 0; i < 240; ++i) {
+    const int elem = sizes[i % 8];
+    const int rank = 1 + pick(7);
+    std::vector<std::int64_t> shape;
+    std::int64_t volume = 1;
+    for (int k = 0; k < rank; ++k) {
+      std::int64_t e = pick(3) == 0 ? 1 + pick(4) : 2 + pick(pick(2) ? 40 : 300);
+      if (volume * e > (1 << 20) / elem) e = 1;
+      volume *= e;
+      shape.push_back(e);
+    }
+    // Source: a permuted, padded, sliced view with some reversed and some broadcast dims.
+    std::vector<int> order(static_cast<std::size_t>(rank));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::int64_t> src_strides(shape.size()), dst_strides;
+    std::int64_t running = 1;
+    for (std::size_t k = order.size(); k-- > 0;) {
+      const auto d = static_cast<std::size_t>(order[k]);
+      const int step = pick(5) == 0 ? 2 : 1;
+      src_strides[d] = pick(6) == 0 ? 0 : running * step * (pick(5) == 0 ? -1 : 1);
+      running *= (shape[d] + (pick(4) == 0 ? 3 : 0)) * step;
+    }
+    if (pick(3) == 0) {  // a padded, partly reversed destination
+      dst_strides.resize(shape.size());
+      running = 1;
+      for (std::size_t k = shape.size(); k-- > 0;) {
+        dst_strides[k] = running * (pick(6) == 0 ? -1 : 1);
+        running *= shape[k] + pick(3);
+      }
+    }
+    const TensorDesc src{shape, src_strides, DType::u8, elem}, dst{shape, dst_strides, DType::u8, elem};
+    const std::size_t misalign[] = {0, 1, 2, 4, 8, static_cast<std::size_t>(elem)};
+    RearrangeOptions options;
+    options.exact = i % 10 == 0;
+    INFO("random case " << i);
+    const std::string failure =
+        check_on_gpu(dst, src, misalign[pick(6)], misalign[pick(6)], static_cast<std::uint64_t>(i) + 100, options);
+    CHECK_MESSAGE(failure.empty(), failure);
+  }
+}
+
+TEST_CASE("rearrange: high-rank tiny extents, wide transposes and channel moves" * test::gpu_only()) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+  };
+  std::vector<int> reversed(20);
+  for (int i = 0; i < 20; ++i) reversed[static_cast<std::size_t>(i)] = 19 - i;
+  std::vector<int> rotate(13);
+  for (int i = 0; i < 13; ++i) rotate[static_cast<std::size_t>(i)] = (i + 1) % 13;
+  const Case cases[] = {
+      {std::vector<std::int64_t>(20, 2), reversed, DType::f32},
+      {std::vector<std::int64_t>(13, 3), rotate, DType::f16},
+      {{2000, 2000}, {1, 0}, DType::u8},
+      {{1031, 2053}, {1, 0}, DType::f16},
+      {{8, 3, 64, 64}, {0, 2, 3, 1}, DType::f16},
+      {{8, 64, 64, 3}, {0, 3, 1, 2}, DType::u8},
+      {{16, 128, 8, 64}, {0, 2, 1, 3}, DType::bf16},
+      {{32, 8, 16, 64, 32}, {4, 1, 3, 0, 2}, DType::f16},
+      {{333, 65, 7}, {2, 0, 1}, DType::f64},
+  };
+  std::uint64_t seed = 7;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    for (std::size_t shift : {std::size_t{0}, dtype_size(c.dtype)}) {
+      const std::string failure = check_on_gpu(dst, view, shift, 0, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
+    RearrangeOptions exact;
+    exact.exact = true;
+    const std::string failure = check_on_gpu(dst, view, 0, 0, ++seed, exact);
+    CHECK_MESSAGE(failure.empty(), failure);
+  }
+}
+
+TEST_CASE("rearrange: a transpose of more than 2^31 u8 elements uses 64-bit indices and is exact" *
+          test::gpu_only()) {
+  const std::int64_t n = 46341;  // n * n > 2^31
+  const TensorDesc view = permuted({{n, n}, {}, DType::u8, 0}, {1, 0});
+  const TensorDesc dst{view.shape, {}, DType::u8, 0};
+  const RearrangePlan plan = plan_rearrange(dst, view);
+  REQUIRE(plan::variant_for_pointers(plan.impl().data, 0).spec.index64);
+  const std::size_t bytes = static_cast<std::size_t>(n * n);
+  test::DeviceBuffer in(bytes), out(bytes + 64);
+  const std::vector<std::uint8_t> host = test::random_bytes(bytes, 2026);
+  in.upload(host.data(), bytes);
+  out.fill(kPoison);
+  plan.launch(out.get(), in.get());
+  std::vector<std::uint8_t> got(bytes + 64);
+  out.download(got.data(), got.size());
+  std::int64_t wrong = 0;
+  constexpr std::int64_t kBlock = 64;  // blocked, so the CPU check runs at memory speed
+  for (std::int64_t i0 = 0; i0 < n; i0 += kBlock)
+    for (std::int64_t j0 = 0; j0 < n; j0 += kBlock)
+      for (std::int64_t i = i0; i < std::min(n, i0 + kBlock); ++i)
+        for (std::int64_t j = j0; j < std::min(n, j0 + kBlock); ++j)
+          wrong += got[static_cast<std::size_t>(j * n + i)] != host[static_cast<std::size_t>(i * n + j)];
+  CHECK(wrong == 0);
+  CHECK(std::count(got.begin() + static_cast<std::ptrdiff_t>(bytes), got.end(), kPoison) == 64);
+}
+
+TEST_CASE("rearrange: the C API, the one-shot call, streams and device-side overlap checks" * test::gpu_only()) {
+  const std::int64_t transposed[] = {1, 500};
+  const std::int64_t out_shape[] = {500, 300};
+  sj_tensor_desc src{2, out_shape, transposed, SJ_F32, 0}, dst{2, out_shape, nullptr, SJ_F32, 0};
+  const std::size_t bytes = 300 * 500 * 4;
+  test::DeviceBuffer a(bytes), b(bytes), c(bytes);
+  const std::vector<std::uint8_t> host = test::random_bytes(bytes, 9);
+  a.upload(host.data(), bytes);
+  sj_rearrange_plan plan = nullptr;
+  REQUIRE(sj_rearrange_plan_create(&plan, &dst, &src, nullptr) == SJ_OK);
+  CUstream stream = nullptr;
+  jit::check(jit::driver().cuStreamCreate(&stream, 0), "cuStreamCreate");
+  b.fill(0);
+  c.fill(0);
+  CHECK(sj_rearrange_plan_launch(plan, b.get(), a.get(), stream) == SJ_OK);
+  CHECK(sj_rearrange(c.get(), &dst, a.get(), &src, stream) == SJ_OK);
+  jit::check(jit::driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+  std::vector<std::uint8_t> from_plan(bytes), one_shot(bytes);
+  b.download(from_plan.data(), bytes);
+  c.download(one_shot.data(), bytes);
+  std::vector<float> in(300 * 500), out(300 * 500);
+  std::memcpy(in.data(), host.data(), bytes);
+  std::memcpy(out.data(), from_plan.data(), bytes);
+  bool right = true;
+  for (int i = 0; i < 300; ++i)
+    for (int j = 0; j < 500; ++j) right = right && std::memcmp(&out[j * 300 + i], &in[i * 500 + j], 4) == 0;
+  CHECK(right);
+  CHECK(one_shot == from_plan);
+  // Overlapping device memory is refused; the same pointer and layout is a no-op.
+  CHECK(sj_rearrange_plan_launch(plan, static_cast<char*>(a.get()) + 4, a.get(), stream) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("overlap") != std::string::npos);
+  CHECK(sj_rearrange(a.get(), &src, a.get(), &src, stream) == SJ_OK);
+  CHECK(sj_rearrange_plan_destroy(plan) == SJ_OK);
+  jit::check(jit::driver().cuStreamDestroy(stream), "cuStreamDestroy");
+}
+
+TEST_CASE("rearrange: scalars and empty tensors" * test::gpu_only()) {
+  const std::string scalar = check_on_gpu({{}, {}, DType::f64, 0}, {{}, {}, DType::f64, 0}, 0, 8, 3);
+  CHECK_MESSAGE(scalar.empty(), scalar);
+  const std::string odd = check_on_gpu({{}, {}, DType::u8, 12}, {{}, {}, DType::u8, 12}, 1, 3, 4);
+  CHECK_MESSAGE(odd.empty(), odd);
+  CHECK(check_on_gpu({{4, 0, 3}, {}, DType::f32, 0}, {{4, 0, 3}, {0, 0, 1}, DType::f32, 0}, 0, 0, 5).empty());
+}

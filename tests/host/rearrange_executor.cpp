@@ -1,0 +1,240 @@
+#include "rearrange_executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/fastdiv.hpp"
+
+namespace shapejit::test {
+namespace {
+
+using plan::KernelArgs;
+using plan::KernelDivisor;
+using plan::RearrangeFamily;
+using plan::RearrangeSpec;
+
+// sj_div of the template: a fast division for 32-bit indices, a plain one for 64-bit.
+std::int64_t divide(std::int64_t n, const KernelDivisor& d, const RearrangeSpec& s) {
+  if (s.index64 || s.exact) return n / d.value;
+  if (n < 0 || n > 0xffffffffLL) throw std::logic_error("32-bit fast division of an out-of-range numerator");
+  return fast_div(static_cast<std::uint32_t>(n), FastDivisor{static_cast<std::uint32_t>(d.value), d.multiplier, d.shift});
+}
+
+// sj_offsets of the template.
+void offsets(const KernelArgs& a, const RearrangeSpec& s, int first, int count, std::int64_t n, std::int64_t& src,
+             std::int64_t& dst) {
+  src = dst = 0;
+  for (int k = first; k < first + count; ++k) {
+    std::int64_t c = n;
+    if (k + 1 < first + count) {
+      const std::int64_t q = divide(n, a.dim[k].extent, s);
+      c = n - q * a.dim[k].extent.value;
+      n = q;
+    }
+    src += c * a.dim[k].src_stride;
+    dst += c * a.dim[k].dst_stride;
+  }
+}
+
+void copy_units(std::uint8_t* to, const std::uint8_t* from, int units, int unit) {
+  std::memcpy(to, from, static_cast<std::size_t>(units) * static_cast<std::size_t>(unit));
+}
+
+// A global access of `bytes` must be aligned to its width, as the GPU requires.
+void check_vector(const std::uint8_t* address, int bytes) {
+  if (reinterpret_cast<std::uintptr_t>(address) % static_cast<std::uintptr_t>(bytes) != 0)
+    throw std::logic_error("misaligned global vector access");
+}
+
+void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const KernelArgs& a = v.args;
+  const int u = s.unit_bytes;
+  const int tile_y = s.threads / s.tile_x;
+  const std::int64_t tile_cols = std::int64_t{s.tile_x} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
+  const std::int64_t src_step = s.src_inner_unit ? 1 : a.dim[0].src_stride;
+  const std::int64_t dst_step = s.dst_inner_unit ? 1 : a.dim[0].dst_stride;
+  for (std::int64_t tile = 0; tile < a.num_tiles; ++tile) {
+    const std::int64_t row_tile = divide(tile, a.tiles_x, s);
+    for (int t = 0; t < s.threads; ++t) {
+      const int tx = t % s.tile_x, ty = t / s.tile_x;
+      const std::int64_t col0 = (tile - row_tile * a.tiles_x.value) * tile_cols + tx;
+      for (int iy = 0; iy < s.items_y; ++iy) {
+        const std::int64_t row = row_tile * tile_rows + iy * tile_y + ty;
+        const bool row_ok = !s.bounds || row < a.extent_b;
+        if (!s.bounds && row >= a.extent_b) throw std::logic_error("rows: a row past the end without bounds checks");
+        std::int64_t src_row, dst_row;
+        offsets(a, s, 1, s.num_dims - 1, row_ok ? row : 0, src_row, dst_row);
+        for (int ix = 0; ix < s.items_x; ++ix) {
+          const std::int64_t col = col0 + ix * s.tile_x;
+          if (!s.bounds && col >= a.extent_a) throw std::logic_error("rows: a column past the end without bounds checks");
+          if (row_ok && col < a.extent_a) {
+            std::uint8_t* to = dst + (dst_row + col * dst_step) * u;
+            const std::uint8_t* from = src + (src_row + col * src_step) * u;
+            check_vector(to, u);
+            check_vector(from, u);
+            copy_units(to, from, 1, u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Shared memory of one tile, with the checks the hardware would not make for us.
+struct SharedTile {
+  const RearrangeSpec& s;
+  std::vector<std::uint8_t> bytes;
+  explicit SharedTile(const RearrangeSpec& spec)
+      : s(spec), bytes(static_cast<std::size_t>(spec.tile_b) * static_cast<std::size_t>(spec.pitch) * static_cast<std::size_t>(spec.unit_bytes), 0xee) {}
+  std::uint8_t* at(int position, int units) {
+    if (position < 0 || static_cast<std::size_t>(position + units) * s.unit_bytes > bytes.size())
+      throw std::logic_error("tiled: shared-memory access out of range");
+    if ((static_cast<std::size_t>(position) * s.unit_bytes) % (static_cast<std::size_t>(units) * s.unit_bytes) != 0)
+      throw std::logic_error("tiled: misaligned shared-memory vector");
+    return bytes.data() + static_cast<std::size_t>(position) * s.unit_bytes;
+  }
+};
+
+// sj_smem_pos of the template.
+int smem_pos(const RearrangeSpec& s, int a, int b) {
+  if (s.swizzle) return b * s.pitch + (((a / s.vec_a) ^ ((b / s.vec_b) % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
+  return b * s.pitch + a;
+}
+
+void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const KernelArgs& a = v.args;
+  const int u = s.unit_bytes;
+  const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b, micro = micro_a * micro_b;
+  const int first_outer = s.dims_a + s.dims_b;
+  const std::int64_t ea = a.extent_a, eb = a.extent_b;
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const std::int64_t rest = divide(t, a.tiles_x, s);
+    const std::int64_t b0 = (t - rest * a.tiles_x.value) * s.tile_b;
+    const std::int64_t outer = divide(rest, a.tiles_y, s);
+    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a;
+    std::int64_t src_base, dst_base;
+    offsets(a, s, first_outer, s.num_dims - first_outer, outer, src_base, dst_base);
+    std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b));
+    std::int64_t so, dd;
+    if (s.dims_a > 1)
+      for (int i = 0; i < s.tile_a; ++i) {
+        offsets(a, s, 0, s.dims_a, std::min(a0 + i, ea - 1), so, dd);
+        table_a[static_cast<std::size_t>(i)] = so;
+      }
+    if (s.dims_b > 1)
+      for (int i = 0; i < s.tile_b; ++i) {
+        offsets(a, s, s.dims_a, s.dims_b, std::min(b0 + i, eb - 1), so, dd);
+        table_b[static_cast<std::size_t>(i)] = dd;
+      }
+    auto src_a = [&](int la) { return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 + la) * a.dim[0].src_stride; };
+    auto src_b = [&](int lb) { return s.dims_b > 1 ? b0 + lb : (b0 + lb) * a.dim[s.dims_a].src_stride; };
+    auto dst_b = [&](int lb) { return s.dims_b > 1 ? table_b[static_cast<std::size_t>(lb)] : (b0 + lb) * a.dim[s.dims_a].dst_stride; };
+    if (!s.bounds && (a0 + s.tile_a > ea || b0 + s.tile_b > eb))
+      throw std::logic_error("tiled: a tile past the end without bounds checks");
+
+    SharedTile tile(s);
+    if (s.load_linear) {
+      const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_a, ea - a0) : s.tile_a) * s.tile_b;
+      const std::int64_t run = src_base + a0 * s.tile_b;
+      const int vectors = (s.tile_a * s.tile_b + s.load_linear - 1) / s.load_linear;
+      for (int k = 0; k < vectors; ++k) {
+        const int l = k * s.load_linear;
+        std::vector<std::uint8_t> in(static_cast<std::size_t>(s.load_linear * u), 0xdd);
+        if (l < count && (!s.bounds || l + s.load_linear <= count)) {
+          check_vector(src + (run + l) * u, s.load_linear * u);
+          copy_units(in.data(), src + (run + l) * u, s.load_linear, u);
+        } else {
+          for (int x = 0; x < s.load_linear; ++x)
+            if (l + x < count) copy_units(in.data() + x * u, src + (run + l + x) * u, 1, u);
+        }
+        for (int x = 0; x < s.load_linear; ++x)
+          if (l + x < s.tile_a * s.tile_b)
+            copy_units(tile.at(smem_pos(s, (l + x) / s.tile_b, (l + x) % s.tile_b), 1), in.data() + x * u, 1, u);
+      }
+    } else {
+      for (int m = 0; m < micro; ++m) {
+        const int la = m / micro_b * s.vec_a, lb = m % micro_b * s.vec_b;
+        std::vector<std::uint8_t> in(static_cast<std::size_t>(s.vec_a * s.vec_b * u), 0xdd);
+        for (int i = 0; i < s.vec_a; ++i)
+          if (!s.bounds || (a0 + la + i < ea && b0 + lb < eb)) {
+            const std::int64_t at = src_base + src_a(la + i) + src_b(lb);
+            check_vector(src + at * u, s.vec_b * u);
+            copy_units(in.data() + i * s.vec_b * u, src + at * u, s.vec_b, u);
+          }
+        for (int j = 0; j < s.vec_b; ++j) {
+          std::uint8_t* row = tile.at(smem_pos(s, la, lb + j), s.vec_a);
+          for (int i = 0; i < s.vec_a; ++i) copy_units(row + i * u, in.data() + (i * s.vec_b + j) * u, 1, u);
+        }
+      }
+    }
+
+    if (s.store_linear) {
+      const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_b, eb - b0) : s.tile_b) * s.tile_a;
+      const std::int64_t run = dst_base + b0 * s.tile_a;
+      const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
+      for (int k = 0; k < vectors; ++k) {
+        const int l = k * s.store_linear;
+        if (l < count && (!s.bounds || l + s.store_linear <= count)) {
+          check_vector(dst + (run + l) * u, s.store_linear * u);
+          copy_units(dst + (run + l) * u, tile.at(l, s.store_linear), s.store_linear, u);
+        } else {
+          for (int x = 0; x < s.store_linear; ++x)
+            if (l + x < count) copy_units(dst + (run + l + x) * u, tile.at(l + x, 1), 1, u);
+        }
+      }
+    } else {
+      for (int k = 0; k < s.tile_b * micro_a; ++k) {
+        const int la = k % micro_a * s.vec_a, lb = k / micro_a;
+        if (!s.bounds || (a0 + la < ea && b0 + lb < eb)) {
+          const std::int64_t at = dst_base + a0 + la + dst_b(lb);
+          check_vector(dst + at * u, s.vec_a * u);
+          copy_units(dst + at * u, tile.at(smem_pos(s, la, lb), s.vec_a), s.vec_a, u);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const std::uint8_t* src_base,
+                         const TensorDesc& src) {
+  const std::size_t rank = dst.shape.size();
+  const std::int64_t e = static_cast<std::int64_t>(dst.element_size());
+  if (dst.numel() == 0) return;
+  const auto ds = dst.effective_strides(), ss = src.effective_strides();
+  std::vector<std::int64_t> index(rank, 0);
+  for (;;) {
+    std::int64_t d = 0, s = 0;
+    for (std::size_t i = 0; i < rank; ++i) {
+      d += index[i] * ds[i];
+      s += index[i] * ss[i];
+    }
+    std::memcpy(dst_base + d * e, src_base + s * e, static_cast<std::size_t>(e));
+    std::size_t i = rank;
+    while (i > 0 && ++index[i - 1] == dst.shape[i - 1]) index[--i] = 0;
+    if (i == 0) return;
+  }
+}
+
+void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  switch (v.spec.family) {
+    case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
+    case RearrangeFamily::row:
+    case RearrangeFamily::gather: execute_rows(v, dst, src); return;
+    case RearrangeFamily::transpose:
+    case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
+  }
+}
+
+void execute_plan(const plan::RearrangePlanData& p, std::uint8_t* dst, const std::uint8_t* src,
+                  std::uintptr_t address_bits) {
+  if (p.empty) return;
+  execute_variant(plan::variant_for_pointers(p, address_bits), dst + p.elements.dst_offset * p.elem_bytes,
+                  src + p.elements.src_offset * p.elem_bytes);
+}
+
+}  // namespace shapejit::test

@@ -1,0 +1,27 @@
+// Host test support for rearrange: a naive strided-copy reference, and a CPU executor that runs a
+// planned variant's index math exactly as its template does (tiles, threads, micro-tiles, shared
+// memory positions, bounds checks), from the same KernelArgs the kernel receives.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/rearrange_plan.hpp"
+
+namespace shapejit::test {
+
+/// Copies every logical element of `src` (at `src_base`) into `dst` (at `dst_base`), one at a time.
+void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const std::uint8_t* src_base,
+                         const TensorDesc& src);
+
+/// Runs `variant` on the CPU. `dst` and `src` are the pointers the kernel starts from (the base
+/// pointers plus the plan's flip offsets). Throws std::logic_error when the simulated kernel would
+/// touch shared memory out of range or misaligned.
+void execute_variant(const plan::RearrangeVariant& variant, std::uint8_t* dst, const std::uint8_t* src);
+
+/// Launches the plan on the CPU as RearrangePlan::launch does on the GPU, for base pointers
+/// whose addresses OR'ed together are `address_bits` (this picks the alignment variant).
+void execute_plan(const plan::RearrangePlanData& plan, std::uint8_t* dst, const std::uint8_t* src,
+                  std::uintptr_t address_bits);
+
+}  // namespace shapejit::test

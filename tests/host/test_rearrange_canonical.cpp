@@ -1,0 +1,170 @@
+// Rearrange planner: canonicalization rules one by one, family choice, specialization keys.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "plan/rearrange_plan.hpp"
+#include "shapejit/rearrange.hpp"
+
+using namespace shapejit;
+using plan::RearrangeDim;
+using plan::RearrangeDims;
+using plan::RearrangeFamily;
+
+namespace {
+
+TensorDesc desc(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides = {}, DType dtype = DType::f32) {
+  return {std::move(shape), std::move(strides), dtype, 0};
+}
+
+// Plan of permuting a contiguous `shape` by `perm` into a contiguous destination.
+plan::RearrangePlanData permute_plan(std::vector<std::int64_t> shape, std::vector<int> perm, DType dtype,
+                                     RearrangeOptions options = {}) {
+  const TensorDesc view = permuted(desc(std::move(shape), {}, dtype), perm);
+  return plan::make_plan_data(desc(view.shape, {}, dtype), view, options);
+}
+
+const plan::RearrangeVariant& aligned(const plan::RearrangePlanData& p) { return plan::variant_for_pointers(p, 0); }
+
+}  // namespace
+
+TEST_CASE("canonicalize: unit dims are dropped") {
+  const RearrangeDims dims = plan::drop_unit_dims({{1, 5, 5}, {4, 1, 1}, {1, 0, 9}});
+  CHECK(dims == RearrangeDims{{4, 1, 1}});
+}
+
+TEST_CASE("canonicalize: a dim negative in dst is flipped on both sides, with base offsets") {
+  RearrangeDims dims{{4, -3, -1}, {5, 2, 4}, {3, -7, 20}};
+  const plan::FlipOffsets off = plan::flip_negative_dims(dims);
+  CHECK(dims == RearrangeDims{{4, 3, 1}, {5, 2, 4}, {3, -7, 20}});
+  CHECK(off.src == -9);
+  CHECK(off.dst == -3);
+}
+
+TEST_CASE("canonicalize: dims are ordered by descending destination stride") {
+  const RearrangeDims dims = plan::sort_by_dst_stride({{2, 1, 1}, {3, 2, 6}, {4, 6, 2}});
+  CHECK(dims == RearrangeDims{{3, 2, 6}, {4, 6, 2}, {2, 1, 1}});
+}
+
+TEST_CASE("canonicalize: dims contiguous on both sides merge, and only those") {
+  CHECK(plan::merge_contiguous_dims({{2, 12, 15}, {3, 4, 4}, {4, 1, 1}}) == RearrangeDims{{2, 12, 15}, {12, 1, 1}});
+  CHECK(plan::merge_contiguous_dims({{3, 0, 4}, {4, 0, 1}}) == RearrangeDims{{12, 0, 1}});  // broadcast rows
+  CHECK(plan::merge_contiguous_dims({{3, 4, 5}, {4, 1, 1}}) == RearrangeDims{{3, 4, 5}, {4, 1, 1}});
+}
+
+TEST_CASE("canonicalize: a reversed contiguous tensor becomes one forward run") {
+  const TensorDesc d = desc({6, 5}, {-5, -1});
+  const plan::CanonicalForm f = plan::canonicalize(d, d);
+  CHECK(f.dims == RearrangeDims{{30, 1, 1}});
+  CHECK(f.src_offset == -29);
+  CHECK(f.dst_offset == -29);
+}
+
+TEST_CASE("fold into units: the shared contiguous run becomes 16-byte units when alignment allows") {
+  const plan::CanonicalForm elements{{{8, 64, 32}, {32, 1, 1}}, 4, 0, 0};
+  CHECK(plan::fold_into_units(elements, 16, 16) == plan::CanonicalForm{{{8, 16, 8}, {8, 1, 1}}, 16, 0, 0});
+  CHECK(plan::fold_into_units(elements, 16, 8).unit_bytes == 8);
+  CHECK(plan::fold_into_units(elements, 2, 16).unit_bytes == 2);
+  // A 12-byte element is three 4-byte units; a 3-byte element is three bytes.
+  CHECK(plan::fold_into_units({{{5, 1, 5}, {7, 5, 1}}, 12, 0, 0}, 16, 16) ==
+        plan::CanonicalForm{{{5, 3, 15}, {7, 15, 3}, {3, 1, 1}}, 4, 0, 0});
+  CHECK(plan::fold_into_units({{{5, 1, 5}, {7, 5, 1}}, 3, 0, 0}, 16, 16).unit_bytes == 1);
+  // An odd stride keeps units narrow even when the run is long.
+  CHECK(plan::fold_into_units({{{9, 33, 32}, {32, 1, 1}}, 4, 0, 0}, 16, 16).unit_bytes == 4);
+}
+
+TEST_CASE("families: copy, row, transpose, packed and gather are chosen from the canonical form") {
+  CHECK(aligned(permute_plan({64, 128}, {0, 1}, DType::f32)).spec.family == RearrangeFamily::copy);
+  const auto& row = aligned(permute_plan({64, 512, 32, 128}, {0, 2, 1, 3}, DType::f16));
+  CHECK(row.spec.family == RearrangeFamily::row);
+  CHECK(row.spec.unit_bytes == 16);
+  const auto& transpose = aligned(permute_plan({8192, 8192}, {1, 0}, DType::f32));
+  CHECK(transpose.spec.family == RearrangeFamily::transpose);
+  CHECK(transpose.spec.vec_a * transpose.spec.unit_bytes == 16);
+  CHECK(transpose.spec.vec_b * transpose.spec.unit_bytes == 16);
+  CHECK(transpose.spec.swizzle);
+  std::vector<std::int64_t> twos(24, 2);
+  std::vector<int> reversed(24);
+  for (int i = 0; i < 24; ++i) reversed[static_cast<std::size_t>(i)] = 23 - i;
+  const auto& packed = aligned(permute_plan(twos, reversed, DType::f32));
+  CHECK(packed.spec.family == RearrangeFamily::packed);
+  CHECK(packed.spec.dims_a > 1);
+  CHECK(packed.spec.dims_b > 1);
+  CHECK(packed.spec.tile_a * packed.spec.tile_b >= 1024);
+  const auto& channels = aligned(permute_plan({256, 3, 224, 224}, {0, 2, 3, 1}, DType::f16));
+  CHECK(channels.spec.family == RearrangeFamily::packed);
+  CHECK(channels.spec.store_linear * channels.spec.unit_bytes == 16);
+  const TensorDesc strided = desc({4096, 4096}, {16384, 2}, DType::f16);
+  const auto gather = plan::make_plan_data(desc({4096, 4096}, {}, DType::f16), strided, {});
+  CHECK(aligned(gather).spec.family == RearrangeFamily::gather);
+}
+
+TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {
+  CHECK_FALSE(aligned(permute_plan({8192, 8192}, {1, 0}, DType::f32)).spec.index64);
+  CHECK(aligned(permute_plan({46341, 46341}, {1, 0}, DType::u8)).spec.index64);
+}
+
+TEST_CASE("the specialization excludes outer extents: one kernel for every batch size") {
+  const std::string key = [] {
+    const auto& v = aligned(permute_plan({2, 512, 32, 128}, {0, 2, 1, 3}, DType::f16));
+    return plan::spec_key(v.spec, v.args);
+  }();
+  for (std::int64_t batch : {3, 17, 64}) {
+    const auto& v = aligned(permute_plan({batch, 512, 32, 128}, {0, 2, 1, 3}, DType::f16));
+    CHECK(plan::spec_key(v.spec, v.args) == key);
+  }
+  const auto square = permute_plan({8192, 8192}, {1, 0}, DType::f32);
+  for (std::int64_t rows : {64, 128, 4096}) {
+    const auto& v = aligned(permute_plan({rows, 8192}, {1, 0}, DType::f32));
+    CHECK(v.spec.family == RearrangeFamily::transpose);
+    CHECK(plan::spec_key(v.spec, v.args) == plan::spec_key(aligned(square).spec, aligned(square).args));
+  }
+  // Exact mode bakes extents into the key.
+  RearrangeOptions exact;
+  exact.exact = true;
+  const auto a = permute_plan({2, 512, 32, 128}, {0, 2, 1, 3}, DType::f16, exact);
+  const auto b = permute_plan({3, 512, 32, 128}, {0, 2, 1, 3}, DType::f16, exact);
+  CHECK(plan::spec_key(aligned(a).spec, aligned(a).args) != plan::spec_key(aligned(b).spec, aligned(b).args));
+}
+
+TEST_CASE("alignment variants: narrower pointers pick narrower units, never wider") {
+  const auto p = permute_plan({64, 512, 32, 128}, {0, 2, 1, 3}, DType::f16);
+  for (std::uintptr_t bits : {16u, 8u, 4u, 2u}) {
+    const auto& v = plan::variant_for_pointers(p, bits);
+    CHECK(static_cast<std::uintptr_t>(v.spec.unit_bytes) <= bits);
+  }
+  CHECK(plan::variant_for_pointers(p, 2).spec.unit_bytes == 2);
+  RearrangeOptions four;
+  four.assumed_alignment = 4;
+  const auto q = permute_plan({64, 512, 32, 128}, {0, 2, 1, 3}, DType::f16, four);
+  CHECK(plan::variant_for_pointers(q, 0).spec.unit_bytes == 4);
+}
+
+TEST_CASE("plans describe themselves and their manifest line reproduces the canonical form") {
+  const RearrangePlan plan = [] {
+    const TensorDesc view = permuted(desc({64, 512, 32, 128}, {}, DType::f16), {0, 2, 1, 3});
+    return plan_rearrange(desc(view.shape, {}, DType::f16), view);
+  }();
+  CHECK(plan.describe().find("family row") != std::string::npos);
+  CHECK(plan.json().find("\"family\": \"row\"") != std::string::npos);
+  CHECK(plan.manifest_line() ==
+        "rearrange --dtype f16 --shape 64,32,512,128 --src-strides 2097152,128,4096,1 --dst-strides 2097152,65536,128,1");
+  // A contiguous copy launches no kernel: nothing to precompile.
+  CHECK(plan_rearrange(desc({5, 7}), desc({5, 7})).manifest_line().empty());
+}
+
+TEST_CASE("planning a rank-8 permute takes microseconds") {
+  const TensorDesc view = permuted(desc({3, 4, 5, 6, 7, 8, 9, 10}), {7, 1, 5, 3, 0, 6, 2, 4});
+  const TensorDesc dst = desc(view.shape);
+  std::vector<double> us;
+  for (int i = 0; i < 200; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    CHECK(plan.impl().data.variants.size() >= 1);
+  }
+  std::sort(us.begin(), us.end());
+  MESSAGE("plan_rearrange rank 8: median " << us[us.size() / 2] << " us");
+  CHECK(us[us.size() / 2] < 100.0);
+}
