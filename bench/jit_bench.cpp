@@ -1,6 +1,7 @@
 // JIT foundation benchmark: NVRTC compile times per template, host cost of a launch through the
 // memory cache compared with a raw cuLaunchKernel, and call-to-launch time of a disk-cache hit in
-// a fresh process (this program runs itself twice over a fresh SHAPEJIT_CACHE_DIR).
+// a fresh process (this program runs itself five times over one fresh SHAPEJIT_CACHE_DIR: the
+// first compiles, the others load from disk).
 //
 //   jit_bench                  everything (compile figures only when there is no GPU)
 //   jit_bench --compile-only   NVRTC figures only (no driver needed)
@@ -16,14 +17,17 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
+#include "codegen/rearrange_codegen.hpp"
 #include "codegen/render.hpp"
 #include "codegen/templates.hpp"
 #include "jit/driver.hpp"
 #include "jit/launch.hpp"
 #include "jit/nvrtc.hpp"
 #include "ops/rope_impl.hpp"
+#include "plan/rearrange_plan.hpp"
 #include "plan/rope_manifest.hpp"
 #include "shapejit/core.hpp"
+#include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
 #include "support/device.hpp"
 
@@ -35,6 +39,13 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+/// The current device's name.
+std::string device_name() {
+  char name[256] = {};
+  jit::check(jit::driver().cuDeviceGetName(name, sizeof name, jit::ensure_context()), "cuDeviceGetName");
+  return name;
 }
 
 /// The probe kernel's program; `offset` makes the source (and so the cache key) distinct.
@@ -63,6 +74,33 @@ std::vector<TimedProgram> rope_programs(const plan::RopeManifest& line) {
   const RopePlan rope = plan_rope(plan::manifest_desc(line));
   for (const jit::Program* p : rope.impl().programs()) out.push_back({"rope.cu: " + p->label, *p});
   return out;
+}
+
+/// The kernel a rearrange plan launches on aligned pointers, named by its key.
+TimedProgram rearrange_kernel(const std::string& what, const std::vector<std::int64_t>& shape,
+                              const std::vector<std::int64_t>& src_strides, const std::vector<int>& perm, DType dtype,
+                              bool exact = false) {
+  const TensorDesc src = permuted(TensorDesc{shape, src_strides, dtype, 0}, perm);
+  const RearrangePlan plan = plan_rearrange(TensorDesc{src.shape, {}, dtype, 0}, src, {exact, 16});
+  const plan::RearrangeVariant& v = plan.impl().data.variants.front();
+  return {fmt::format("rearrange {}: {}", what, plan::spec_key(v.spec, v.args).substr(0, 60)),
+          codegen::rearrange_program(v, plan.manifest_line())};
+}
+
+/// One kernel of each rearrange family and template, from benchmark lines.
+std::vector<TimedProgram> rearrange_programs() {
+  std::vector<std::int64_t> twos(24, 2);
+  std::vector<int> reversed(24);
+  for (int i = 0; i < 24; ++i) reversed[static_cast<std::size_t>(i)] = 23 - i;
+  return {
+      rearrange_kernel("f16 [64,512,32,128] 0,2,1,3", {64, 512, 32, 128}, {}, {0, 2, 1, 3}, DType::f16),
+      rearrange_kernel("f16 [4096,4096] strides 16384,2", {4096, 4096}, {16384, 2}, {0, 1}, DType::f16),
+      rearrange_kernel("f32 [8192,8192] 1,0", {8192, 8192}, {}, {1, 0}, DType::f32),
+      rearrange_kernel("u8 [16384,16384] 1,0", {16384, 16384}, {}, {1, 0}, DType::u8),
+      rearrange_kernel("u8 [256,224,224,3] 0,3,1,2", {256, 224, 224, 3}, {}, {0, 3, 1, 2}, DType::u8),
+      rearrange_kernel("f32 rank 24 of 2, reversed", twos, {}, reversed, DType::f32),
+      rearrange_kernel("exact f32 [8192,8192] 1,0", {8192, 8192}, {}, {1, 0}, DType::f32, true),
+  };
 }
 
 /// Median of three NVRTC compiles of `program` in milliseconds (NVRTC keeps no cache).
@@ -97,95 +135,139 @@ Table compile_section(const std::string& arch) {
   rope_line.style = RopeStyle::gptj;
   rope_line.dtype = DType::f32;
   for (auto& p : rope_programs(rope_line)) programs.push_back(p);
+  for (auto& p : rearrange_programs()) programs.push_back(p);
   for (const auto& p : programs)
     table.rows.push_back({p.name + " (median of 3)", fmt::format("{:.1f}", compile_ms(p.program, arch)), arch});
   return table;
 }
 
-/// Host time of one call in microseconds: medians over `batches` x `per_batch` calls, the stream
-/// drained between batches (untimed) so that the launch queue never fills and blocks a call.
-struct LaunchCosts {
-  double raw_us = 0;
-  double handle_us = 0;
+/// One way of launching, timed per call on the host.
+struct LaunchPath {
+  std::string name;
+  std::function<void()> call;
+  int baseline = -1;  ///< index of the raw path it is compared with (-1: it is one)
+  std::vector<double> us;
 };
 
-LaunchCosts launch_section(int calls) {
-  const jit::Driver& d = jit::driver();
+/// A kernel loaded by hand from its cubin, for raw cuLaunchKernel calls.
+struct RawKernel {
+  RawKernel(const jit::Program& program, const std::string& arch) {
+    const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
+    const jit::Driver& d = jit::driver();
+    jit::check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+    jit::check(d.cuLibraryGetKernel(&kernel, library, jit::kKernelName), "cuLibraryGetKernel");
+  }
+  ~RawKernel() { jit::driver().cuLibraryUnload(library); }
+  RawKernel(const RawKernel&) = delete;
+  RawKernel& operator=(const RawKernel&) = delete;
+
+  void launch(unsigned grid, unsigned block, void** args) const {
+    jit::check(jit::driver().cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), grid, 1, 1, block, 1, 1, 0, nullptr,
+                                            args, nullptr),
+               "cuLaunchKernel");
+  }
+
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+};
+
+/// Host cost per call of each path, `calls` calls each: the probe kernel raw and through its
+/// KernelHandle (memory cache), and a small rearrange raw, through its plan and one-shot.
+Table launch_section(int calls) {
   const CUdevice device = jit::ensure_context();
   const std::string arch = jit::device_arch(device);
-  const jit::Program program = probe_program(3);
 
-  // The raw path: the same cubin loaded by hand.
-  const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
-  CUlibrary library = nullptr;
-  CUkernel raw_kernel = nullptr;
-  jit::check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
-  jit::check(d.cuLibraryGetKernel(&raw_kernel, library, jit::kKernelName), "cuLibraryGetKernel");
-  const jit::KernelHandle handle(program);
+  const jit::Program probe = probe_program(3);
+  const RawKernel raw_probe(probe, arch);
+  const jit::KernelHandle handle(probe);
   handle.prepare();
-
   constexpr unsigned n = 256;
-  support::DeviceBuffer in(n * 4), out(n * 4);
+  support::DeviceBuffer in(64 * 64 * 4), out(64 * 64 * 4);
   in.fill(0);
   CUdeviceptr out_ptr = out.address(), in_ptr = in.address();
   float scale = 2.0f;
   unsigned count = n;
-  void* args[] = {&out_ptr, &in_ptr, &scale, &count};
+  void* probe_args[] = {&out_ptr, &in_ptr, &scale, &count};
   jit::LaunchDims dims;
   dims.block[0] = n;
 
-  auto raw = [&] {
-    jit::check(d.cuLaunchKernel(reinterpret_cast<CUfunction>(raw_kernel), 1, 1, 1, n, 1, 1, 0, nullptr, args, nullptr),
-               "cuLaunchKernel");
+  // A 64 x 64 f32 transpose: its plan's kernel for aligned pointers, also loaded by hand.
+  const TensorDesc src_desc = permuted(TensorDesc{{64, 64}, {}, DType::f32, 0}, {1, 0});
+  const TensorDesc dst_desc{src_desc.shape, {}, DType::f32, 0};
+  const RearrangePlan plan = plan_rearrange(dst_desc, src_desc);
+  const plan::RearrangeVariant& variant = plan.impl().data.variants.front();
+  const RawKernel raw_transpose(codegen::rearrange_program(variant, plan.manifest_line()), arch);
+  void* dst = out.get();
+  const void* src = in.get();
+  void* transpose_args[] = {&dst, &src, const_cast<plan::KernelArgs*>(&variant.args)};
+
+  std::vector<LaunchPath> paths = {
+      {"probe: raw cuLaunchKernel", [&] { raw_probe.launch(1, n, probe_args); }, -1, {}},
+      {"probe: jit::KernelHandle::launch (memory cache)", [&] { handle.launch(dims, nullptr, probe_args); }, 0, {}},
+      {"transpose 64x64 f32: raw cuLaunchKernel",
+       [&] { raw_transpose.launch(variant.grid, static_cast<unsigned>(variant.spec.threads), transpose_args); }, -1, {}},
+      {"transpose 64x64 f32: RearrangePlan::launch", [&] { plan.launch(dst, src); }, 2, {}},
+      {"transpose 64x64 f32: one-shot rearrange() (plan-cache hit)",
+       [&] { rearrange(dst, dst_desc, src, src_desc); }, 2, {}},
   };
-  auto through_handle = [&] { handle.launch(dims, nullptr, args); };
 
   constexpr int per_batch = 250;
-  std::vector<double> raw_times, handle_times;
-  auto time_batch = [&](const std::function<void()>& call, std::vector<double>& times) {
+  auto time_batch = [&](LaunchPath& path) {
     for (int i = 0; i < per_batch; ++i) {
       const auto start = Clock::now();
-      call();
-      times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      path.call();
+      path.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     }
-    jit::check(d.cuCtxSynchronize(), "cuCtxSynchronize (probe kernel failed?)");
+    // Drained untimed, so that the launch queue never fills and blocks a call.
+    jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed?)");
   };
-  time_batch(raw, raw_times);  // warm-up
-  time_batch(through_handle, handle_times);
-  raw_times.clear();
-  handle_times.clear();
-  // Interleaved so that clock or load drift affects both paths alike.
-  for (int b = 0; b < calls / per_batch; ++b) {
-    time_batch(raw, raw_times);
-    time_batch(through_handle, handle_times);
+  for (LaunchPath& path : paths) {  // warm-up
+    time_batch(path);
+    path.us.clear();
   }
-  d.cuLibraryUnload(library);
-  auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(raw_times), median(handle_times)};
+  // Interleaved, so that clock or load drift affects every path alike.
+  for (int b = 0; b < calls / per_batch; ++b)
+    for (LaunchPath& path : paths) time_batch(path);
+
+  std::vector<double> medians;
+  for (LaunchPath& path : paths) {
+    std::sort(path.us.begin(), path.us.end());
+    medians.push_back(path.us[path.us.size() / 2]);
+  }
+  Table table{{"launch path", "median host us per call", "added over raw"}, {}};
+  for (std::size_t i = 0; i < paths.size(); ++i)
+    table.rows.push_back({paths[i].name, fmt::format("{:.3f}", medians[i]),
+                          paths[i].baseline < 0 ? "-"
+                                                : fmt::format("{:+.3f}", medians[i] - medians[static_cast<std::size_t>(paths[i].baseline)])});
+  return table;
 }
 
-/// Child mode: in a fresh process, times the first call (program, lookup, load or compile,
-/// launch) and prints "child call_ms=X compiles=N disk_hits=N".
+/// Child mode: in a fresh process, times the first call of the probe kernel (program, lookup,
+/// load or compile, launch) and then of a small rearrange (plan, lookup, load or compile, launch),
+/// and prints "probe_ms=X rearrange_ms=Y compiles=N disk_hits=N".
 int child_main() {
   jit::ensure_context();  // driver init and context creation are not part of the call
-  support::DeviceBuffer in(1024), out(1024);
+  support::DeviceBuffer in(64 * 64 * 4), out(64 * 64 * 4);
+  in.fill(0);
   CUdeviceptr out_ptr = out.address(), in_ptr = in.address();
   float scale = 1.0f;
   unsigned count = 256;
   void* args[] = {&out_ptr, &in_ptr, &scale, &count};
   jit::LaunchDims dims;
   dims.block[0] = 256;
-  const auto start = Clock::now();
+  auto start = Clock::now();
   const jit::KernelHandle handle(probe_program(4));
   handle.launch(dims, nullptr, args);
-  const double call_ms = ms_since(start);
-  jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize (probe kernel failed?)");
+  const double probe_ms = ms_since(start);
+
+  start = Clock::now();
+  const TensorDesc src = permuted(TensorDesc{{64, 64}, {}, DType::f32, 0}, {1, 0});
+  plan_rearrange(TensorDesc{src.shape, {}, DType::f32, 0}, src).launch(out.get(), in.get());
+  const double rearrange_ms = ms_since(start);
+  jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed?)");
   const Counters c = counters();
-  std::printf("child call_ms=%.3f compiles=%llu disk_hits=%llu\n", call_ms, static_cast<unsigned long long>(c.compiles),
-              static_cast<unsigned long long>(c.disk_hits));
+  std::printf("probe_ms=%.3f rearrange_ms=%.3f compiles=%llu disk_hits=%llu\n", probe_ms, rearrange_ms,
+              static_cast<unsigned long long>(c.compiles), static_cast<unsigned long long>(c.disk_hits));
   return 0;
 }
 
@@ -202,17 +284,22 @@ std::string run_child(const std::string& cache_dir) {
   return out;
 }
 
-/// Call-to-launch in a fresh process: a first child compiles, a second finds the kernel on disk.
+/// Call-to-launch in a fresh process: a first child compiles, the next ones find the kernels on disk.
 Table disk_hit_section() {
   char pattern[] = "/tmp/shapejit-jit-bench-XXXXXX";
   const char* dir = ::mkdtemp(pattern);
   if (!dir) throw std::runtime_error("mkdtemp failed");
-  Table table{{"fresh process", "child output"}, {}};
-  table.rows.push_back({"1st (empty cache: compile)", run_child(dir)});
-  table.rows.push_back({"2nd (disk-cache hit)", run_child(dir)});
-  for (int i = 3; i <= 5; ++i) table.rows.push_back({fmt::format("{}th (disk-cache hit)", i), run_child(dir)});
-  for (auto& row : table.rows)
-    while (!row[1].empty() && row[1].back() == '\n') row[1].pop_back();
+  Table table{{"fresh process", "probe call ms", "rearrange call ms", "compiles", "disk hits"}, {}};
+  for (int run = 1; run <= 5; ++run) {
+    const std::string out = run_child(dir);
+    double probe_ms = 0, rearrange_ms = 0;
+    unsigned long long compiles = 0, disk_hits = 0;
+    if (std::sscanf(out.c_str(), "probe_ms=%lf rearrange_ms=%lf compiles=%llu disk_hits=%llu", &probe_ms, &rearrange_ms,
+                    &compiles, &disk_hits) != 4)
+      throw std::runtime_error("unexpected child output: " + out);
+    table.rows.push_back({run == 1 ? "1 (empty cache)" : std::to_string(run), fmt::format("{:.3f}", probe_ms),
+                          fmt::format("{:.3f}", rearrange_ms), std::to_string(compiles), std::to_string(disk_hits)});
+  }
   std::filesystem::remove_all(dir);
   return table;
 }
@@ -232,16 +319,12 @@ int main(int argc, char** argv) {
     const bool gpu = !compile_only && jit::driver_available();
     const std::string arch = gpu ? jit::device_arch(jit::ensure_context()) : "sm_90";
     const Table compiles = compile_section(arch);  // first, so that it times loading NVRTC
-    std::string report = fmt::format("# jit_bench\n\nNVRTC {} ({}), target {}, {}\n\n", jit::nvrtc().version,
-                                     jit::nvrtc().path, arch, gpu ? "GPU present" : "no GPU: compile figures only");
+    std::string report = fmt::format("# jit_bench\n\nNVRTC {}, target {}, {}\n\n", jit::nvrtc().version, arch,
+                                     gpu ? "device " + device_name() : "no GPU: compile figures only");
     report += "## NVRTC compile times\n\n" + compiles.markdown();
     fmt::print("{}", compiles.text());
     if (gpu) {
-      const LaunchCosts costs = launch_section(calls);
-      Table launch{{"launch path", "median host us per call", "added over raw"}, {}};
-      launch.rows.push_back({"raw cuLaunchKernel", fmt::format("{:.3f}", costs.raw_us), "-"});
-      launch.rows.push_back({"jit::KernelHandle::launch (memory cache)", fmt::format("{:.3f}", costs.handle_us),
-                             fmt::format("{:+.3f}", costs.handle_us - costs.raw_us)});
+      const Table launch = launch_section(calls);
       report += fmt::format("\n## Launch host cost ({} calls per path)\n\n", calls) + launch.markdown();
       fmt::print("\n{}", launch.text());
       const Table disk = disk_hit_section();
