@@ -1,0 +1,196 @@
+// `shapejit precompile` end to end (NVRTC, no GPU): every kernel of every line for every arch,
+// an index that lists exactly the entries, lines that fail do not stop the others, and several
+// processes precompiling into one directory at once.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "jit/cache_entry.hpp"
+#include "jit/disk_cache.hpp"
+#include "shapejit/core.hpp"
+
+namespace fs = std::filesystem;
+using namespace shapejit;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "shapejit-precompile-XXXXXX").string();
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// The shapejit tool of this build (build/src/cli/shapejit next to build/tests/).
+std::string cli() {
+  static const std::string path =
+      (fs::canonical("/proc/self/exe").parent_path() / "../src/cli/shapejit").lexically_normal().string();
+  return path;
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return result;
+}
+
+std::string precompile(const fs::path& manifest, const std::string& archs, const fs::path& out) {
+  return cli() + " precompile --manifest " + manifest.string() + " --arch " + archs + " --out " + out.string();
+}
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Three lines of different kernels (rope in two styles, a relayout); the fourth repeats the first.
+const std::string kLines[] = {
+    "rope --algo neox --dtype bf16 --pos-dtype i32 --shape 1,16,8,128 --k-heads 2",
+    "rope --algo gptj --dtype f16 --shape 2,16,4,256 --rotary-dim 64",
+    "rearrange --dtype f16 --shape 2,16,4,64 --perm 0,2,1,3",
+    "rope --algo neox --dtype bf16 --pos-dtype i32 --shape 4,99,32,128 --k-heads 8  # same kernels as line 1",
+};
+
+/// Keys (file stems) of every entry below a directory, with each entry's architecture.
+std::set<std::pair<std::string, std::string>> entries_of(const fs::path& root) {
+  std::set<std::pair<std::string, std::string>> out;
+  for (const auto& f : fs::recursive_directory_iterator(root)) {
+    if (f.path().extension() != ".sjc") continue;
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+    const jit::DecodedEntry e = jit::decode_entry(bytes);
+    REQUIRE(e.status == jit::EntryStatus::ok);
+    CHECK(e.info.key.hex() == f.path().stem().string());
+    out.insert({f.path().stem().string(), e.info.arch});
+  }
+  return out;
+}
+
+/// The (key, arch) pairs index.json lists, checking its header on the way.
+std::set<std::pair<std::string, std::string>> index_of(const fs::path& root) {
+  std::ifstream in(root / "index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  CHECK(index["library_version"] == std::string(version()));
+  CHECK(index["key_schema"] == 1);
+  CHECK(index["entry_format"] == jit::kEntryFormat);
+  std::set<std::pair<std::string, std::string>> out;
+  for (const auto& e : index["entries"]) {
+    CHECK_FALSE(e["manifest_line"].get<std::string>().empty());
+    CHECK_FALSE(e["nvrtc_version"].get<std::string>().empty());
+    out.insert({e["key"].get<std::string>(), e["arch"].get<std::string>()});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("precompile builds each line's kernels once per arch, and its index lists exactly the entries") {
+  TempDir tmp;
+  const fs::path all = tmp.path / "all.manifest";
+  write_text(all, "# test lines\n" + kLines[0] + "\n" + kLines[1] + "\n\n" + kLines[2] + "\n" + kLines[3] + "\n");
+  const CommandResult r = run_command(precompile(all, "sm_80,sm_90", tmp.path / "all") + " --jobs 2");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto entries = entries_of(tmp.path / "all");
+  CHECK(index_of(tmp.path / "all") == entries);
+  CHECK(jit::CacheDir(tmp.path / "all").stats().temp_files == 0);
+  std::set<std::string> archs;
+  for (const auto& [key, arch] : entries) archs.insert(arch);
+  CHECK(archs == std::set<std::string>{"sm_80", "sm_90"});
+
+  // Each line alone builds a subset; the three distinct lines together build all of it.
+  std::set<std::pair<std::string, std::string>> union_of_lines;
+  for (int i = 0; i < 4; ++i) {
+    const fs::path one = tmp.path / ("line" + std::to_string(i));
+    write_text(one.string() + ".manifest", kLines[i] + "\n");
+    REQUIRE(run_command(precompile(one.string() + ".manifest", "sm_80,sm_90", one)).status == 0);
+    const auto line_entries = entries_of(one);
+    CHECK(line_entries.size() >= 2);
+    union_of_lines.insert(line_entries.begin(), line_entries.end());
+  }
+  CHECK(union_of_lines == entries);
+  CHECK(entries_of(tmp.path / "line3") == entries_of(tmp.path / "line0"));
+
+  // A second run finds everything present and compiles nothing.
+  const CommandResult again = run_command(precompile(all, "sm_80,sm_90", tmp.path / "all"));
+  CHECK(again.status == 0);
+  CHECK(again.output.find(" 0 compiled, " + std::to_string(entries.size()) + " already present") != std::string::npos);
+}
+
+TEST_CASE("a line that fails makes the exit status 1 but every other line is compiled and indexed") {
+  TempDir tmp;
+  const fs::path manifest = tmp.path / "mixed.manifest";
+  write_text(manifest, kLines[2] + "\nrope --algo neox --dtype bf16 --shape 1,16,8,127\n" + kLines[1] + "\n");
+  const CommandResult r = run_command(precompile(manifest, "sm_90", tmp.path / "out"));
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find(manifest.string() + ":2: ") != std::string::npos);
+  const auto entries = entries_of(tmp.path / "out");
+  CHECK(entries.size() >= 2);
+  CHECK(index_of(tmp.path / "out") == entries);
+}
+
+TEST_CASE("precompiles into one directory one after another add to its index") {
+  TempDir tmp;
+  write_text(tmp.path / "a.manifest", kLines[0] + "\n");
+  write_text(tmp.path / "b.manifest", kLines[2] + "\n");
+  REQUIRE(run_command(precompile(tmp.path / "a.manifest", "sm_90", tmp.path / "out")).status == 0);
+  REQUIRE(run_command(precompile(tmp.path / "b.manifest", "sm_80", tmp.path / "out")).status == 0);
+  const auto entries = entries_of(tmp.path / "out");
+  CHECK(index_of(tmp.path / "out") == entries);
+  std::ifstream text(tmp.path / "out" / "index.txt");
+  const std::string index_txt{std::istreambuf_iterator<char>(text), {}};
+  CHECK(index_txt.find("archs sm_80,sm_90\n") != std::string::npos);
+  for (const auto& [key, arch] : entries) CHECK(index_txt.find(key + " " + arch + " ") != std::string::npos);
+}
+
+TEST_CASE("four precompile processes into one directory at once: every entry verifies, no temp files left") {
+  TempDir tmp;
+  const fs::path manifest = tmp.path / "all.manifest";
+  write_text(manifest, kLines[0] + "\n" + kLines[1] + "\n" + kLines[2] + "\n");
+  const fs::path out = tmp.path / "shared";
+  std::string script;
+  for (int p = 0; p < 4; ++p)
+    script += fmt::format("({} --jobs 2 >{} 2>&1; echo $? >{}) & ", precompile(manifest, "sm_80,sm_90", out),
+                          (tmp.path / fmt::format("log{}", p)).string(), (tmp.path / fmt::format("status{}", p)).string());
+  script += "wait";
+  REQUIRE(run_command(script).status == 0);
+  for (int p = 0; p < 4; ++p) {
+    std::ifstream status(tmp.path / fmt::format("status{}", p));
+    std::ifstream log(tmp.path / fmt::format("log{}", p));
+    INFO(std::string(std::istreambuf_iterator<char>(log), {}));
+    int code = -1;
+    status >> code;
+    CHECK(code == 0);
+  }
+  const CommandResult verify = run_command(cli() + " cache verify --cache-dir " + out.string());
+  INFO(verify.output);
+  CHECK(verify.status == 0);
+  CHECK(verify.output.find(" 0 bad") != std::string::npos);
+  const auto entries = entries_of(out);
+  CHECK(entries.size() >= 6);
+  CHECK(index_of(out) == entries);
+  for (const auto& f : fs::recursive_directory_iterator(out)) CHECK(f.path().string().find(".tmp.") == std::string::npos);
+}
