@@ -211,6 +211,7 @@ double copy_gbs(std::size_t bytes) {
 struct LineResult {
   const BenchCase* c = nullptr;
   std::string kernel, check;
+  double compile_ms = 0;  ///< NVRTC time of the line's first launch (0: its kernel was already loaded)
   double gbs = 0, copy = 0;
   double ratio() const { return gbs / copy; }
 };
@@ -221,7 +222,7 @@ std::vector<std::string> row_of(const LineResult& r) {
   const BenchCase& c = *r.c;
   return {c.suite,   c.type,   c.shape, c.perm, c.src_strides.empty() ? "-" : c.src_strides, r.kernel,
           fmt::format("{:.0f}", r.gbs), fmt::format("{:.0f}", r.copy), percent(r.ratio()),
-          percent(target_class(c).line_target), r.check};
+          percent(target_class(c).line_target), r.check, r.compile_ms > 0 ? fmt::format("{:.0f}", r.compile_ms) : "-"};
 }
 
 /// Plan-creation host time for every distinct line of rank <= 8 (in its first element type).
@@ -249,8 +250,10 @@ struct CounterDelta {
   Counters before = counters();
   std::string text() const {
     const Counters now = counters();
-    return fmt::format("{} compiles ({:.0f} ms in NVRTC), {} disk hits, {} memory hits", now.compiles - before.compiles,
-                       now.compile_ms - before.compile_ms, now.disk_hits - before.disk_hits,
+    const auto compiles = now.compiles - before.compiles;
+    const double ms = now.compile_ms - before.compile_ms;
+    return fmt::format("{} compiles ({:.0f} ms in NVRTC, {:.0f} ms each on average), {} disk hits, {} memory hits",
+                       compiles, ms, compiles ? ms / static_cast<double>(compiles) : 0.0, now.disk_hits - before.disk_hits,
                        now.memory_hits - before.memory_hits);
   }
 };
@@ -349,7 +352,7 @@ int main(int argc, char** argv) {
       return std::string(name);
     }();
 
-    Table lines{{"suite", "type", "shape", "perm", "src strides", "kernel", "GB/s", "copy GB/s", "of copy", "target", "check"}, {}};
+    Table lines{{"suite", "type", "shape", "perm", "src strides", "kernel", "GB/s", "copy GB/s", "of copy", "target", "check", "compile ms"}, {}};
     fmt::print("{}\n", fmt::join(lines.header, " | "));
     std::vector<LineResult> results;
     std::map<std::string, std::string> compiled;  // suite -> counter deltas
@@ -362,7 +365,9 @@ int main(int argc, char** argv) {
         delta = CounterDelta{};
       }
       const RearrangePlan plan = plan_rearrange(c.dst, c.src);
+      const double compile_ms_before = counters().compile_ms;
       LineResult r{&c, kernel_of(plan), sampled_check(plan, c, buffers, samples)};
+      r.compile_ms = counters().compile_ms - compile_ms_before;
       r.gbs = plan_bandwidth(plan, c, buffers, timing);
       r.copy = copy_gbs(c.bytes());
       results.push_back(r);

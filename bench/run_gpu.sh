@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the rearrange examples, the JIT benchmark and the rearrange benchmark on a GPU machine,
-# from the repository root of a built tree: `bash bench/run_gpu.sh [build-dir]`. Each program's
-# output goes to $OUT/<name>.log (default bench-out/), the benchmarks' markdown beside it. Each
-# program starts with an empty kernel cache, so the rearrange benchmark counts every kernel its
-# suites compile.
+# from the repository root of a built tree: `bash bench/run_gpu.sh [build-dir]`. All output goes
+# to $OUT/run_gpu.log (default bench-out/), the benchmarks' markdown beside it. Each program
+# starts with an empty kernel cache, so the rearrange benchmark counts every kernel its suites
+# compile.
 set -uo pipefail
 build=${1:-build}
 export OUT=${OUT:-bench-out}
@@ -15,10 +15,10 @@ run() {
   shift
   local cache
   cache=$(mktemp -d)
-  echo "== $name: $*"
-  SHAPEJIT_CACHE_DIR=$cache "$@" 2>&1 | tee "$OUT/$name.log"
+  echo "== $name: $*" | tee -a "$OUT/run_gpu.log"
+  SHAPEJIT_CACHE_DIR=$cache "$@" 2>&1 | tee -a "$OUT/run_gpu.log"
   if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-    echo "== $name FAILED"
+    echo "== $name FAILED" | tee -a "$OUT/run_gpu.log"
     status=1
   fi
   rm -rf "$cache"
