@@ -5,14 +5,14 @@
 //
 // Work split: a thread owns one chunk of CHUNK elements along dhead (for NeoX, the chunk and its
 // partner R/2 further on) of one token. It loads that chunk's cos/sin once, then rotates the chunk
-// in every head it visits, q heads first, then k heads, HEADS_UNROLL heads' loads in flight at a
-// time. Block = (chunks, heads, tokens); grid = (token groups, head groups).
+// in every head it visits, q heads first, then k heads. Block = (chunks, heads, tokens); grid =
+// (token groups, head groups). One head at a time keeps registers low (about 64), so many warps
+// stay resident: that hides memory latency better than several heads' loads per thread.
 
 constexpr int HALF = ROTARY_DIM / 2;
 constexpr int PAIRS = STYLE_NEOX ? CHUNK : CHUNK / 2;  // table entries one chunk uses
 constexpr int ROTATED_CHUNKS = (STYLE_NEOX ? HALF : ROTARY_DIM) / CHUNK;
 constexpr int PASS_CHUNKS = (HEAD_DIM - ROTARY_DIM) / CHUNK;
-constexpr int HEADS_UNROLL = 4;
 
 struct RopeArgs {
   const data_t* x;
@@ -35,16 +35,24 @@ __device__ __forceinline__ compute_t to_compute(T v) {
   else return sj_to_float(v);
 }
 
-template <typename T>
-__device__ __forceinline__ T from_compute(compute_t v) {
-  if constexpr (sizeof(compute_t) == 8) return v;  // f64 data only
-  else return sj_from_float<T>(v);
-}
-
 __device__ __forceinline__ compute_t nan_compute() {
   if constexpr (sizeof(compute_t) == 8) return sj_nan_double();
   else return sj_nan_float();
 }
+
+// Two f32 values rounded to a 16-bit dtype in one instruction: a in the low half, b in the high.
+__device__ __forceinline__ unsigned pack_pair(float a, float b, sj_bf16) {
+  unsigned packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(b), "f"(a));
+  return packed;
+}
+__device__ __forceinline__ unsigned pack_pair(float a, float b, sj_f16) {
+  unsigned packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(b), "f"(a));
+  return packed;
+}
+__device__ __forceinline__ unsigned pack_pair(float, float, float) { return 0; }  // never called: 4-byte data
+__device__ __forceinline__ unsigned pack_pair(double, double, double) { return 0; }
 
 // W elements of T seen as one W * sizeof(T)-byte access.
 template <int W, typename T>
@@ -80,31 +88,32 @@ __device__ __forceinline__ void store_elements(T* p, const T (&v)[N]) {
   }
 }
 
-__device__ __forceinline__ idx_t row_offset(const long long (&stride)[3], idx_t b, idx_t s) {
-  return b * (idx_t)stride[0] + s * (idx_t)stride[1];
+template <typename T>
+__device__ __forceinline__ T from_compute(compute_t v) {
+  if constexpr (sizeof(compute_t) == 8) return v;  // f64 data only
+  else return sj_from_float<T>(v);
 }
 
-// The input and output rows (dhead element 0) of head h: q heads first, then k heads.
-struct Rows {
-  const data_t* in;
-  data_t* out;
-};
+// Rounds CHUNK computed values to data_t and stores them at p: 16-bit dtypes two at a time.
+constexpr int WORDS_PER_ACCESS = ACCESS >= 2 ? ACCESS / 2 : 1;  // 32-bit words per access (16-bit data)
 
-__device__ __forceinline__ Rows head_rows(const RopeArgs& a, idx_t x_token, idx_t y_token, idx_t k_token,
-                                          idx_t k_out_token, idx_t h) {
-  if (!HAS_K || h < (idx_t)a.heads_q)
-    return {a.x + x_token + h * (idx_t)a.x_stride[2], a.y + y_token + h * (idx_t)a.y_stride[2]};
-  h -= (idx_t)a.heads_q;
-  return {a.k + k_token + h * (idx_t)a.k_stride[2], a.k_out + k_out_token + h * (idx_t)a.k_out_stride[2]};
-}
-
-__device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, idx_t s) {
-  if constexpr (HAS_POSITIONS) {
-    idx_t at = s * (idx_t)a.position_stride[1];
-    if (POSITIONS_BATCHED) at += b * (idx_t)a.position_stride[0];
-    return (long long)a.positions[at];  // u64 beyond 2^63 turns negative: out of range either way
+__device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUNK]) {
+  if constexpr (sizeof(data_t) == 2 && ACCESS >= 2) {
+    Access<WORDS_PER_ACCESS, unsigned> words[CHUNK / ACCESS];
+#pragma unroll
+    for (int j = 0; j < CHUNK / 2; ++j)
+      words[j / WORDS_PER_ACCESS].elements[j % WORDS_PER_ACCESS] = pack_pair(v[2 * j], v[2 * j + 1], data_t{});
+#pragma unroll
+    for (int i = 0; i < CHUNK / ACCESS; ++i) {
+      auto* to = reinterpret_cast<decltype(words[i].bytes)*>(p) + i;
+      __builtin_assume(__isGlobal(to));
+      *to = words[i].bytes;
+    }
   } else {
-    return (long long)s + a.offset;
+    data_t d[CHUNK];
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) d[j] = from_compute<data_t>(v[j]);
+    store_elements<CHUNK, ACCESS>(p, d);
   }
 }
 
@@ -120,6 +129,87 @@ __device__ __forceinline__ void rotate(compute_t x0, compute_t x1, compute_t c, 
   }
 }
 
+__device__ __forceinline__ idx_t row_offset(const long long (&stride)[3], idx_t b, idx_t s) {
+  return b * (idx_t)stride[0] + s * (idx_t)stride[1];
+}
+
+// One token's view of the arguments: where its rows start in each tensor, and its position.
+struct Token {
+  idx_t x, y, k, k_out;
+  long long position;
+  bool valid;
+};
+
+__device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, idx_t s) {
+  if constexpr (HAS_POSITIONS) {
+    idx_t at = s * (idx_t)a.position_stride[1];
+    if (POSITIONS_BATCHED) at += b * (idx_t)a.position_stride[0];
+    return (long long)a.positions[at];  // u64 beyond 2^63 turns negative: out of range either way
+  } else {
+    return (long long)s + a.offset;
+  }
+}
+
+// The input and output rows (dhead element 0) of head h: q heads first, then k heads.
+struct Rows {
+  const data_t* in;
+  data_t* out;
+};
+
+__device__ __forceinline__ Rows head_rows(const RopeArgs& a, const Token& t, idx_t h) {
+  if (!HAS_K || h < (idx_t)a.heads_q) return {a.x + t.x + h * (idx_t)a.x_stride[2], a.y + t.y + h * (idx_t)a.y_stride[2]};
+  h -= (idx_t)a.heads_q;
+  return {a.k + t.k + h * (idx_t)a.k_stride[2], a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2]};
+}
+
+// One head's chunk at dhead element `first` (and, for NeoX, its partner chunk R/2 further on).
+struct HeadChunk {
+  Rows rows;
+  data_t lo[CHUNK];
+  data_t hi[CHUNK];  // NeoX only
+};
+
+__device__ __forceinline__ void load_head(HeadChunk& g, const RopeArgs& a, const Token& t, idx_t h, int first) {
+  g.rows = head_rows(a, t, h);
+  load_elements<CHUNK, ACCESS>(g.lo, g.rows.in + first);
+  if constexpr (STYLE_NEOX) load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + HALF + first);
+}
+
+// Rotates a loaded chunk and stores it: both elements of every pair are loaded before any store.
+__device__ __forceinline__ void rotate_head(const HeadChunk& g, int first, const compute_t (&cs)[PAIRS],
+                                            const compute_t (&sn)[PAIRS]) {
+  compute_t lo[CHUNK], hi[CHUNK];
+  if constexpr (STYLE_NEOX) {
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) rotate(to_compute(g.lo[j]), to_compute(g.hi[j]), cs[j], sn[j], lo[j], hi[j]);
+    store_chunk(g.rows.out + first, lo);
+    store_chunk(g.rows.out + HALF + first, hi);
+  } else {
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j)
+      rotate(to_compute(g.lo[2 * j]), to_compute(g.lo[2 * j + 1]), cs[j], sn[j], lo[2 * j], lo[2 * j + 1]);
+    store_chunk(g.rows.out + first, lo);
+  }
+}
+
+// cos and sin of the chunk's pairs at the token's position (NaN for a position outside the table).
+__device__ __forceinline__ void load_angles(const RopeArgs& a, const Token& t, int c, compute_t (&cs)[PAIRS],
+                                            compute_t (&sn)[PAIRS]) {
+  if (t.valid) {
+    const idx_t at = (idx_t)t.position * (idx_t)a.table_stride + c * PAIRS;
+    table_t v[PAIRS];
+    load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(v[j]);
+    load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) cs[j] = sn[j] = nan_compute();
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
   const long long token = (long long)blockIdx.x * blockDim.z + threadIdx.z;
   if (token >= a.tokens) return;
@@ -128,95 +218,48 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     b = (idx_t)sj_fastdiv((unsigned)token, (unsigned)a.seq_div_multiplier, (unsigned)a.seq_div_shift);
     s = (idx_t)token - b * (idx_t)a.seq;
   }
-  const long long position = token_position(a, b, s);
-  const bool valid = position >= 0 && position < a.table_rows;
-  if (CHECKED && !valid && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0)
+  Token t;
+  t.position = token_position(a, b, s);
+  t.valid = t.position >= 0 && t.position < a.table_rows;
+  t.x = row_offset(a.x_stride, b, s);
+  t.y = row_offset(a.y_stride, b, s);
+  t.k = HAS_K ? row_offset(a.k_stride, b, s) : 0;
+  t.k_out = HAS_K ? row_offset(a.k_out_stride, b, s) : 0;
+  if (CHECKED && !t.valid && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0)
     atomicMin(a.bad_token, (unsigned long long)token);
-
-  const idx_t x_token = row_offset(a.x_stride, b, s), y_token = row_offset(a.y_stride, b, s);
-  const idx_t k_token = HAS_K ? row_offset(a.k_stride, b, s) : 0;
-  const idx_t k_out_token = HAS_K ? row_offset(a.k_out_stride, b, s) : 0;
   const idx_t head_first = (idx_t)blockIdx.y * blockDim.y + threadIdx.y;
   const idx_t head_step = (idx_t)gridDim.y * blockDim.y;
   const idx_t heads = (idx_t)a.heads_total;
 
   for (int c = threadIdx.x; c < ROTATED_CHUNKS; c += blockDim.x) {
+    const int first = c * CHUNK;
+    // The first head's data does not depend on the position: its loads overlap the table's.
+    HeadChunk g;
+    if (head_first < heads) load_head(g, a, t, head_first, first);
     compute_t cs[PAIRS], sn[PAIRS];
-    if (valid) {
-      const idx_t at = (idx_t)position * (idx_t)a.table_stride + c * PAIRS;
-      table_t t[PAIRS];
-      load_elements<PAIRS, TABLE_ACCESS>(t, a.cos + at);
-#pragma unroll
-      for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(t[j]);
-      load_elements<PAIRS, TABLE_ACCESS>(t, a.sin + at);
-#pragma unroll
-      for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(t[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < PAIRS; ++j) cs[j] = sn[j] = nan_compute();
-    }
-
-    for (idx_t h0 = head_first; h0 < heads; h0 += HEADS_UNROLL * head_step) {
-      // Every load of the group first, then every store: in place, a pair is read before it is written.
-      Rows rows[HEADS_UNROLL];
-      data_t lo[HEADS_UNROLL][CHUNK], hi[HEADS_UNROLL][CHUNK];  // hi: NeoX only
-#pragma unroll
-      for (int u = 0; u < HEADS_UNROLL; ++u) {
-        const idx_t h = h0 + u * head_step;
-        if (h < heads) {
-          rows[u] = head_rows(a, x_token, y_token, k_token, k_out_token, h);
-          load_elements<CHUNK, ACCESS>(lo[u], rows[u].in + c * CHUNK);
-          if constexpr (STYLE_NEOX) load_elements<CHUNK, ACCESS>(hi[u], rows[u].in + HALF + c * CHUNK);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < HEADS_UNROLL; ++u) {
-        if (h0 + u * head_step < heads) {
-          if constexpr (STYLE_NEOX) {
-#pragma unroll
-            for (int j = 0; j < CHUNK; ++j) {
-              compute_t y0, y1;
-              rotate(to_compute(lo[u][j]), to_compute(hi[u][j]), cs[j], sn[j], y0, y1);
-              lo[u][j] = from_compute<data_t>(y0);
-              hi[u][j] = from_compute<data_t>(y1);
-            }
-            store_elements<CHUNK, ACCESS>(rows[u].out + c * CHUNK, lo[u]);
-            store_elements<CHUNK, ACCESS>(rows[u].out + HALF + c * CHUNK, hi[u]);
-          } else {
-#pragma unroll
-            for (int j = 0; j < PAIRS; ++j) {
-              compute_t y0, y1;
-              rotate(to_compute(lo[u][2 * j]), to_compute(lo[u][2 * j + 1]), cs[j], sn[j], y0, y1);
-              lo[u][2 * j] = from_compute<data_t>(y0);
-              lo[u][2 * j + 1] = from_compute<data_t>(y1);
-            }
-            store_elements<CHUNK, ACCESS>(rows[u].out + c * CHUNK, lo[u]);
-          }
-        }
-      }
+    load_angles(a, t, c, cs, sn);
+    for (idx_t h = head_first; h < heads; h += head_step) {
+      if (h != head_first) load_head(g, a, t, h, first);
+      rotate_head(g, first, cs, sn);
     }
   }
 
   // Elements past the rotary dim: copied out of place; in place only a bad token's are written (NaN).
-  if (PASS_CHUNKS > 0 && (!INPLACE || !valid)) {
+  if (PASS_CHUNKS > 0 && (!INPLACE || !t.valid)) {
     for (int c = threadIdx.x; c < PASS_CHUNKS; c += blockDim.x) {
-      for (idx_t h0 = head_first; h0 < heads; h0 += HEADS_UNROLL * head_step) {
-        Rows rows[HEADS_UNROLL];
-        data_t v[HEADS_UNROLL][CHUNK];
+      const int first = ROTARY_DIM + c * CHUNK;
+      for (idx_t h = head_first; h < heads; h += head_step) {
+        const Rows rows = head_rows(a, t, h);
+        if (t.valid) {
+          data_t v[CHUNK];
+          load_elements<CHUNK, ACCESS>(v, rows.in + first);
+          store_elements<CHUNK, ACCESS>(rows.out + first, v);
+        } else {
+          compute_t nan[CHUNK];
 #pragma unroll
-        for (int u = 0; u < HEADS_UNROLL; ++u) {
-          const idx_t h = h0 + u * head_step;
-          if (h < heads) {
-            rows[u] = head_rows(a, x_token, y_token, k_token, k_out_token, h);
-            if (valid) load_elements<CHUNK, ACCESS>(v[u], rows[u].in + ROTARY_DIM + c * CHUNK);
-            else
-#pragma unroll
-              for (int j = 0; j < CHUNK; ++j) v[u][j] = from_compute<data_t>(nan_compute());
-          }
+          for (int j = 0; j < CHUNK; ++j) nan[j] = nan_compute();
+          store_chunk(rows.out + first, nan);
         }
-#pragma unroll
-        for (int u = 0; u < HEADS_UNROLL; ++u)
-          if (h0 + u * head_step < heads) store_elements<CHUNK, ACCESS>(rows[u].out + ROTARY_DIM + c * CHUNK, v[u]);
       }
     }
   }

@@ -15,10 +15,17 @@ namespace {
 constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
 constexpr int kBlockThreads = 256;
 constexpr int kGridYLimit = 65535;
-// Chunk-heads of work above which each thread takes several heads: enough threads remain to
-// fill the device, and each thread reuses its sin/cos over more heads.
-constexpr std::int64_t kBusyWork = std::int64_t{1} << 20;
-constexpr int kBusyHeadsPerThread = 4;
+constexpr int kBlockZLimit = 64;
+
+/// Heads each thread rotates, from the chunk-heads of work: one while threads are scarce (decode),
+/// more as work grows, so that sin/cos loads and index math are shared over more heads while
+/// enough threads remain to fill the device. Measured on an H200 (bench/RESULTS.md).
+int heads_per_thread(double work) {
+  if (work < 0x1p18) return 1;
+  if (work < 0x1p20) return 2;
+  if (work < 0x1p23) return 4;
+  return 8;
+}
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
@@ -172,15 +179,14 @@ RopeSpec scalar_variant(RopeSpec spec) {
 RopeLaunchShape choose_rope_launch(std::int64_t tokens, std::int64_t heads_total, std::int64_t rotated_chunks) {
   RopeLaunchShape shape;
   const std::int64_t bx = std::min<std::int64_t>(rotated_chunks, kBlockThreads);
-  // Saturating: a product beyond kBusyWork needs no exact value.
-  const bool busy = static_cast<double>(tokens) * static_cast<double>(heads_total) * static_cast<double>(rotated_chunks) >=
-                    static_cast<double>(kBusyWork);
-  shape.heads_per_thread = busy ? kBusyHeadsPerThread : 1;
+  shape.heads_per_thread = heads_per_thread(static_cast<double>(tokens) * static_cast<double>(heads_total) *
+                                            static_cast<double>(rotated_chunks));
   const std::int64_t head_threads = std::max<std::int64_t>(1, ceil_div(heads_total, shape.heads_per_thread));
   const std::int64_t by_max = std::max<std::int64_t>(1, kBlockThreads / bx);
   const std::int64_t gy = std::min<std::int64_t>(ceil_div(head_threads, by_max), kGridYLimit);
   const std::int64_t by = std::min(ceil_div(head_threads, gy), by_max);
-  const std::int64_t bz = std::clamp<std::int64_t>(kBlockThreads / (bx * by), 1, std::max<std::int64_t>(tokens, 1));
+  const std::int64_t bz = std::clamp<std::int64_t>(kBlockThreads / (bx * by), 1,
+                                                   std::clamp<std::int64_t>(tokens, 1, kBlockZLimit));
   shape.block[0] = static_cast<unsigned>(bx);
   shape.block[1] = static_cast<unsigned>(by);
   shape.block[2] = static_cast<unsigned>(bz);

@@ -150,13 +150,14 @@ TEST_CASE("64-bit offsets only when some offset needs them") {
 
 TEST_CASE("launch shapes: blocks sized from dhead and heads, tokens on grid.x, grid.y within 65535") {
   for (auto [tokens, heads, chunks] : {std::tuple{16384, 64, 8}, {64, 40, 8}, {1, 40, 8}, {1, 70000, 4},
-                                       {70000, 2, 4}, {100, 1, 1024}, {3, 7, 9}}) {
+                                       {70000, 2, 4}, {100, 1, 1024}, {3, 7, 9}, {5000, 1, 3}}) {
     const plan::RopeLaunchShape s = plan::choose_rope_launch(tokens, heads, chunks);
     INFO(tokens << " tokens, " << heads << " heads, " << chunks << " chunks");
     const unsigned threads = s.block[0] * s.block[1] * s.block[2];
     CHECK(threads <= 256);
     CHECK(static_cast<int>(s.block[0]) == std::min(chunks, 256));
     CHECK(s.grid[1] <= 65535);
+    CHECK(s.block[2] <= 64);  // the driver's limit on blockDim.z
     CHECK(static_cast<std::int64_t>(s.grid[0]) * s.block[2] >= tokens);                    // every token
     CHECK(static_cast<std::int64_t>(s.grid[1]) * s.block[1] * s.heads_per_thread >= std::min(heads, 65535 * 64));
   }
@@ -165,7 +166,9 @@ TEST_CASE("launch shapes: blocks sized from dhead and heads, tokens on grid.x, g
   CHECK(narrow.block[0] == 4);
   // Decode: one head per thread; prefill: several, reusing sin/cos.
   CHECK(plan::choose_rope_launch(64, 40, 8).heads_per_thread == 1);
-  CHECK(plan::choose_rope_launch(16384, 64, 8).heads_per_thread == 4);
+  CHECK(plan::choose_rope_launch(2048, 40, 8).heads_per_thread == 2);
+  CHECK(plan::choose_rope_launch(4096, 40, 8).heads_per_thread == 4);
+  CHECK(plan::choose_rope_launch(16384, 64, 8).heads_per_thread == 8);
 }
 
 TEST_CASE("a decode loop's plans share one kernel: sequence length is a run-time argument") {

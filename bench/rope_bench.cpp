@@ -1,0 +1,246 @@
+// Rope benchmark: each line of bench/cases/rope-bench.txt planned once, timed with CUDA events
+// around back-to-back launches queued behind a long copy (median of 21 such runs, after warm-up,
+// rotating over input sets several times the L2 so that no call reads its inputs from cache), and
+// compared, in the same process, with a device-to-device copy of the same bytes timed the same way
+// and with a 512 MiB copy.
+// Bandwidth counts bytes read plus written: q and k in and out, positions, and each token's cos
+// and sin rows. Decode lines (seq 1) also report GPU and host time per call with the plan cached.
+//
+//   rope_bench [--cases bench/cases/rope-bench.txt]
+// Writes the markdown table to $OUT/rope_bench.md when OUT is set.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "ops/rope_host.hpp"
+#include "ops/rope_impl.hpp"
+#include "shapejit/rope.hpp"
+#include "support/device.hpp"
+
+namespace {
+
+using namespace shapejit;
+using support::DeviceBuffer;
+
+constexpr std::size_t kRotationBytes = std::size_t{256} << 20;  // inputs+outputs cycled per timing
+constexpr int kMaxSets = 8;
+constexpr std::size_t kCopyBytes = std::size_t{512} << 20;
+constexpr std::size_t kBlockerBytes = std::size_t{2} << 30;  // ~1 ms of copying
+
+/// A device buffer filled with random values of `dtype` in [-2, 2): a random block tiled over it.
+std::unique_ptr<DeviceBuffer> random_device(DType dtype, std::int64_t elements, std::uint64_t seed) {
+  auto buffer = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(elements) * dtype_size(dtype));
+  const std::int64_t block = std::min<std::int64_t>(elements, std::int64_t{1} << 22);
+  std::vector<std::uint8_t> host(static_cast<std::size_t>(block) * dtype_size(dtype));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-2, 2);
+  for (std::int64_t i = 0; i < block; ++i) detail::store_from_double(host.data(), dtype, i, dist(rng));
+  for (std::int64_t at = 0; at < elements; at += block) {
+    const std::int64_t n = std::min(block, elements - at);
+    buffer->upload(host.data(), static_cast<std::size_t>(n) * dtype_size(dtype), static_cast<std::size_t>(at) * dtype_size(dtype));
+  }
+  return buffer;
+}
+
+/// The q and k inputs and outputs of one timed call.
+struct IoSet {
+  std::unique_ptr<DeviceBuffer> x, y, k, k_out;
+};
+
+struct LineResult {
+  double gbs = 0;
+  double copy_gbs = 0;    ///< a copy moving the same bytes (read + write), timed the same way
+  double ratio = 0;       ///< gbs / copy_gbs
+  double peak_ratio = 0;  ///< gbs over a 512 MiB copy's bandwidth
+  double gpu_us = 0, host_us = 0, one_shot_host_us = 0;
+  double worst_error = 0;  ///< sampled tokens, relative to the allowed error (<= 1 passes)
+};
+
+/// GPU time per call in microseconds: the median over `repeats` of `calls` back-to-back launches
+/// between two events. A long copy is queued first, so every launch is queued before the GPU reaches
+/// the start event: the time is the GPU's per call (gaps between kernels included), not the host's
+/// launch rate.
+double queued_us_per_call(const std::function<void(CUstream)>& launch, int calls, int repeats) {
+  const jit::Driver& d = jit::driver();
+  static DeviceBuffer blocker_from(kBlockerBytes), blocker_to(kBlockerBytes);
+  CUevent start = nullptr, stop = nullptr;
+  jit::check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  jit::check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<double> per_call;
+  for (int r = 0; r < repeats; ++r) {
+    jit::check(d.cuMemcpyDtoDAsync(blocker_to.address(), blocker_from.address(), kBlockerBytes, nullptr), "blocker copy");
+    jit::check(d.cuEventRecord(start, nullptr), "cuEventRecord");
+    for (int i = 0; i < calls; ++i) launch(nullptr);
+    jit::check(d.cuEventRecord(stop, nullptr), "cuEventRecord");
+    jit::check(d.cuEventSynchronize(stop), "cuEventSynchronize (a kernel failed?)");
+    float ms = 0;
+    jit::check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    per_call.push_back(1e3 * ms / calls);
+  }
+  d.cuEventDestroy(start);
+  d.cuEventDestroy(stop);
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+/// Device-to-device copy bandwidth (read + write) of `bytes`-byte copies timed like the rope calls:
+/// queued back-to-back, rotating over buffer pairs several times the L2.
+double queued_copy_gbs(std::size_t bytes) {
+  const int pairs = static_cast<int>(std::clamp<std::size_t>(kRotationBytes / (2 * bytes) + 1, 1, kMaxSets));
+  std::vector<std::unique_ptr<DeviceBuffer>> from, to;
+  for (int i = 0; i < pairs; ++i) {
+    from.push_back(std::make_unique<DeviceBuffer>(bytes));
+    from.back()->fill(0x5a);
+    to.push_back(std::make_unique<DeviceBuffer>(bytes));
+  }
+  int next = 0;
+  auto copy = [&](CUstream stream) {
+    const auto i = static_cast<std::size_t>(next++ % pairs);
+    jit::check(jit::driver().cuMemcpyDtoDAsync(to[i]->address(), from[i]->address(), bytes, stream), "copy");
+  };
+  for (int i = 0; i < 20; ++i) copy(nullptr);
+  const int calls = std::clamp(static_cast<int>(4e9 / (2.0 * static_cast<double>(bytes))), 4, 100);
+  return 2.0 * static_cast<double>(bytes) / (queued_us_per_call(copy, calls, 21) * 1e3);
+}
+
+LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
+  const RopeStyle style = line.get("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
+  const DType dtype = *parse_dtype(line.get("dtype"));
+  const std::vector<std::int64_t> shape = bench::parse_int_list(line.get("shape"), "--shape");
+  const std::int64_t batch = shape[0], seq = shape[1], heads = shape[2], D = shape[3];
+  const std::int64_t k_heads = std::stoll(line.get_or("k-heads", "0"));
+  const std::int64_t R = std::stoll(line.get_or("rotary-dim", std::to_string(D)));
+  const std::int64_t rows = std::max<std::int64_t>(seq, 8192), tokens = batch * seq;
+
+  RopeDesc desc;
+  desc.style = style;
+  desc.x = {shape, {}, dtype};
+  if (k_heads > 0) desc.k = TensorDesc{{batch, seq, k_heads, D}, {}, dtype};
+  desc.rotary_dim = R;
+  desc.table = {{rows, R / 2}, {}, DType::f32};
+  desc.positions = TensorDesc{{batch, seq}, {}, DType::i64};
+  const RopePlan plan = plan_rope(desc);
+
+  const RopeTables tables = rope_tables(rows, R, DType::f32);
+  DeviceBuffer cos(tables.cos.size()), sin(tables.sin.size()), pos(static_cast<std::size_t>(tokens) * 8);
+  cos.upload(tables.cos.data(), cos.bytes());
+  sin.upload(tables.sin.data(), sin.bytes());
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+  std::mt19937_64 rng(17);
+  for (auto& p : positions) p = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(rows));
+  pos.upload(positions.data(), pos.bytes());
+
+  const std::int64_t q_elements = tokens * heads * D, k_elements = tokens * k_heads * D;
+  const std::size_t io_bytes = static_cast<std::size_t>(q_elements + k_elements) * dtype_size(dtype) * 2;
+  // Per token: its i64 position and R/2 f32 entries of each table.
+  const double bytes = static_cast<double>(io_bytes) + static_cast<double>(tokens) * (8 + 4 * static_cast<double>(R));
+  const int sets = static_cast<int>(std::clamp<std::size_t>(kRotationBytes / io_bytes + 1, 1, kMaxSets));
+  std::vector<IoSet> io(static_cast<std::size_t>(sets));
+  std::vector<RopePointers> pointers;
+  for (int i = 0; i < sets; ++i) {
+    IoSet& s = io[static_cast<std::size_t>(i)];
+    s.x = random_device(dtype, q_elements, 100 + static_cast<std::uint64_t>(i));
+    s.y = std::make_unique<DeviceBuffer>(s.x->bytes());
+    s.y->fill(0xff);
+    if (k_heads > 0) {
+      s.k = random_device(dtype, k_elements, 200 + static_cast<std::uint64_t>(i));
+      s.k_out = std::make_unique<DeviceBuffer>(s.k->bytes());
+      s.k_out->fill(0xff);
+    }
+    pointers.push_back({s.x->get(), s.y->get(), s.k ? s.k->get() : nullptr, s.k_out ? s.k_out->get() : nullptr,
+                        cos.get(), sin.get(), pos.get(), 0});
+  }
+
+  LineResult r;
+  // Correctness of what is timed: sampled tokens of set 0 against the float64 reference.
+  plan.launch(pointers[0]);
+  {
+    const std::int64_t row = heads * D;
+    std::vector<std::uint8_t> x_host(static_cast<std::size_t>(row) * dtype_size(dtype)), y_host(x_host.size());
+    std::vector<double> ref;
+    RopeDesc one = desc;  // one token of q, read from a host copy laid out [1, 1, heads, D]
+    one.x.shape = {1, 1, heads, D};
+    one.k.reset();
+    one.positions = TensorDesc{{1, 1}, {}, DType::i64};
+    const plan::RopePlanData one_plan = plan::plan_rope_data(one);
+    for (std::int64_t t = 0; t < tokens; t += std::max<std::int64_t>(1, tokens / 16)) {
+      const std::size_t at = static_cast<std::size_t>(t * row) * dtype_size(dtype);
+      io[0].x->download(x_host.data(), x_host.size(), at);
+      io[0].y->download(y_host.data(), y_host.size(), at);
+      const std::int64_t p = positions[static_cast<std::size_t>(t)];
+      detail::rope_reference_token(one_plan, {x_host.data(), nullptr, nullptr, nullptr, tables.cos.data(), tables.sin.data(), &p, 0}, 0, 0, ref);
+      for (std::int64_t i = 0; i < row; ++i) {
+        const double got = detail::load_as_double(y_host.data(), dtype, i), want = ref[static_cast<std::size_t>(i)];
+        const double spacing = std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(want), 1e-30)) -
+                                                   (dtype == DType::f32 ? 23 : dtype == DType::f16 ? 10 : 7));
+        r.worst_error = std::max(r.worst_error, std::fabs(got - want) / (spacing + 1e-6 * 4));
+      }
+    }
+  }
+
+  int next = 0;
+  auto launch = [&](CUstream stream) { plan.launch(pointers[static_cast<std::size_t>(next++ % sets)], stream); };
+  for (int i = 0; i < 20; ++i) launch(nullptr);  // warm-up
+  // Enough calls to time well, few enough to be queued while the blocker copy runs.
+  const int calls = std::clamp(static_cast<int>(4e9 / bytes), 4, 100);
+  r.gpu_us = queued_us_per_call(launch, calls, 21);
+  r.gbs = bytes / (r.gpu_us * 1e3);
+  r.copy_gbs = queued_copy_gbs(static_cast<std::size_t>(bytes / 2));
+  r.ratio = r.gbs / r.copy_gbs;
+  r.peak_ratio = r.gbs / peak_copy_gbs;
+  const RopePointers& p0 = pointers[0];
+  r.host_us = bench::host_median_us([&] { plan.launch(p0); }, 201, 20);
+  r.one_shot_host_us = bench::host_median_us([&] { rope(desc, p0); }, 201, 20);
+  jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize after the host timing");
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rope benchmark"};
+  std::string cases = "bench/cases/rope-bench.txt";
+  app.add_option("--cases", cases, "case file")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto lines = bench::read_case_file(cases);
+    jit::ensure_context();
+    char name[256] = {};
+    CUdevice device = 0;
+    jit::check(jit::driver().cuCtxGetDevice(&device), "cuCtxGetDevice");
+    jit::check(jit::driver().cuDeviceGetName(name, sizeof name, device), "cuDeviceGetName");
+    const double copy = support::copy_bandwidth_gbs(kCopyBytes);
+    fmt::print("device: {}\ncopy: {:.0f} GB/s (512 MiB device-to-device, read + write)\n", name, copy);
+
+    bench::Table table;
+    table.header = {"case", "GB/s", "copy GB/s (same bytes)", "of copy", "of 512 MiB copy", "GPU us/call",
+                    "host us/call (plan)", "host us/call (one-shot)", "check"};
+    for (const auto& line : lines) {
+      const LineResult r = run_line(line, copy);
+      const bool decode = bench::parse_int_list(line.get("shape"), "--shape")[1] == 1;
+      table.rows.push_back({line.text.substr(5), fmt::format("{:.0f}", r.gbs), fmt::format("{:.0f}", r.copy_gbs),
+                            fmt::format("{:.0f}%", 100 * r.ratio), fmt::format("{:.0f}%", 100 * r.peak_ratio),
+                            fmt::format("{:.2f}", r.gpu_us), decode ? fmt::format("{:.2f}", r.host_us) : "",
+                            decode ? fmt::format("{:.2f}", r.one_shot_host_us) : "",
+                            r.worst_error <= 1 ? "ok" : fmt::format("FAILED ({:.1f})", r.worst_error)});
+      fmt::print("{}: {:.0f} GB/s ({:.0f}% of a same-bytes copy, {:.0f}% of the 512 MiB copy), {:.2f} us\n", line.text,
+                 r.gbs, 100 * r.ratio, 100 * r.peak_ratio, r.gpu_us);
+    }
+    fmt::print("{}", table.text());
+    if (const std::string out = bench::output_dir(); !out.empty())
+      bench::write_text_file(out + "/rope_bench.md",
+                             fmt::format("device: {}; copy {:.0f} GB/s\n\n{}", name, copy, table.markdown()));
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rope_bench: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,834 @@
+// Rope on the GPU against the float64 CPU reference computed from the same rounded inputs and tables.
+//
+// Tolerances: a rotated output y = x0*c -/+ x1*s is compared with the reference r as
+//   |y - r| <= ulp(r) + 1e-6 * (|x0| + |x1|)   for f16 and bf16 (one unit of the output dtype,
+//                                              plus the f32 arithmetic's error on the terms)
+//   |y - r| <= 1e-6 * (|x0| + |x1|)            for f32  (|cos|, |sin| <= 1 in these tables)
+//   |y - r| <= 1e-12 * (|x0| + |x1|)           for f64
+// Pass-through elements and every element of a token at position 0 must be bit-exact; tokens
+// whose position is outside the table must be NaN throughout.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "gpu.hpp"
+#include "ops/rope_host.hpp"
+#include "ops/rope_impl.hpp"
+#include "shapejit/rope.h"
+#include "shapejit/rope.hpp"
+
+using namespace shapejit;
+using shapejit::test::DeviceBuffer;
+
+namespace {
+
+std::size_t size_of(DType t) { return dtype_size(t); }
+
+/// One allocation with a host copy.
+struct Storage {
+  Storage(DType t, std::int64_t n)
+      : dtype(t), elements(n), host(static_cast<std::size_t>(n) * size_of(t)), device(std::max<std::size_t>(host.size(), 1)) {}
+  DType dtype;
+  std::int64_t elements;
+  std::vector<std::uint8_t> host;
+  DeviceBuffer device;
+
+  void upload() { device.upload(host.data(), host.size()); }
+  std::vector<std::uint8_t> download() const {
+    std::vector<std::uint8_t> out(host.size());
+    device.download(out.data(), out.size());
+    return out;
+  }
+};
+
+/// A strided view into a Storage, starting `offset` elements in.
+struct View {
+  std::shared_ptr<Storage> storage;
+  std::int64_t offset = 0;
+  TensorDesc desc;
+
+  void* device() const { return static_cast<char*>(storage->device.get()) + offset * static_cast<std::int64_t>(size_of(desc.dtype)); }
+  const void* host() const { return storage->host.data() + offset * static_cast<std::int64_t>(size_of(desc.dtype)); }
+  /// Element index within the storage of logical index (b, s, h, i); b is ignored for 3-D views.
+  std::int64_t at(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t i) const {
+    const auto st = desc.effective_strides();
+    const std::size_t r = st.size();
+    return offset + (r == 4 ? b * st[0] : 0) + s * st[r - 3] + h * st[r - 2] + i * st[r - 1];
+  }
+};
+
+/// Elements a view with non-negative strides reaches past its start.
+std::int64_t span(const TensorDesc& d) {
+  const auto st = d.effective_strides();
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < d.shape.size(); ++i) {
+    if (d.shape[i] == 0) return 0;
+    n += (d.shape[i] - 1) * st[i];
+  }
+  return n;
+}
+
+View own_view(const TensorDesc& desc) { return {std::make_shared<Storage>(desc.dtype, span(desc)), 0, desc}; }
+
+/// Fills a whole storage with values uniform in [-2, 2], rounded to its dtype.
+void fill_random(Storage& s, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-2.0, 2.0);
+  for (std::int64_t i = 0; i < s.elements; ++i) detail::store_from_double(s.host.data(), s.dtype, i, dist(rng));
+}
+
+std::uint64_t raw_bits(const void* base, DType t, std::int64_t index) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, static_cast<const char*>(base) + index * static_cast<std::int64_t>(size_of(t)), size_of(t));
+  return v;
+}
+
+/// Spacing of the dtype's values at |v|.
+double ulp(DType t, double v) {
+  const int mantissa = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : t == DType::f32 ? 23 : 52;
+  const int min_exponent = t == DType::f16 ? -14 : t == DType::f64 ? -1022 : -126;
+  int e = 0;
+  std::frexp(std::fabs(v), &e);
+  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
+}
+
+double tolerance(DType t, double reference, double magnitude) {
+  switch (t) {
+    case DType::f16:
+    case DType::bf16: return ulp(t, reference) + 1e-6 * magnitude;
+    case DType::f32: return 1e-6 * magnitude;
+    default: return 1e-12 * magnitude;
+  }
+}
+
+/// Where the CPU reference and the device disagree, and how often.
+struct Mismatches {
+  std::int64_t count = 0, checked = 0;
+  std::string first;
+  void note(const std::string& what) {
+    if (count++ == 0) first = what;
+  }
+};
+
+/// The tensors of one rope call with host copies.
+struct RopeCall {
+  RopeDesc desc;
+  View x, y, k, k_out;
+  bool has_k = false;
+  std::shared_ptr<Storage> cos, sin, positions;
+  std::int64_t offset = 0;
+
+  RopePointers device_pointers() const {
+    return {x.device(), y.device(), has_k ? k.device() : nullptr, has_k ? k_out.device() : nullptr,
+            cos->device.get(), sin->device.get(), positions ? positions->device.get() : nullptr, offset};
+  }
+  RopePointers host_pointers() const {
+    return {x.host(), nullptr, has_k ? k.host() : nullptr, nullptr, cos->host.data(), sin->host.data(),
+            positions ? positions->host.data() : nullptr, offset};
+  }
+};
+
+/// Compares every output element of `call` (after a launch) with the reference, and checks that
+/// nothing outside the output views changed.
+Mismatches verify(const RopeCall& call, const plan::RopePlanData& plan) {
+  Mismatches m;
+  const plan::RopeSpec& spec = plan.spec;
+  const DType t = spec.data;
+  const std::int64_t D = spec.head_dim, R = spec.rotary_dim, half = R / 2;
+  // Host copies keep what each output storage held before the launch: the inputs in place, else poison.
+  const bool shared_storage = call.has_k && call.k_out.storage == call.y.storage;  // packed q and k in place
+  const bool separate_k = call.has_k && !shared_storage;
+  const std::vector<std::uint8_t> y_out = call.y.storage->download();
+  const std::vector<std::uint8_t> k_out = separate_k ? call.k_out.storage->download() : std::vector<std::uint8_t>{};
+  std::vector<char> y_written(static_cast<std::size_t>(call.y.storage->elements), 0);
+  std::vector<char> k_written(separate_k ? static_cast<std::size_t>(call.k_out.storage->elements) : 0, 0);
+
+  std::vector<double> ref;
+  const std::int64_t tokens = plan.batch * plan.seq;
+  for (std::int64_t token = 0; token < tokens; ++token) {
+    const std::int64_t b = token / plan.seq, s = token % plan.seq;
+    detail::rope_reference_token(plan, call.host_pointers(), b, s, ref);
+    const bool bad = std::isnan(ref[0]);
+    for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {
+      const bool is_q = h < plan.heads_q;
+      const View& in = is_q ? call.x : call.k;
+      const View& out = is_q ? call.y : call.k_out;
+      const std::vector<std::uint8_t>& got = is_q || shared_storage ? y_out : k_out;
+      std::vector<char>& written = is_q || shared_storage ? y_written : k_written;
+      const std::int64_t hh = is_q ? h : h - plan.heads_q;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const std::int64_t o = out.at(b, s, hh, i);
+        written[static_cast<std::size_t>(o)] = 1;
+        const double r = ref[static_cast<std::size_t>(h * D + i)];
+        const double v = detail::load_as_double(got.data(), t, o);
+        ++m.checked;
+        auto where = [&] {
+          std::ostringstream w;
+          w << "token (" << b << "," << s << ") head " << h << " element " << i << ": got " << v << ", reference " << r;
+          return w.str();
+        };
+        if (bad) {
+          if (!std::isnan(v)) m.note(where() + " (bad position: NaN expected)");
+          continue;
+        }
+        const std::uint64_t input_bits = raw_bits(in.storage->host.data(), t, in.at(b, s, hh, i));
+        if (i >= R) {  // pass-through: bit-exact
+          if (raw_bits(got.data(), t, o) != input_bits) m.note(where() + " (pass-through not bit-exact)");
+          continue;
+        }
+        const std::int64_t partner = spec.style == RopeStyle::neox ? (i < half ? i + half : i - half) : (i ^ 1);
+        const double magnitude = std::fabs(detail::load_as_double(in.storage->host.data(), t, in.at(b, s, hh, i))) +
+                                 std::fabs(detail::load_as_double(in.storage->host.data(), t, in.at(b, s, hh, partner)));
+        if (!(std::fabs(v - r) <= tolerance(t, r, magnitude))) m.note(where());
+      }
+    }
+  }
+  // Everything an output view does not cover keeps its bytes (poison, or the inputs in place).
+  const std::size_t e = size_of(t);
+  for (std::size_t i = 0; i < y_written.size(); ++i)
+    if (!y_written[i] && std::memcmp(&y_out[i * e], &call.y.storage->host[i * e], e) != 0)
+      m.note("element " + std::to_string(i) + " outside the output view was written");
+  for (std::size_t i = 0; i < k_written.size(); ++i)
+    if (!k_written[i] && std::memcmp(&k_out[i * e], &call.k_out.storage->host[i * e], e) != 0)
+      m.note("element " + std::to_string(i) + " outside the k output view was written");
+  return m;
+}
+
+/// Writes bit-exactness of position-0 tokens: every element of such a token equals its input.
+std::int64_t position_zero_mismatches(const RopeCall& call, const plan::RopePlanData& plan) {
+  std::int64_t bad = 0;
+  const std::vector<std::uint8_t> y_out = call.y.storage->download();
+  for (std::int64_t b = 0; b < plan.batch; ++b)
+    for (std::int64_t s = 0; s < plan.seq; ++s) {
+      std::int64_t position = s + call.offset;
+      if (plan.spec.position) {
+        const std::int64_t at = b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
+        position = static_cast<std::int64_t>(detail::load_as_double(call.positions->host.data(), *plan.spec.position, at));
+      }
+      if (position != 0) continue;
+      for (std::int64_t h = 0; h < plan.heads_q; ++h)
+        for (std::int64_t i = 0; i < plan.spec.head_dim; ++i)
+          bad += raw_bits(y_out.data(), plan.spec.data, call.y.at(b, s, h, i)) !=
+                 raw_bits(call.x.storage->host.data(), plan.spec.data, call.x.at(b, s, h, i));
+    }
+  return bad;
+}
+
+enum class Layout { contiguous, swapped, padded, packed };
+enum class Pattern { zero, last, permuted, repeated, random, arange, arange_offset };
+
+/// One generated case of the grid.
+struct Case {
+  RopeStyle style = RopeStyle::neox;
+  DType data = DType::bf16, table = DType::f32;
+  std::optional<DType> position = DType::i32;
+  bool positions_batched = false;
+  std::int64_t batch = 0;  ///< 0: 3-D
+  std::int64_t seq = 1, heads = 1, k_heads = -1, dhead = 64, rotary = 0;
+  Layout layout = Layout::contiguous;
+  Pattern pattern = Pattern::random;
+  bool inplace = false, inverse = false;
+  std::vector<std::int64_t> x_strides, y_strides;  ///< explicit (file cases)
+  double theta = 1e4;
+
+  std::string name() const {
+    std::ostringstream o;
+    o << rope_style_name(style) << " " << dtype_name(data) << " table " << dtype_name(table) << " pos "
+      << (position ? std::string(dtype_name(*position)) : "none") << (positions_batched ? "[B,S]" : "[S]") << " B" << batch
+      << " S" << seq << " H" << heads << " Hk" << k_heads << " D" << dhead << " R" << rotary << " layout "
+      << static_cast<int>(layout) << " pattern " << static_cast<int>(pattern) << (inplace ? " inplace" : "")
+      << (inverse ? " inverse" : "");
+    return o.str();
+  }
+};
+
+std::vector<std::int64_t> data_shape(const Case& c, std::int64_t heads) {
+  if (c.batch == 0) return {c.seq, heads, c.dhead};
+  return {c.batch, c.seq, heads, c.dhead};
+}
+
+/// Strides of a tensor of `heads` heads in the case's layout (row = token of `row_heads` heads).
+std::vector<std::int64_t> layout_strides(const Case& c, std::int64_t heads, std::int64_t row_heads) {
+  const std::int64_t D = c.dhead;
+  const std::int64_t B = std::max<std::int64_t>(c.batch, 1);
+  switch (c.layout) {
+    case Layout::swapped:  // memory [seq, batch, heads, dhead]
+      if (c.batch != 0) return {heads * D, B * heads * D, D, 1};
+      return {heads * D, D, 1};
+    case Layout::padded:
+      if (c.batch != 0) return {c.seq * heads * (D + 64), heads * (D + 64), D + 64, 1};
+      return {heads * (D + 64), D + 64, 1};
+    case Layout::packed:
+      if (c.batch != 0) return {c.seq * row_heads * D, row_heads * D, D, 1};
+      return {row_heads * D, D, 1};
+    default: return contiguous_strides(data_shape(c, heads));
+  }
+}
+
+std::int64_t position_value(Pattern p, std::int64_t b, std::int64_t s, std::int64_t rows, std::mt19937_64& rng) {
+  switch (p) {
+    case Pattern::zero: return 0;
+    case Pattern::last: return rows - 1;
+    case Pattern::permuted: return (s * 7919 + b * 31) % rows;
+    case Pattern::repeated: return (s / 3 + b) % rows;
+    case Pattern::arange: return s % rows;
+    case Pattern::arange_offset: return (s + 5 + b * 3) % rows;
+    default: return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(rows));
+  }
+}
+
+/// Builds the tensors of a case (inputs random, outputs poisoned) and its descriptor.
+RopeCall build_call(const Case& c, std::mt19937_64& rng) {
+  RopeCall call;
+  RopeDesc& d = call.desc;
+  d.style = c.style;
+  d.rotary_dim = c.rotary;
+  d.inplace = c.inplace;
+  d.inverse = c.inverse;
+  const std::int64_t R = c.rotary == 0 ? c.dhead : c.rotary;
+  call.has_k = c.k_heads >= 0;
+  const std::int64_t k_heads = std::max<std::int64_t>(c.k_heads, 0);
+  if (c.layout == Layout::packed) {
+    const std::int64_t row = c.heads + 2 * k_heads;
+    const TensorDesc qkv{data_shape(c, row), {}, c.data};
+    auto storage = std::make_shared<Storage>(c.data, span(qkv));
+    fill_random(*storage, rng);
+    call.x = {storage, 0, {data_shape(c, c.heads), layout_strides(c, c.heads, row), c.data}};
+    if (call.has_k) call.k = {storage, c.heads * c.dhead, {data_shape(c, k_heads), layout_strides(c, k_heads, row), c.data}};
+  } else {
+    TensorDesc xd{data_shape(c, c.heads), c.x_strides.empty() ? layout_strides(c, c.heads, c.heads) : c.x_strides, c.data};
+    call.x = own_view(xd);
+    fill_random(*call.x.storage, rng);
+    if (call.has_k) {
+      call.k = own_view({data_shape(c, k_heads), layout_strides(c, k_heads, k_heads), c.data});
+      fill_random(*call.k.storage, rng);
+    }
+  }
+  if (c.inplace) {
+    call.y = call.x;
+    call.k_out = call.k;
+  } else {
+    // Outputs: explicit strides, else contiguous (a layout different from padded/packed inputs),
+    // else the inputs' layout (swapped).
+    std::vector<std::int64_t> ys = c.y_strides;
+    if (ys.empty()) ys = c.layout == Layout::swapped ? layout_strides(c, c.heads, c.heads) : contiguous_strides(data_shape(c, c.heads));
+    call.y = own_view({data_shape(c, c.heads), ys, c.data});
+    std::fill(call.y.storage->host.begin(), call.y.storage->host.end(), 0xff);  // poison: NaN in every float dtype
+    if (call.has_k) {
+      const auto ks = c.layout == Layout::swapped ? layout_strides(c, k_heads, k_heads) : contiguous_strides(data_shape(c, k_heads));
+      call.k_out = own_view({data_shape(c, k_heads), ks, c.data});
+      std::fill(call.k_out.storage->host.begin(), call.k_out.storage->host.end(), 0xff);
+    }
+  }
+  d.x = call.x.desc;
+  d.y = call.y.desc;
+  if (call.has_k) {
+    d.k = call.k.desc;
+    d.k_out = call.k_out.desc;
+  }
+
+  const bool narrow = c.position && dtype_size(*c.position) == 1;
+  std::int64_t rows = narrow ? 100 : 300;
+  if (!c.position) {
+    rows = c.seq + 16;
+    call.offset = 7;
+  }
+  RopeTableOptions options;
+  options.theta = c.theta;
+  const RopeTables tables = rope_tables(rows, R, c.table, options);
+  call.cos = std::make_shared<Storage>(c.table, rows * tables.width);
+  call.sin = std::make_shared<Storage>(c.table, rows * tables.width);
+  call.cos->host = tables.cos;
+  call.sin->host = tables.sin;
+  d.table = tables.desc();
+
+  if (c.position) {
+    const std::int64_t B = std::max<std::int64_t>(c.batch, 1);
+    const std::vector<std::int64_t> shape =
+        c.positions_batched ? std::vector<std::int64_t>{B, c.seq} : std::vector<std::int64_t>{c.seq};
+    call.positions = std::make_shared<Storage>(*c.position, B * c.seq);
+    for (std::int64_t b = 0; b < (c.positions_batched ? B : 1); ++b)
+      for (std::int64_t s = 0; s < c.seq; ++s) {
+        const std::int64_t v = position_value(c.pattern, b, s, rows, rng);
+        std::memcpy(call.positions->host.data() + (b * c.seq + s) * dtype_size(*c.position), &v, dtype_size(*c.position));
+      }
+    d.positions = TensorDesc{shape, {}, *c.position};
+  }
+  return call;
+}
+
+void upload_all(RopeCall& call) {
+  call.x.storage->upload();
+  if (call.has_k && call.k.storage != call.x.storage) call.k.storage->upload();
+  if (call.y.storage != call.x.storage) call.y.storage->upload();
+  if (call.has_k && call.k_out.storage != call.k.storage) call.k_out.storage->upload();
+  call.cos->upload();
+  call.sin->upload();
+  if (call.positions) call.positions->upload();
+}
+
+/// Plans, launches and verifies one case; returns the mismatches.
+Mismatches run_case(const Case& c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  RopeCall call = build_call(c, rng);
+  upload_all(call);
+  const RopePlan plan = plan_rope(call.desc);
+  plan.launch(call.device_pointers());
+  Mismatches m = verify(call, plan.impl().data);
+  if (const std::int64_t zero = position_zero_mismatches(call, plan.impl().data); zero > 0)
+    m.note(std::to_string(zero) + " elements of position-0 tokens differ from their inputs");
+  return m;
+}
+
+void check_case(const Case& c, std::uint64_t seed) {
+  const Mismatches m = run_case(c, seed);
+  INFO(c.name());
+  INFO(m.first);
+  CHECK(m.checked > 0);
+  CHECK(m.count == 0);
+}
+
+/// tests/cases/rope-tests.txt, found next to the source tree (from the repo root or the build tree).
+std::vector<std::string> case_file_lines() {
+  for (const char* path : {"tests/cases/rope-tests.txt", "../tests/cases/rope-tests.txt", "../../tests/cases/rope-tests.txt"}) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') lines.push_back(line);
+    return lines;
+  }
+  return {};
+}
+
+std::vector<std::int64_t> parse_list(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+TEST_CASE("rope: the case file's shapes and strides, both styles, f16 bf16 f32, out of place and in place" *
+          test::gpu_only()) {
+  const auto lines = case_file_lines();
+  REQUIRE(lines.size() >= 9);
+  int runs = 0;
+  for (const std::string& line : lines) {
+    const auto bar1 = line.find('|'), bar2 = line.find('|', bar1 + 1);
+    const auto shape = parse_list(trim(line.substr(0, bar1)));
+    const std::string xs = trim(line.substr(bar1 + 1, bar2 - bar1 - 1)), ys = trim(line.substr(bar2 + 1));
+    for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+      for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+        Case c;
+        c.style = style;
+        c.data = t;
+        c.table = DType::f32;
+        c.theta = 1e5;
+        c.pattern = Pattern::arange;  // the file's positions: arange(seq) as i32
+        c.position = DType::i32;
+        if (shape.size() == 4) c.batch = shape[0];
+        c.seq = shape[shape.size() - 3];
+        c.heads = shape[shape.size() - 2];
+        c.dhead = shape.back();
+        c.x_strides = xs == "-" ? std::vector<std::int64_t>{} : parse_list(xs);
+        c.y_strides = ys == "-" ? std::vector<std::int64_t>{} : parse_list(ys);
+        check_case(c, 1000 + runs++);
+        const auto contiguous = contiguous_strides(shape);
+        const auto x_eff = c.x_strides.empty() ? contiguous : c.x_strides;
+        const auto y_eff = c.y_strides.empty() ? contiguous : c.y_strides;
+        if (x_eff == y_eff) {
+          c.inplace = true;
+          c.y_strides.clear();
+          check_case(c, 1000 + runs++);
+        }
+      }
+  }
+  CHECK(runs >= 9 * 6);
+}
+
+TEST_CASE("rope: styles x data dtypes x table dtypes x position dtypes over head dims, heads, seq, batch, "
+          "strides and position patterns" * test::gpu_only()) {
+  const std::int64_t dheads[] = {8, 32, 64, 80, 96, 112, 128, 160, 192, 256, 512, 18, 38};
+  const std::int64_t heads[] = {1, 4, 7, 17, 32, 73};
+  const std::int64_t seqs[] = {1, 2, 11, 199, 217, 781};
+  const std::int64_t batches[] = {0, 1, 2, 5, 32};
+  const DType positions[] = {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32, DType::u64};
+  const Layout layouts[] = {Layout::contiguous, Layout::swapped, Layout::padded, Layout::packed};
+  const Pattern patterns[] = {Pattern::zero, Pattern::last, Pattern::permuted, Pattern::repeated, Pattern::random, Pattern::arange_offset};
+  int n = 0;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (DType data : {DType::f16, DType::bf16, DType::f32, DType::f64})
+      for (DType table : {data, data == DType::f64 ? DType::f64 : DType::f32})
+        for (int p = 0; p <= 8; ++p, ++n) {
+          Case c;
+          c.style = style;
+          c.data = data;
+          c.table = table;
+          c.position = p < 8 ? std::optional(positions[p]) : std::nullopt;
+          c.dhead = dheads[n % 13];
+          const std::int64_t rotary_choices[] = {c.dhead, c.dhead / 2, c.dhead / 4};
+          c.rotary = rotary_choices[(n / 13) % 3];
+          if (c.rotary % 2 != 0) c.rotary = c.dhead;
+          c.heads = heads[n % 6];
+          c.k_heads = n % 3 == 0 ? -1 : heads[(n / 6) % 6];
+          c.seq = seqs[(n / 2) % 6];
+          c.batch = batches[n % 5];
+          c.layout = layouts[(n / 5) % 4];
+          if (c.layout == Layout::swapped && c.batch == 0) c.batch = 2;
+          c.pattern = patterns[n % 6];
+          c.positions_batched = c.batch > 0 && n % 2 == 0;
+          c.inplace = n % 4 == 1;
+          c.inverse = n % 7 == 3;
+          // Keep each case under ~2M elements.
+          while (std::max<std::int64_t>(c.batch, 1) * c.seq * (c.heads + std::max<std::int64_t>(c.k_heads, 0)) * c.dhead >
+                 (std::int64_t{1} << 21)) {
+            if (c.seq > 1) c.seq = (c.seq + 1) / 2;
+            else if (c.batch > 1) c.batch /= 2;
+            else c.heads = (c.heads + 1) / 2;
+          }
+          check_case(c, 5000 + static_cast<std::uint64_t>(n));
+        }
+  CHECK(n == 2 * 4 * 2 * 9);
+}
+
+TEST_CASE("rope: model shapes, q and k with different head counts, long positions" * test::gpu_only()) {
+  const std::pair<std::int64_t, std::int64_t> models[] = {{256, 64}, {96, 24}, {80, 32}, {128, 64}};
+  int n = 0;
+  for (auto [D, R] : models)
+    for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox}) {
+      Case c;
+      c.style = style;
+      c.dhead = D;
+      c.rotary = R;
+      c.batch = 2;
+      c.seq = 37;
+      c.heads = 32;
+      c.k_heads = 8;
+      c.position = DType::i64;
+      c.positions_batched = true;
+      check_case(c, 9000 + static_cast<std::uint64_t>(n++));
+    }
+  Case many_q;  // 73 q heads, 1 k head
+  many_q.batch = 3;
+  many_q.seq = 19;
+  many_q.heads = 73;
+  many_q.k_heads = 1;
+  many_q.dhead = 128;
+  check_case(many_q, 9100);
+  Case long_seq;  // seq 8192
+  long_seq.seq = 8192;
+  long_seq.heads = 4;
+  long_seq.k_heads = 2;
+  long_seq.dhead = 64;
+  long_seq.position = std::nullopt;
+  check_case(long_seq, 9101);
+
+  // Positions up to 131071 with f32 tables at theta 5e5 and 1e6.
+  for (double theta : {5e5, 1e6}) {
+    std::mt19937_64 rng(9200);
+    Case c;
+    c.batch = 2;
+    c.seq = 64;
+    c.heads = 8;
+    c.k_heads = 2;
+    c.dhead = 128;
+    c.position = DType::i64;
+    c.positions_batched = true;
+    c.theta = theta;
+    RopeCall call = build_call(c, rng);
+    RopeTableOptions options;
+    options.theta = theta;
+    const RopeTables tables = rope_tables(131072, 128, DType::f32, options);
+    call.cos = std::make_shared<Storage>(DType::f32, 131072 * 64);
+    call.sin = std::make_shared<Storage>(DType::f32, 131072 * 64);
+    call.cos->host = tables.cos;
+    call.sin->host = tables.sin;
+    call.desc.table = tables.desc();
+    for (std::int64_t i = 0; i < 128; ++i) {
+      const std::int64_t v = i == 0 ? 131071 : static_cast<std::int64_t>(rng() % 131072);
+      std::memcpy(call.positions->host.data() + i * 8, &v, 8);
+    }
+    upload_all(call);
+    const RopePlan plan = plan_rope(call.desc);
+    plan.launch(call.device_pointers());
+    const Mismatches m = verify(call, plan.impl().data);
+    INFO("theta " << theta << ": " << m.first);
+    CHECK(m.count == 0);
+  }
+}
+
+TEST_CASE("rope: inverse(forward(x)) returns x" * test::gpu_only()) {
+  // Two roundings to the data dtype, each at most half a unit of the rotated pair's magnitude.
+  for (DType t : {DType::f32, DType::bf16}) {
+    std::mt19937_64 rng(77);
+    Case c;
+    c.data = t;
+    c.batch = 2;
+    c.seq = 50;
+    c.heads = 6;
+    c.k_heads = 2;
+    c.dhead = 128;
+    c.rotary = 64;
+    c.inplace = true;
+    RopeCall call = build_call(c, rng);
+    upload_all(call);
+    const RopePlan forward = plan_rope(call.desc);
+    RopeDesc back = call.desc;
+    back.inverse = true;
+    const RopePlan inverse = plan_rope(back);
+    forward.launch(call.device_pointers());
+    inverse.launch(call.device_pointers());
+    const double unit = t == DType::f32 ? 1e-6 : std::ldexp(1.0, -7);
+    for (const Storage* storage : {call.x.storage.get(), call.k.storage.get()}) {
+      const std::vector<std::uint8_t> after = storage->download();
+      std::int64_t bad = 0;
+      for (std::int64_t e = 0; e < storage->elements; ++e) {
+        const std::int64_t i = e % 128, partner = e + (i < 32 ? 32 : -32);
+        const double a = detail::load_as_double(storage->host.data(), t, e);
+        const double b = detail::load_as_double(after.data(), t, e);
+        if (i >= 64) {
+          bad += raw_bits(storage->host.data(), t, e) != raw_bits(after.data(), t, e);
+          continue;
+        }
+        const double magnitude = std::fabs(a) + std::fabs(detail::load_as_double(storage->host.data(), t, partner));
+        bad += !(std::fabs(a - b) <= unit * magnitude);
+      }
+      INFO(dtype_name(t));
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("rope: positions outside the table give NaN tokens and no out-of-bounds access; checked mode names "
+          "the first" * test::gpu_only()) {
+  for (DType pos : {DType::i32, DType::u64, DType::i8}) {
+    std::mt19937_64 rng(31);
+    Case c;
+    c.batch = 2;
+    c.seq = 9;
+    c.heads = 3;
+    c.k_heads = 2;
+    c.dhead = 64;
+    c.rotary = 32;
+    c.position = pos;
+    c.positions_batched = true;
+    RopeCall call = build_call(c, rng);
+    // Token (1, 3) one row past the end, (0, 5) negative (or huge unsigned), (1, 8) far beyond.
+    const std::int64_t rows = call.desc.table.shape[0];
+    auto set = [&](std::int64_t b, std::int64_t s, std::int64_t v) {
+      std::memcpy(call.positions->host.data() + (b * 9 + s) * dtype_size(pos), &v, dtype_size(pos));
+    };
+    set(1, 3, rows);
+    set(0, 5, -1);
+    set(1, 8, pos == DType::i8 ? 127 : 1 << 30);
+    upload_all(call);
+    const RopePlan plan = plan_rope(call.desc);
+    plan.launch(call.device_pointers());
+    const Mismatches m = verify(call, plan.impl().data);
+    INFO(dtype_name(pos) << ": " << m.first);
+    CHECK(m.count == 0);
+
+    RopeDesc checked = call.desc;
+    checked.checked = true;
+    try {
+      plan_rope(checked).launch(call.device_pointers());
+      FAIL("a checked launch with bad positions must throw");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      INFO(message);
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      const std::string minus_one = pos == DType::u64 ? "18446744073709551615" : "-1";
+      CHECK(message.find("positions[batch 0, seq 5] = " + minus_one + " is outside the table rows [0, " +
+                         std::to_string(rows) + ")") != std::string::npos);
+    }
+  }
+  // Without positions: seq index + offset past the table.
+  Case c;
+  c.seq = 20;
+  c.heads = 2;
+  c.position = std::nullopt;
+  std::mt19937_64 rng(5);
+  RopeCall call = build_call(c, rng);
+  call.desc.checked = true;
+  upload_all(call);
+  const RopePlan plan = plan_rope(call.desc);
+  call.offset = 0;
+  CHECK_NOTHROW(plan.launch(call.device_pointers()));
+  call.offset = call.desc.table.shape[0] - 10;
+  try {
+    plan.launch(call.device_pointers());
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("(seq 10 + offset") != std::string::npos);
+  }
+}
+
+TEST_CASE("rope: a decode loop from seq 1 to 4096 compiles its kernel once" * test::gpu_only()) {
+  std::mt19937_64 rng(11);
+  Case c;
+  c.batch = 1;
+  c.seq = 4096;
+  c.heads = 4;
+  c.k_heads = 2;
+  c.dhead = 64;
+  c.position = DType::i64;
+  c.positions_batched = true;
+  c.pattern = Pattern::random;
+  RopeCall call = build_call(c, rng);
+  upload_all(call);
+  std::uint64_t loads_after_first = 0;
+  for (std::int64_t seq = 1; seq <= 4096; ++seq) {
+    RopeDesc d = call.desc;
+    d.x.shape[1] = d.y->shape[1] = d.k->shape[1] = d.k_out->shape[1] = seq;
+    d.positions = TensorDesc{{1, seq}, {4096, 1}, DType::i64};
+    const Counters before = counters();
+    plan_rope(d).launch(call.device_pointers());
+    const Counters after = counters();
+    if (seq > 1) loads_after_first += (after.compiles - before.compiles) + (after.disk_hits - before.disk_hits);
+  }
+  CHECK(loads_after_first == 0);
+  const Mismatches m = verify(call, plan_rope(call.desc).impl().data);  // the last step covered every token
+  INFO(m.first);
+  CHECK(m.count == 0);
+}
+
+TEST_CASE("rope: more than 2^31 elements use 64-bit offsets and stay right" * test::gpu_only()) {
+  // f16 in place, [1, 2^21 + 8, 8, 128]: 2^31 + 8192 elements (4 GiB); inputs repeat a random block.
+  const std::int64_t seq = (std::int64_t{1} << 21) + 8, H = 8, D = 128, block_tokens = 8192;
+  const std::int64_t row = H * D;
+  RopeDesc d;
+  d.style = RopeStyle::neox;
+  d.x = {{1, seq, H, D}, {}, DType::f16};
+  d.inplace = true;
+  const std::int64_t rows = 4096;
+  const RopeTables tables = rope_tables(rows, D, DType::f32);
+  d.table = tables.desc();
+  d.positions = TensorDesc{{seq}, {}, DType::i32};
+  const RopePlan plan = plan_rope(d);
+  CHECK(plan.impl().data.spec.wide_index);
+
+  Storage block(DType::f16, block_tokens * row);
+  std::mt19937_64 rng(2024);
+  fill_random(block, rng);
+  DeviceBuffer x(static_cast<std::size_t>(seq * row) * 2);
+  for (std::int64_t t = 0; t < seq; t += block_tokens)
+    x.upload(block.host.data(), static_cast<std::size_t>(std::min(block_tokens, seq - t) * row) * 2,
+             static_cast<std::size_t>(t * row) * 2);
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(seq));
+  for (auto& p : positions) p = static_cast<std::int32_t>(rng() % rows);
+  DeviceBuffer pos(positions.size() * 4), cos(tables.cos.size()), sin(tables.sin.size());
+  pos.upload(positions.data(), positions.size() * 4);
+  cos.upload(tables.cos.data(), tables.cos.size());
+  sin.upload(tables.sin.data(), tables.sin.size());
+  plan.launch({x.get(), x.get(), nullptr, nullptr, cos.get(), sin.get(), pos.get(), 0});
+
+  // Check the first and last tokens and a spread between against the reference of each token's input.
+  RopeDesc one = d;  // the reference reads one token laid out as [1, 1, H, D]
+  one.x.shape = {1, 1, H, D};
+  one.positions = TensorDesc{{1}, {}, DType::i32};
+  const plan::RopePlanData one_plan = plan::plan_rope_data(one);
+  std::vector<double> ref;
+  std::vector<std::uint16_t> got(static_cast<std::size_t>(row));
+  int bad = 0, checked = 0;
+  for (std::int64_t t = 0; t < seq; t += (t < 64 || t > seq - 64) ? 1 : 2039) {
+    const std::int32_t p = positions[static_cast<std::size_t>(t)];
+    detail::rope_reference_token(one_plan,
+                                 {block.host.data() + (t % block_tokens) * row * 2, nullptr, nullptr, nullptr,
+                                  tables.cos.data(), tables.sin.data(), &p, 0},
+                                 0, 0, ref);
+    x.download(got.data(), got.size() * 2, static_cast<std::size_t>(t * row) * 2);
+    for (std::int64_t i = 0; i < row; ++i) {
+      const double v = detail::load_as_double(got.data(), DType::f16, i);
+      const double r = ref[static_cast<std::size_t>(i)];
+      bad += !(std::fabs(v - r) <= tolerance(DType::f16, r, 4.0));
+    }
+    ++checked;
+  }
+  CHECK(checked > 1000);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("rope: batch or heads above 65535" * test::gpu_only()) {
+  Case heads;
+  heads.batch = 1;
+  heads.seq = 1;
+  heads.heads = 70000;
+  heads.k_heads = 3;
+  heads.dhead = 64;
+  check_case(heads, 424242);
+  Case batch;
+  batch.batch = 70000;
+  batch.seq = 1;
+  batch.heads = 2;
+  batch.k_heads = 1;
+  batch.dhead = 64;
+  batch.data = DType::f16;
+  batch.position = DType::i64;
+  batch.positions_batched = true;
+  check_case(batch, 434343);
+}
+
+TEST_CASE("rope: misaligned pointers take the scalar variant; one-shot rope and the C API agree" * test::gpu_only()) {
+  std::mt19937_64 rng(3);
+  Case c;
+  c.batch = 2;
+  c.seq = 33;
+  c.heads = 5;
+  c.k_heads = 2;
+  c.dhead = 128;
+  c.position = DType::i32;
+  RopeCall call = build_call(c, rng);
+  // Shift x one element into a larger allocation: rows no longer start on 16 bytes.
+  auto shifted = std::make_shared<Storage>(c.data, call.x.storage->elements + 1);
+  std::copy(call.x.storage->host.begin(), call.x.storage->host.end(), shifted->host.begin() + 2);
+  call.x = {shifted, 1, call.x.desc};
+  upload_all(call);
+  const RopePlan plan = plan_rope(call.desc);
+  REQUIRE(plan.impl().scalar_kernel.has_value());
+  plan.launch(call.device_pointers());
+  Mismatches m = verify(call, plan.impl().data);
+  INFO(m.first);
+  CHECK(m.count == 0);
+
+  // One-shot C++ and the C API on fresh poison.
+  for (int api = 0; api < 2; ++api) {
+    std::fill(call.y.storage->host.begin(), call.y.storage->host.end(), 0xff);
+    std::fill(call.k_out.storage->host.begin(), call.k_out.storage->host.end(), 0xff);
+    call.y.storage->upload();
+    call.k_out.storage->upload();
+    if (api == 0) {
+      rope(call.desc, call.device_pointers());
+    } else {
+      const auto& x = call.desc.x;
+      const auto& k = *call.desc.k;
+      const auto& t = call.desc.table;
+      const auto& p = *call.desc.positions;
+      sj_rope_desc cd = {};
+      cd.style = SJ_ROPE_NEOX;
+      cd.x = {4, x.shape.data(), x.strides.empty() ? nullptr : x.strides.data(), SJ_BF16, 0};
+      cd.k = {4, k.shape.data(), k.strides.empty() ? nullptr : k.strides.data(), SJ_BF16, 0};
+      cd.table = {2, t.shape.data(), nullptr, SJ_F32, 0};
+      cd.positions = {1, p.shape.data(), nullptr, SJ_I32, 0};
+      const RopePointers dp = call.device_pointers();
+      const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0};
+      sj_rope_plan cplan = nullptr;
+      REQUIRE(sj_rope_plan_create(&cd, &cplan) == SJ_OK);
+      CHECK(sj_rope_plan_launch(cplan, &cp, nullptr) == SJ_OK);
+      sj_rope_plan_destroy(cplan);
+    }
+    m = verify(call, plan.impl().data);
+    INFO("api " << api << ": " << m.first);
+    CHECK(m.count == 0);
+  }
+}
