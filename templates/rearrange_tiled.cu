@@ -5,8 +5,9 @@
 // innermost first. Composite groups look their cross offsets up in per-tile tables.
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
-// VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run. Stores: VEC_A-unit vectors
-// along A, or (STORE_LINEAR) the tile as one contiguous destination run.
+// VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run copied as is, so shared memory
+// then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR) the tile as
+// one contiguous destination run.
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;
 constexpr int MICRO = MICRO_A * MICRO_B;
@@ -18,6 +19,7 @@ constexpr int LOADS_LINEAR_PER_THREAD = (TILE_A * TILE_B / LOAD_VEC + THREADS - 
 constexpr int STORE_VEC = STORE_LINEAR > 0 ? STORE_LINEAR : 1;
 constexpr int STORES_LINEAR_PER_THREAD = (TILE_A * TILE_B / STORE_VEC + THREADS - 1) / THREADS;
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
+constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
 
 typedef sj_bytes<VEC_A * UNIT> VecA;
 typedef sj_bytes<VEC_B * UNIT> VecB;
@@ -25,18 +27,19 @@ typedef sj_bytes<LOAD_VEC * UNIT> VecLoad;
 typedef sj_bytes<STORE_VEC * UNIT> VecStore;
 union PackA { VecA v; Unit u[VEC_A]; };
 union PackB { VecB v; Unit u[VEC_B]; };
-union PackLoad { VecLoad v; Unit u[LOAD_VEC]; };
 
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // B-vector index, so both the micro-tile stores (down a column) and the row reads hit distinct banks.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
+  if (ROWS_BY_A) return a * PITCH + b;
   if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ ((b / VEC_B) % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
   return b * PITCH + a;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+// MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it synchronizes.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
-  __shared__ __align__(16) Unit tile[TILE_B * PITCH];
+  __shared__ __align__(16) Unit tile[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
   __shared__ Index table_a[DIMS_A > 1 ? TILE_A : 1];  // source offsets of the tile's A indices
   __shared__ Index table_b[DIMS_B > 1 ? TILE_B : 1];  // destination offsets of the tile's B indices
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
@@ -71,27 +74,26 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     auto dst_b = [&](int lb) -> Index { return DIMS_B > 1 ? table_b[lb] : (b0 + lb) * sj_dst_stride(args, DIMS_A); };
 
     if (LOAD_LINEAR) {
-      // The tile's rows are back to back in src (A's stride is TILE_B == extent_b).
+      // The tile's rows are back to back in src (A's stride is TILE_B == extent_b) and in shared
+      // memory (PITCH == TILE_B): a straight copy.
       const Index count = (BOUNDS ? min((Index)TILE_A, extent_a - a0) : (Index)TILE_A) * TILE_B;
       const Unit* run = s + src_base + a0 * TILE_B;
-      PackLoad in[LOADS_LINEAR_PER_THREAD];
+      VecLoad in[LOADS_LINEAR_PER_THREAD];
 #pragma unroll
       for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
         const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
-        if (l < count && (!BOUNDS || l + LOAD_VEC <= count)) {
-          in[r].v = *reinterpret_cast<const VecLoad*>(run + l);
-        } else {
-#pragma unroll
-          for (int u = 0; u < LOAD_VEC; ++u)
-            if (l + u < count) in[r].u[u] = run[l + u];
-        }
+        if (l + LOAD_VEC <= count) in[r] = *reinterpret_cast<const VecLoad*>(run + l);
       }
 #pragma unroll
       for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
         const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
+        if (l + LOAD_VEC <= count) {
+          *reinterpret_cast<VecLoad*>(&tile[l]) = in[r];
+        } else {
 #pragma unroll
-        for (int u = 0; u < LOAD_VEC; ++u)
-          if (l + u < TILE_A * TILE_B) tile[sj_smem_pos((l + u) / TILE_B, (l + u) % TILE_B)] = in[r].u[u];
+          for (int u = 0; u < LOAD_VEC; ++u)
+            if (l + u < count) tile[l + u] = run[l + u];
+        }
       }
     } else {
       PackB in[MICRO_PER_THREAD][VEC_A];
@@ -122,13 +124,14 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     __syncthreads();
 
     if (STORE_LINEAR) {
-      // The tile's B rows are back to back in dst (B's stride is TILE_A == extent_a).
+      // The tile's B rows are back to back in dst (B's stride is TILE_A == extent_a) and in shared
+      // memory (PITCH == TILE_A): a straight copy.
       const Index count = (BOUNDS ? min((Index)TILE_B, extent_b - b0) : (Index)TILE_B) * TILE_A;
       Unit* run = d + dst_base + b0 * TILE_A;
 #pragma unroll
       for (int r = 0; r < STORES_LINEAR_PER_THREAD; ++r) {
         const int l = (threadIdx.x + r * THREADS) * STORE_VEC;
-        if (l < count && (!BOUNDS || l + STORE_VEC <= count)) {
+        if (l + STORE_VEC <= count) {
           *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&tile[l]);
         } else {
 #pragma unroll
@@ -137,19 +140,26 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         }
       }
     } else {
-      VecA out[STORES_PER_THREAD];
+      PackA out[STORES_PER_THREAD];
 #pragma unroll
       for (int r = 0; r < STORES_PER_THREAD; ++r) {
         const int k = threadIdx.x + r * THREADS;
-        if (k < STORE_VECTORS)
-          out[r] = *reinterpret_cast<const VecA*>(&tile[sj_smem_pos(k % MICRO_A * VEC_A, k / MICRO_A)]);
+        const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
+        if (k < STORE_VECTORS) {
+          if (ROWS_BY_A) {
+#pragma unroll
+            for (int i = 0; i < VEC_A; ++i) out[r].u[i] = tile[sj_smem_pos(la + i, lb)];
+          } else {
+            out[r].v = *reinterpret_cast<const VecA*>(&tile[sj_smem_pos(la, lb)]);
+          }
+        }
       }
 #pragma unroll
       for (int r = 0; r < STORES_PER_THREAD; ++r) {
         const int k = threadIdx.x + r * THREADS;
         const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
         if (k < STORE_VECTORS && (!BOUNDS || (a0 + la < extent_a && b0 + lb < extent_b)))
-          *reinterpret_cast<VecA*>(d + dst_base + a0 + la + dst_b(lb)) = out[r];
+          *reinterpret_cast<VecA*>(d + dst_base + a0 + la + dst_b(lb)) = out[r].v;
       }
     }
     __syncthreads();

@@ -42,6 +42,8 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::KernelArgs
       p.integer("TILE_X", s.tile_x)
           .integer("ITEMS_X", s.items_x)
           .integer("ITEMS_Y", s.items_y)
+          .integer("TILE_Y1", s.tile_y1)
+          .flag("SPLIT_ROWS", s.split_rows)
           .flag("SRC_INNER_UNIT", s.src_inner_unit)
           .flag("DST_INNER_UNIT", s.dst_inner_unit);
       break;
@@ -57,7 +59,8 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::KernelArgs
           .flag("SWIZZLE", s.swizzle)
           .integer("SWIZZLE_PERIOD", s.swizzle_period)
           .integer("LOAD_LINEAR", s.load_linear)
-          .integer("STORE_LINEAR", s.store_linear);
+          .integer("STORE_LINEAR", s.store_linear)
+          .integer("MIN_BLOCKS", s.min_blocks);
       break;
     case RearrangeFamily::copy:
       break;

@@ -54,8 +54,21 @@ std::uint32_t grid_for(std::int64_t tiles) {
 
 // ---- row and gather -------------------------------------------------------------------------
 
-// dim[0] = innermost dim, dim[1..] = the others innermost first; a tile is
-// (threads / tile_x * items_y) rows x (tile_x * items_x) units.
+// The row dim to split off for short rows: the one nearest in the source (smallest nonzero
+// |src stride|), when it is nearer than the destination's next dim; rows are `dims[0, size - 1)`.
+std::optional<std::size_t> split_row_dim(const RearrangeDims& dims) {
+  if (dims.size() < 3) return std::nullopt;
+  const std::size_t next = dims.size() - 2;
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i + 1 < dims.size(); ++i)
+    if (dims[i].src_stride != 0 && (!best || std::llabs(dims[i].src_stride) < std::llabs(dims[*best].src_stride)))
+      best = i;
+  if (best && *best != next && std::llabs(dims[*best].src_stride) < std::llabs(dims[next].src_stride)) return best;
+  return std::nullopt;
+}
+
+// dim[0] = innermost dim, dim[1..] = the others innermost first (split: the split dim first); a
+// tile is (threads / tile_x * items_y) rows x (tile_x * items_x) units.
 RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
   const RearrangeDim inner = form.dims.back();
   RearrangeSpec spec;
@@ -74,21 +87,46 @@ RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
   const std::int64_t tile_x = std::min<std::int64_t>(kThreads, pow2_ceil(length));
   const std::int64_t threads_y = kThreads / tile_x;
   const std::int64_t items_x = std::min(items, pow2_floor(std::max<std::int64_t>(1, length / tile_x)));
-  const std::int64_t items_y = std::min(items / items_x, pow2_ceil(ceil_div(rows, threads_y)));
+  std::int64_t items_y = std::min(items / items_x, pow2_ceil(ceil_div(rows, threads_y)));
   spec.tile_x = static_cast<int>(tile_x);
   spec.items_x = static_cast<int>(items_x);
-  spec.items_y = static_cast<int>(items_y);
-  const std::int64_t tile_cols = tile_x * items_x, tile_rows = threads_y * items_y;
-  spec.bounds = !divides(tile_cols, length) || !divides(tile_rows, rows);
+  const std::int64_t tile_cols = tile_x * items_x;
+
+  // Rows shorter than 256 bytes come from all over the source: tile them along the source's
+  // nearest row dim too, so both sides see runs of several rows.
+  const bool short_rows = length * form.unit_bytes <= 256 && spec.family == RearrangeFamily::row;
+  const std::size_t none = form.dims.size();
+  const std::size_t split = short_rows ? split_row_dim(form.dims).value_or(none) : none;
+  RearrangeDims order;  // kernel dim order: innermost, then (split dim,) then rows innermost first
+  order.push_back(inner);
+  if (split != none) order.push_back(form.dims[split]);
+  for (std::size_t k = form.dims.size() - 1; k-- > 0;)
+    if (k != split) order.push_back(form.dims[k]);
 
   RearrangeVariant v{form, spec, {}, 0, 0};
   KernelArgs& args = v.args;
   args.extent_a = length;
-  args.extent_b = rows;
   args.tiles_x = make_kernel_divisor(ceil_div(length, tile_cols));
-  args.num_tiles = args.tiles_x.value * ceil_div(rows, tile_rows);
-  args.dim[0] = kernel_dim(inner);
-  for (std::size_t k = 1; k < form.dims.size(); ++k) args.dim[k] = kernel_dim(form.dims[form.dims.size() - 1 - k]);
+  if (split != none) {
+    const std::int64_t extent2 = form.dims[split].extent, rows1 = rows / extent2;
+    const std::int64_t tile_y1 = std::min({threads_y, pow2_ceil(rows1),
+                                          pow2_ceil(static_cast<std::int64_t>(std::sqrt(threads_y * items_y)))});
+    const std::int64_t step2 = threads_y / tile_y1;
+    items_y = std::min(items_y, pow2_ceil(ceil_div(extent2, step2)));
+    v.spec.split_rows = true;
+    v.spec.tile_y1 = static_cast<int>(tile_y1);
+    v.spec.bounds = !divides(tile_cols, length) || !divides(tile_y1, rows1) || !divides(step2 * items_y, extent2);
+    args.extent_b = rows1;
+    args.tiles_y = make_kernel_divisor(ceil_div(rows1, tile_y1));
+    args.num_tiles = args.tiles_x.value * args.tiles_y.value * ceil_div(extent2, step2 * items_y);
+  } else {
+    const std::int64_t tile_rows = threads_y * items_y;
+    v.spec.bounds = !divides(tile_cols, length) || !divides(tile_rows, rows);
+    args.extent_b = rows;
+    args.num_tiles = args.tiles_x.value * ceil_div(rows, tile_rows);
+  }
+  v.spec.items_y = static_cast<int>(items_y);
+  for (std::size_t k = 0; k < order.size(); ++k) args.dim[k] = kernel_dim(order[k]);
   v.grid = grid_for(args.num_tiles);
   return v;
 }
@@ -159,6 +197,13 @@ std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const std
   return v;
 }
 
+// A power-of-two tile for `extent` (> tile): `tile`, or half of it when that wastes clearly less
+// on the last, partial tile.
+std::int64_t balanced_tile(std::int64_t extent, std::int64_t tile) {
+  auto waste = [extent](std::int64_t t) { return static_cast<double>(ceil_div(extent, t) * t - extent) / extent; };
+  return tile >= 32 && waste(tile) > 0.1 && waste(tile / 2) < waste(tile) / 2 ? tile / 2 : tile;
+}
+
 struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
@@ -190,10 +235,10 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   grow_a(dims, g, side);
   const std::int64_t target_b = volume / std::min(g.extent_a, side);
   grow_b(dims, g, target_b);
-  const std::int64_t tile_b = g.extent_b <= target_b ? g.extent_b : pow2_floor(target_b);
+  const std::int64_t tile_b = g.extent_b <= target_b ? g.extent_b : balanced_tile(g.extent_b, pow2_floor(target_b));
   const std::int64_t target_a = std::max<std::int64_t>(side, volume / tile_b);
   grow_a(dims, g, target_a);
-  const std::int64_t tile_a = g.extent_a <= target_a ? g.extent_a : pow2_floor(target_a);
+  const std::int64_t tile_a = g.extent_a <= target_a ? g.extent_a : balanced_tile(g.extent_a, pow2_floor(target_a));
 
   RearrangeSpec& s = c.spec;
   s.unit_bytes = static_cast<int>(unit);
@@ -219,15 +264,16 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
                 : 1;
 
   // A tile that spans a whole small dim is one contiguous run on that side: move it linearly.
+  // Linear loads (only when micro-tile loads would be narrower than 4 bytes) keep the tile in
+  // source order, one shared-memory row per A index; linear stores read rows of B indices.
   const std::int64_t full = 16 / unit;
-  const bool a_single = g.a.size() == 1, b_single = g.b.size() == 1;
   std::vector<std::int64_t> outer_src, outer_dst;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) {
       outer_src.push_back(dims[i].src_stride);
       outer_dst.push_back(dims[i].dst_stride);
     }
-  if (s.vec_b < full && a_single && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
+  if (s.vec_b * unit < 4 && g.a.size() == 1 && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
       dims[a_dim].src_stride == g.extent_b) {
     const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_src, src_align / unit);
     if (v > s.vec_b) {
@@ -235,25 +281,32 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
       s.vec_b = 1;  // the micro-tile loads are not used
     }
   }
-  if (s.vec_a < full && b_single && tile_a == g.extent_a && dims[b_dim].dst_stride == g.extent_a) {
+  if (!s.load_linear && s.vec_a < full && g.b.size() == 1 && tile_a == g.extent_a &&
+      dims[b_dim].dst_stride == g.extent_a) {
     const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_dst, dst_align / unit);
     if (v > s.vec_a) s.store_linear = static_cast<int>(v);
   }
 
-  // Shared-memory rows (one per B index): linear stores read rows back to back, so no padding;
-  // otherwise an XOR swizzle of the A vectors when a row holds whole 128-byte periods, else padding.
+  // Shared-memory rows: linear loads and stores need rows back to back; otherwise an XOR swizzle
+  // of the A vectors when a row holds whole 128-byte periods, else one vector of padding.
   const std::int64_t vec_a_bytes = s.vec_a * unit;
   const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
   s.swizzle_period = static_cast<int>(128 / std::max<std::int64_t>(vec_a_bytes, 4));
-  if (s.store_linear) {
+  if (s.load_linear) {
+    s.pitch = s.tile_b;
+  } else if (s.store_linear) {
     s.pitch = s.tile_a;
-  } else if (vec_a_bytes >= 4 && divides(s.swizzle_period, micro_a) && divides(s.swizzle_period, micro_b) &&
-             !s.load_linear) {
+  } else if (vec_a_bytes >= 4 && divides(s.swizzle_period, micro_a) && divides(s.swizzle_period, micro_b)) {
     s.swizzle = true;
     s.pitch = s.tile_a;
   } else {
     s.pitch = static_cast<int>(tile_a + (micro_a % 2 == 0 ? s.vec_a : 0));
   }
+  // Three blocks per SM when a thread holds at most 64 bytes and no offset tables; else two, so
+  // the heavier micro-tiles keep their registers.
+  const std::int64_t held = s.load_linear ? 16 : std::min<std::int64_t>(8, ceil_div(micro_a * micro_b, kThreads)) *
+                                                      s.vec_a * s.vec_b * unit;
+  s.min_blocks = held <= 64 && g.a.size() == 1 && g.b.size() == 1 ? 3 : 2;
   s.family = g.a.size() > 1 || g.b.size() > 1 || s.load_linear || s.store_linear ? RearrangeFamily::packed
                                                                                 : RearrangeFamily::transpose;
   return c;
@@ -262,10 +315,16 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align) {
   TiledChoice c;
+  // Shrink the tile until it fits static shared memory and each thread keeps at most 8 micro-tiles
+  // and 16 store vectors in registers.
   for (std::int64_t volume = tile_volume(form.unit_bytes);; volume /= 2) {
     c = choose_tiles(form, a_dim, b_dim, volume, src_align, dst_align);
     c.spec.index64 = needs_index64(form.dims);
-    if (shared_bytes(c.spec) <= kMaxStaticShared) break;
+    const RearrangeSpec& s = c.spec;
+    const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
+    const std::int64_t stores = std::int64_t{s.tile_b} * (s.tile_a / s.vec_a);
+    const bool light = (s.load_linear || micro <= 8 * kThreads) && (s.store_linear || stores <= 16 * kThreads);
+    if ((light || volume <= 256) && shared_bytes(s) <= kMaxStaticShared) break;
   }
   RearrangeSpec& s = c.spec;
   const Groups& g = c.g;
@@ -339,13 +398,14 @@ std::string spec_key(const RearrangeSpec& s, const KernelArgs& args) {
     case RearrangeFamily::copy: return "copy";
     case RearrangeFamily::row:
     case RearrangeFamily::gather:
-      key += fmt::format(".x{}.ix{}.iy{}{}{}", s.tile_x, s.items_x, s.items_y, s.src_inner_unit ? "" : ".ss",
+      key += fmt::format(".x{}.ix{}.iy{}{}{}{}", s.tile_x, s.items_x, s.items_y,
+                         s.split_rows ? fmt::format(".y{}", s.tile_y1) : "", s.src_inner_unit ? "" : ".ss",
                          s.dst_inner_unit ? "" : ".ds");
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
-      key += fmt::format(".a{}x{}v{}.b{}x{}v{}.p{}{}{}{}", s.dims_a, s.tile_a, s.vec_a, s.dims_b, s.tile_b, s.vec_b,
-                         s.pitch, s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
+      key += fmt::format(".a{}x{}v{}.b{}x{}v{}.p{}.mb{}{}{}{}", s.dims_a, s.tile_a, s.vec_a, s.dims_b, s.tile_b,
+                         s.vec_b, s.pitch, s.min_blocks, s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
                          s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
                          s.store_linear ? fmt::format(".sl{}", s.store_linear) : "");
       break;
@@ -365,7 +425,8 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
-  return s.tile_b * s.pitch * s.unit_bytes + (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
+  const int rows = s.load_linear ? s.tile_a : s.tile_b;
+  return rows * s.pitch * s.unit_bytes + (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
          (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
 }
 

@@ -22,9 +22,13 @@ std::string variant_text(const RearrangeVariant& v) {
     case RearrangeFamily::row:
     case RearrangeFamily::gather:
       out += fmt::format("  family {}: {} threads as {} along a row x {} rows, {} x {} units per thread "
-                         "(row x col), {} row dims{}{}\n",
+                         "(row x col), {} row dims{}{}{}\n",
                          family_name(s.family), s.threads, s.tile_x, s.threads / s.tile_x, s.items_y, s.items_x,
-                         s.num_dims - 1, s.src_inner_unit ? "" : ", strided source", s.dst_inner_unit ? "" : ", strided destination");
+                         s.num_dims - 1,
+                         s.split_rows ? fmt::format(", split: {} rows x {} along the source's nearest row dim",
+                                                    s.tile_y1, s.threads / s.tile_x / s.tile_y1 * s.items_y)
+                                      : "",
+                         s.src_inner_unit ? "" : ", strided source", s.dst_inner_unit ? "" : ", strided destination");
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
@@ -149,11 +153,11 @@ std::string describe_json(const RearrangePlanData& p) {
       variants.push_back(fmt::format(
           "{{\"alignments\": {}, \"family\": \"{}\", \"unit_bytes\": {}, \"dims\": {}, \"key\": \"{}\", "
           "\"threads\": {}, \"grid\": {}, \"tiles\": {}, \"index_bits\": {}, \"bounds\": {}, \"exact\": {}, "
-          "\"tile_x\": {}, \"items_x\": {}, \"items_y\": {}, \"dims_a\": {}, \"dims_b\": {}, \"tile_a\": {}, "
+          "\"tile_x\": {}, \"items_x\": {}, \"items_y\": {}, \"split_rows\": {}, \"tile_y1\": {}, \"dims_a\": {}, \"dims_b\": {}, \"tile_a\": {}, "
           "\"tile_b\": {}, \"vec_a\": {}, \"vec_b\": {}, \"load_linear\": {}, \"store_linear\": {}, "
           "\"swizzle\": {}, \"shared_bytes\": {}, \"copy_bytes\": {}}}",
           levels, family_name(s.family), s.unit_bytes, dims_json(v.form.dims), spec_key(s, v.args), s.threads, v.grid,
-          v.args.num_tiles, s.index64 ? 64 : 32, s.bounds, s.exact, s.tile_x, s.items_x, s.items_y, s.dims_a, s.dims_b,
+          v.args.num_tiles, s.index64 ? 64 : 32, s.bounds, s.exact, s.tile_x, s.items_x, s.items_y, s.split_rows, s.tile_y1, s.dims_a, s.dims_b,
           s.tile_a, s.tile_b, s.vec_a, s.vec_b, s.load_linear, s.store_linear, s.swizzle, shared_bytes(s),
           v.copy_bytes));
     }

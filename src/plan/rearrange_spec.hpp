@@ -33,10 +33,13 @@ struct RearrangeSpec {
   bool bounds = false;  ///< tiles can run past an extent, so accesses are checked
   bool exact = false;   ///< extents and strides baked into the kernel
 
-  // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first.
+  // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
+  // split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
   int tile_x = 1;        ///< threads along a row
   int items_x = 1;       ///< units per thread along a row
   int items_y = 1;       ///< rows per thread
+  int tile_y1 = 1;       ///< split rows: rows of dim[2..] per tile (threads along them)
+  bool split_rows = false;
   bool src_inner_unit = true;  ///< the innermost source stride is 1 (else a runtime stride)
   bool dst_inner_unit = true;  ///< the innermost destination stride is 1
 
@@ -50,6 +53,7 @@ struct RearrangeSpec {
   int swizzle_period = 1;      ///< vectors per 128 bytes of shared memory
   int load_linear = 0;         ///< units per linear load when the tile is contiguous in src (0: off)
   int store_linear = 0;        ///< units per linear store when the tile is contiguous in dst (0: off)
+  int min_blocks = 2;          ///< blocks per SM the register budget must allow (__launch_bounds__)
 
   bool operator==(const RearrangeSpec&) const = default;
 };
@@ -73,9 +77,9 @@ struct KernelDim {
 struct KernelArgs {
   std::int64_t num_tiles = 0;
   std::int64_t extent_a = 0;  ///< tiled: product of group A; rows: the innermost extent
-  std::int64_t extent_b = 0;  ///< tiled: product of group B; rows: the number of rows
+  std::int64_t extent_b = 0;  ///< tiled: product of group B; rows: the number of rows (split: of dim[2..])
   KernelDivisor tiles_x;      ///< tiled: tiles along B; rows: tiles along a row
-  KernelDivisor tiles_y;      ///< tiled: tiles along A; rows: unused
+  KernelDivisor tiles_y;      ///< tiled: tiles along A; split rows: tiles along the rows of dim[2..]
   KernelDim dim[kMaxRearrangeRank + 1];
 };
 

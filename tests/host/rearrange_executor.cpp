@@ -55,17 +55,31 @@ void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
   const std::int64_t tile_cols = std::int64_t{s.tile_x} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
   const std::int64_t src_step = s.src_inner_unit ? 1 : a.dim[0].src_stride;
   const std::int64_t dst_step = s.dst_inner_unit ? 1 : a.dim[0].dst_stride;
+  const int step2 = tile_y / s.tile_y1;
+  const std::int64_t tile_y2 = std::int64_t{step2} * s.items_y;
   for (std::int64_t tile = 0; tile < a.num_tiles; ++tile) {
     const std::int64_t row_tile = divide(tile, a.tiles_x, s);
     for (int t = 0; t < s.threads; ++t) {
       const int tx = t % s.tile_x, ty = t / s.tile_x;
       const std::int64_t col0 = (tile - row_tile * a.tiles_x.value) * tile_cols + tx;
       for (int iy = 0; iy < s.items_y; ++iy) {
-        const std::int64_t row = row_tile * tile_rows + iy * tile_y + ty;
-        const bool row_ok = !s.bounds || row < a.extent_b;
-        if (!s.bounds && row >= a.extent_b) throw std::logic_error("rows: a row past the end without bounds checks");
         std::int64_t src_row, dst_row;
-        offsets(a, s, 1, s.num_dims - 1, row_ok ? row : 0, src_row, dst_row);
+        bool row_ok;
+        if (s.split_rows) {
+          const std::int64_t t2 = divide(row_tile, a.tiles_y, s);
+          const std::int64_t row = (row_tile - t2 * a.tiles_y.value) * s.tile_y1 + ty % s.tile_y1;
+          const std::int64_t y2 = t2 * tile_y2 + ty / s.tile_y1 + iy * step2;
+          row_ok = row < a.extent_b && y2 < a.dim[1].extent.value;
+          if (!s.bounds && !row_ok) throw std::logic_error("rows: a row past the end without bounds checks");
+          offsets(a, s, 2, s.num_dims - 2, row < a.extent_b ? row : 0, src_row, dst_row);
+          src_row += y2 * a.dim[1].src_stride;
+          dst_row += y2 * a.dim[1].dst_stride;
+        } else {
+          const std::int64_t row = row_tile * tile_rows + iy * tile_y + ty;
+          row_ok = !s.bounds || row < a.extent_b;
+          if (!s.bounds && row >= a.extent_b) throw std::logic_error("rows: a row past the end without bounds checks");
+          offsets(a, s, 1, s.num_dims - 1, row_ok ? row : 0, src_row, dst_row);
+        }
         for (int ix = 0; ix < s.items_x; ++ix) {
           const std::int64_t col = col0 + ix * s.tile_x;
           if (!s.bounds && col >= a.extent_a) throw std::logic_error("rows: a column past the end without bounds checks");
@@ -87,7 +101,8 @@ struct SharedTile {
   const RearrangeSpec& s;
   std::vector<std::uint8_t> bytes;
   explicit SharedTile(const RearrangeSpec& spec)
-      : s(spec), bytes(static_cast<std::size_t>(spec.tile_b) * static_cast<std::size_t>(spec.pitch) * static_cast<std::size_t>(spec.unit_bytes), 0xee) {}
+      : s(spec),
+        bytes(static_cast<std::size_t>((spec.load_linear ? spec.tile_a : spec.tile_b) * spec.pitch * spec.unit_bytes), 0xee) {}
   std::uint8_t* at(int position, int units) {
     if (position < 0 || static_cast<std::size_t>(position + units) * s.unit_bytes > bytes.size())
       throw std::logic_error("tiled: shared-memory access out of range");
@@ -99,6 +114,7 @@ struct SharedTile {
 
 // sj_smem_pos of the template.
 int smem_pos(const RearrangeSpec& s, int a, int b) {
+  if (s.load_linear) return a * s.pitch + b;
   if (s.swizzle) return b * s.pitch + (((a / s.vec_a) ^ ((b / s.vec_b) % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
   return b * s.pitch + a;
 }
@@ -137,22 +153,19 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
 
     SharedTile tile(s);
     if (s.load_linear) {
+      if (s.pitch != s.tile_b) throw std::logic_error("tiled: linear loads need rows back to back");
       const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_a, ea - a0) : s.tile_a) * s.tile_b;
       const std::int64_t run = src_base + a0 * s.tile_b;
       const int vectors = (s.tile_a * s.tile_b + s.load_linear - 1) / s.load_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.load_linear;
-        std::vector<std::uint8_t> in(static_cast<std::size_t>(s.load_linear * u), 0xdd);
-        if (l < count && (!s.bounds || l + s.load_linear <= count)) {
+        if (l + s.load_linear <= count) {
           check_vector(src + (run + l) * u, s.load_linear * u);
-          copy_units(in.data(), src + (run + l) * u, s.load_linear, u);
+          copy_units(tile.at(l, s.load_linear), src + (run + l) * u, s.load_linear, u);
         } else {
           for (int x = 0; x < s.load_linear; ++x)
-            if (l + x < count) copy_units(in.data() + x * u, src + (run + l + x) * u, 1, u);
+            if (l + x < count) copy_units(tile.at(l + x, 1), src + (run + l + x) * u, 1, u);
         }
-        for (int x = 0; x < s.load_linear; ++x)
-          if (l + x < s.tile_a * s.tile_b)
-            copy_units(tile.at(smem_pos(s, (l + x) / s.tile_b, (l + x) % s.tile_b), 1), in.data() + x * u, 1, u);
       }
     } else {
       for (int m = 0; m < micro; ++m) {
@@ -177,7 +190,8 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.store_linear;
-        if (l < count && (!s.bounds || l + s.store_linear <= count)) {
+        if (s.pitch != s.tile_a) throw std::logic_error("tiled: linear stores need rows back to back");
+        if (l + s.store_linear <= count) {
           check_vector(dst + (run + l) * u, s.store_linear * u);
           copy_units(dst + (run + l) * u, tile.at(l, s.store_linear), s.store_linear, u);
         } else {
@@ -191,7 +205,11 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         if (!s.bounds || (a0 + la < ea && b0 + lb < eb)) {
           const std::int64_t at = dst_base + a0 + la + dst_b(lb);
           check_vector(dst + at * u, s.vec_a * u);
-          copy_units(dst + at * u, tile.at(smem_pos(s, la, lb), s.vec_a), s.vec_a, u);
+          if (s.load_linear) {  // rows by A index: gather the vector
+            for (int i = 0; i < s.vec_a; ++i) copy_units(dst + (at + i) * u, tile.at(smem_pos(s, la + i, lb), 1), 1, u);
+          } else {
+            copy_units(dst + at * u, tile.at(smem_pos(s, la, lb), s.vec_a), s.vec_a, u);
+          }
         }
       }
     }

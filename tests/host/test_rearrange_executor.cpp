@@ -34,6 +34,11 @@ void fill_random(std::vector<std::uint8_t>& bytes, std::mt19937_64& rng) {
 
 // Runs `dst <- src` on the CPU for every pointer alignment and compares whole buffers with the
 // reference. Returns the families that ran.
+// Variants that ran with split rows, linear loads and linear stores (to check coverage).
+struct Modes {
+  int split_rows = 0, load_linear = 0, store_linear = 0;
+} g_modes;
+
 std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst, const TensorDesc& src,
                                                            std::mt19937_64& rng, bool exact = false) {
   RearrangeOptions options;
@@ -49,11 +54,14 @@ std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst
     try {
       test::execute_plan(p, out.base, in.base, reinterpret_cast<std::uintptr_t>(out.base) | reinterpret_cast<std::uintptr_t>(in.base));
     } catch (const std::exception& e) {
-      FAIL_CHECK(e.what() << "\n" << plan::describe(p));
+      FAIL_CHECK(std::string(e.what()) << "\n" << plan::describe(p));
       return families;
     }
     const auto& v = plan::variant_for_pointers(p, align);
     families.push_back(v.spec.family);
+    g_modes.split_rows += v.spec.split_rows;
+    g_modes.load_linear += v.spec.load_linear > 0;
+    g_modes.store_linear += v.spec.store_linear > 0;
     // Every byte of the destination's range and 64 bytes around it.
     const bool same = std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
                                  expected.base + p.dst_range.lo - 64);
@@ -140,6 +148,11 @@ TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive 
     MESSAGE(plan::family_name(f) << ": " << seen[f] << " runs");
     CHECK(seen[f] > 20);
   }
+  MESSAGE("split rows " << g_modes.split_rows << ", linear loads " << g_modes.load_linear << ", linear stores "
+                        << g_modes.store_linear);
+  CHECK(g_modes.split_rows > 20);
+  CHECK(g_modes.load_linear > 2);
+  CHECK(g_modes.store_linear > 5);
 }
 
 TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
