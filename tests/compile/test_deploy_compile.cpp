@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -14,10 +15,14 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "jit/cache_entry.hpp"
 #include "jit/disk_cache.hpp"
 #include "shapejit/core.hpp"
+#include "shapejit/rearrange.hpp"
+#include "shapejit/rope.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapejit;
@@ -193,4 +198,52 @@ TEST_CASE("four precompile processes into one directory at once: every entry ver
   CHECK(entries.size() >= 6);
   CHECK(index_of(out) == entries);
   for (const auto& f : fs::recursive_directory_iterator(out)) CHECK(f.path().string().find(".tmp.") == std::string::npos);
+}
+
+namespace {
+
+/// Plans (without launching) a few rope and rearrange calls, as a workload would.
+void plan_workload(std::int64_t batch) {
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    RopeDesc rope;
+    rope.x = TensorDesc{{batch, 16, 8, 128}, {}, dtype};
+    rope.k = TensorDesc{{batch, 16, 2, 128}, {}, dtype};
+    rope.table = rope_tables(16, 128, DType::f32).desc();
+    rope.positions = TensorDesc{{batch, 16}, {}, DType::i32};
+    plan_rope(rope);
+    const TensorDesc view = permuted(TensorDesc{{batch, 16, 8, 64}, {}, dtype}, {0, 2, 1, 3});
+    plan_rearrange(TensorDesc{view.shape, {}, dtype}, view);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("record mode from threads writes each plan's line once, and the recorded manifest precompiles") {
+  TempDir tmp;
+  const fs::path recorded = tmp.path / "recorded.manifest";
+  // SHAPEJIT_RECORD is read once per process: record in a child.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("SHAPEJIT_RECORD", recorded.c_str(), 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back([] { plan_workload(2), plan_workload(3); });
+    for (std::thread& t : threads) t.join();
+    std::_Exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::ifstream in(recorded);
+  std::multiset<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.insert(line);
+  INFO(fmt::format("{}", fmt::join(lines, "\n")));
+  // Rope and rearrange in two dtypes and two batch sizes, each line once although 4 threads planned it.
+  CHECK(lines.size() == 8);
+  for (const std::string& line : lines) CHECK(lines.count(line) == 1);
+  const CommandResult r = run_command(precompile(recorded, "sm_90", tmp.path / "out"));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(entries_of(tmp.path / "out").size() >= 4);
+  CHECK(r.output.find("0 failed") != std::string::npos);
 }
