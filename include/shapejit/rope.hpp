@@ -57,8 +57,9 @@ struct RopeDesc {
   /// Rotate by -angle (the backward pass).
   bool inverse = false;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
-  /// whose position is outside [0, P). Costs a small allocation and a stream synchronization per
-  /// launch; without it such a token's outputs become NaN and the launch stays asynchronous.
+  /// whose position is outside [0, P). Each launch then costs an 8-byte allocation, a context
+  /// synchronization before (the flag's reset) and a stream synchronization after; without it such
+  /// a token's outputs become NaN and the launch stays asynchronous.
   bool checked = false;
 };
 
