@@ -127,7 +127,8 @@ std::vector<Job> collect_jobs(const PrecompileOptions& options, std::size_t& lin
   std::set<std::string> queued;
   for (const std::string& file : options.manifests) {
     std::ifstream in(file);
-    if (!in) {
+    std::error_code ec;
+    if (!in || fs::is_directory(file, ec)) {
       fmt::print(stderr, "{}: cannot be read (--manifest takes a file of `shapejit plan` lines)\n", file);
       ++failed_lines;
       continue;
