@@ -75,7 +75,8 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {
-    const plan::RearrangeVariant& v = plan::variant_for_pointers(family_plan(family, 4, false, true), 0);
+    const plan::RearrangePlanData p = family_plan(family, 4, false, true);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
     CHECK(v.spec.exact);
     variants.emplace(plan::spec_key(v.spec, v.args), v);
   }

@@ -25,7 +25,8 @@ plan::RearrangePlanData permute_plan(std::vector<std::int64_t> shape, std::vecto
   return plan::make_plan_data(desc(view.shape, {}, dtype), view, options);
 }
 
-const plan::RearrangeVariant& aligned(const plan::RearrangePlanData& p) { return plan::variant_for_pointers(p, 0); }
+// A copy: the plan is often a temporary.
+plan::RearrangeVariant aligned(const plan::RearrangePlanData& p) { return plan::variant_for_pointers(p, 0); }
 
 }  // namespace
 
