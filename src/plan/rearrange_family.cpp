@@ -197,13 +197,6 @@ std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const std
   return v;
 }
 
-// A power-of-two tile for `extent` (> tile): `tile`, or half of it when that wastes clearly less
-// on the last, partial tile.
-std::int64_t balanced_tile(std::int64_t extent, std::int64_t tile) {
-  auto waste = [extent](std::int64_t t) { return static_cast<double>(ceil_div(extent, t) * t - extent) / extent; };
-  return tile >= 32 && waste(tile) > 0.1 && waste(tile / 2) < waste(tile) / 2 ? tile / 2 : tile;
-}
-
 struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
@@ -221,7 +214,7 @@ std::int64_t tile_volume(std::int64_t unit) {
 }
 
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
-                         std::int64_t src_align, std::int64_t dst_align) {
+                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
@@ -235,10 +228,13 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   grow_a(dims, g, side);
   const std::int64_t target_b = volume / std::min(g.extent_a, side);
   grow_b(dims, g, target_b);
-  const std::int64_t tile_b = g.extent_b <= target_b ? g.extent_b : balanced_tile(g.extent_b, pow2_floor(target_b));
+  // With `whole_groups`, a group up to twice its target is one whole tile (no partial tiles);
+  // otherwise tiles are powers of two.
+  const std::int64_t slack = whole_groups ? 2 : 1;
+  const std::int64_t tile_b = g.extent_b <= slack * target_b ? g.extent_b : pow2_floor(target_b);
   const std::int64_t target_a = std::max<std::int64_t>(side, volume / tile_b);
   grow_a(dims, g, target_a);
-  const std::int64_t tile_a = g.extent_a <= target_a ? g.extent_a : balanced_tile(g.extent_a, pow2_floor(target_a));
+  const std::int64_t tile_a = g.extent_a <= slack * target_a ? g.extent_a : pow2_floor(target_a);
 
   RearrangeSpec& s = c.spec;
   s.unit_bytes = static_cast<int>(unit);
@@ -302,11 +298,13 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   } else {
     s.pitch = static_cast<int>(tile_a + (micro_a % 2 == 0 ? s.vec_a : 0));
   }
-  // Three blocks per SM when a thread holds at most 64 bytes and no offset tables; else two, so
-  // the heavier micro-tiles keep their registers.
-  const std::int64_t held = s.load_linear ? 16 : std::min<std::int64_t>(8, ceil_div(micro_a * micro_b, kThreads)) *
-                                                      s.vec_a * s.vec_b * unit;
-  s.min_blocks = held <= 64 && g.a.size() == 1 && g.b.size() == 1 ? 3 : 2;
+  // Blocks per SM the registers must allow: four for light micro-tiles of wide units (a thread
+  // holds at most 64 bytes), three for other light ones, two for the rest, so that heavier
+  // micro-tiles (and 1-byte ones with offset tables) keep their registers.
+  const std::int64_t micro_per_thread = ceil_div(micro_a * micro_b, kThreads);
+  const std::int64_t held = s.load_linear ? 16 : std::min<std::int64_t>(8, micro_per_thread) * s.vec_a * s.vec_b * unit;
+  const bool single = g.a.size() == 1 && g.b.size() == 1;
+  s.min_blocks = held > 64 ? 2 : single && unit >= 4 && micro_per_thread <= 4 ? 4 : single || unit >= 4 ? 3 : 2;
   s.family = g.a.size() > 1 || g.b.size() > 1 || s.load_linear || s.store_linear ? RearrangeFamily::packed
                                                                                 : RearrangeFamily::transpose;
   return c;
@@ -315,17 +313,25 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align) {
   TiledChoice c;
-  // Shrink the tile until it fits static shared memory and each thread keeps at most 8 micro-tiles
-  // and 16 store vectors in registers.
-  for (std::int64_t volume = tile_volume(form.unit_bytes);; volume /= 2) {
-    c = choose_tiles(form, a_dim, b_dim, volume, src_align, dst_align);
-    c.spec.index64 = needs_index64(form.dims);
-    const RearrangeSpec& s = c.spec;
+  // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
+  // (128 bytes) and 16 store vectors in registers; whole groups first, then power-of-two tiles.
+  auto fits = [](const RearrangeSpec& s) {
     const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
+    const std::int64_t held = ceil_div(micro, kThreads) * s.vec_a * s.vec_b * s.unit_bytes;
     const std::int64_t stores = std::int64_t{s.tile_b} * (s.tile_a / s.vec_a);
-    const bool light = (s.load_linear || micro <= 8 * kThreads) && (s.store_linear || stores <= 16 * kThreads);
-    if ((light || volume <= 256) && shared_bytes(s) <= kMaxStaticShared) break;
-  }
+    return (s.load_linear || (held <= 128 && micro <= 8 * kThreads)) && (s.store_linear || stores <= 16 * kThreads) &&
+           shared_bytes(s) <= kMaxStaticShared;
+  };
+  bool found = false;
+  for (std::int64_t volume = tile_volume(form.unit_bytes); !found; volume /= 2)
+    for (bool whole : {true, false}) {
+      c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align);
+      c.spec.index64 = needs_index64(form.dims);
+      if (fits(c.spec) || (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared)) {
+        found = true;
+        break;
+      }
+    }
   RearrangeSpec& s = c.spec;
   const Groups& g = c.g;
   s.exact = exact;
