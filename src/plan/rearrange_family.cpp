@@ -9,7 +9,6 @@
 #include <numeric>
 #include <optional>
 
-#include "core/errors.hpp"
 #include "core/fastdiv.hpp"
 #include "plan/rearrange_spec.hpp"
 
