@@ -26,19 +26,26 @@ bool file_has_line(int fd, const std::string& line) {
   return false;
 }
 
+const std::optional<std::string>& record_path() {
+  static const std::optional<std::string> path = env_string("SHAPEJIT_RECORD");
+  return path;
+}
+
 }  // namespace
 
-void record_manifest_line(const std::string& line) {
-  static const std::optional<std::string> path = env_string("SHAPEJIT_RECORD");
+bool recording() noexcept { return record_path().has_value(); }
+
+void record_manifest_line(const std::string& line, const std::string& kernels) {
+  const std::optional<std::string>& path = record_path();
   if (!path || line.empty()) return;
   static std::mutex mutex;
-  static std::set<std::string> recorded;
+  static std::set<std::size_t> recorded;  // hashes of `kernels`
   std::lock_guard lock(mutex);
-  if (!recorded.insert(line).second) return;
+  if (!recorded.insert(std::hash<std::string>{}(kernels)).second) return;
   const int fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     static std::once_flag once;
-    std::call_once(once, [] { log(LogLevel::warn, "SHAPEJIT_RECORD={} cannot be opened; nothing is recorded", *path); });
+    std::call_once(once, [&] { log(LogLevel::warn, "SHAPEJIT_RECORD={} cannot be opened; nothing is recorded", *path); });
     return;
   }
   ::flock(fd, LOCK_EX);

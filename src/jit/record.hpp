@@ -5,9 +5,14 @@
 
 namespace shapejit::jit {
 
-/// Appends `line` to $SHAPEJIT_RECORD unless this process or the file already has it.
-/// Safe across threads and processes (an flock around check-and-append). Never throws; a file
-/// that cannot be written is warned about once.
-void record_manifest_line(const std::string& line);
+/// Whether SHAPEJIT_RECORD is set: callers skip building what they would record when it is not.
+bool recording() noexcept;
+
+/// Appends `line` to $SHAPEJIT_RECORD unless this process already recorded a line that builds the
+/// same `kernels` (a string that identifies them: specialization keys or sources), or the file
+/// already has the line. So a workload whose shapes vary only in runtime extents records one line
+/// per kernel, not one per shape. Safe across threads and processes (an flock around
+/// check-and-append). Never throws; a file that cannot be written is warned about once.
+void record_manifest_line(const std::string& line, const std::string& kernels);
 
 }  // namespace shapejit::jit

@@ -65,7 +65,11 @@ RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const
   impl->data = plan::make_plan_data(dst, src, options);
   impl->manifest = plan::manifest_line(impl->data);
   impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
-  jit::record_manifest_line(impl->manifest);
+  if (jit::recording()) {
+    std::string kernels;
+    for (const plan::RearrangeVariant& v : impl->data.variants) kernels += plan::spec_key(v.spec, v.args) + ";";
+    jit::record_manifest_line(impl->manifest, kernels);
+  }
   RearrangePlan plan;
   plan.impl_ = std::move(impl);
   return plan;

@@ -237,7 +237,11 @@ std::string_view rope_style_name(RopeStyle style) noexcept { return style == Rop
 RopePlan plan_rope(const RopeDesc& desc) {
   RopePlan plan;
   plan.impl_ = detail::make_rope_plan(desc, {});
-  jit::record_manifest_line(plan.impl_->manifest);
+  if (jit::recording()) {
+    std::string kernels;
+    for (const jit::Program* p : plan.impl_->programs()) kernels += p->source;
+    jit::record_manifest_line(plan.impl_->manifest, kernels);
+  }
   return plan;
 }
 

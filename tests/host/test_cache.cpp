@@ -218,7 +218,7 @@ TEST_CASE("offline: a miss is an error naming the manifest line; a bad user entr
   CHECK_FALSE(dir.read(kernel_key(program, "sm_90")).present);
 }
 
-TEST_CASE("record mode appends each line once across processes") {
+TEST_CASE("record mode appends each line once across processes, one line per set of kernels") {
   TempDir tmp;
   const fs::path file = tmp.path / "recorded.manifest";
   std::vector<pid_t> children;
@@ -226,7 +226,11 @@ TEST_CASE("record mode appends each line once across processes") {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("SHAPEJIT_RECORD", file.c_str(), 1);
-      for (int i = 0; i < 10; ++i) record_manifest_line("rearrange --dtype f32 --shape " + std::to_string(i) + " --perm 0");
+      for (int i = 0; i < 10; ++i) {
+        const std::string kernels = "kernel " + std::to_string(i);
+        record_manifest_line("rearrange --dtype f32 --shape " + std::to_string(i) + " --perm 0", kernels);
+        record_manifest_line("rearrange --dtype f32 --shape " + std::to_string(i + 100) + " --perm 0", kernels);
+      }
       std::_Exit(0);
     }
     children.push_back(pid);
