@@ -6,11 +6,16 @@ build=${1:-build}
 cli="$build/src/cli/shapejit"
 if "$cli" doctor | grep -q '^device 0:'; then
   "$cli" doctor
-  for example in "$build"/examples/*; do
-    [ -x "$example" ] && [ -f "$example" ] || continue
-    echo "== $(basename "$example")"
-    "$example"
-  done
+  run_example() {
+    echo "== $(basename "$1") ${*:2}"
+    "$@"
+  }
+  run_example "$build/examples/permute" --dtype f16 --shape 64,512,32,128 --perm 0,2,1,3
+  run_example "$build/examples/permute" --dtype f32 --shape 8192,8192 --perm 1,0
+  run_example "$build/examples/permute" --dtype u8 --shape 5,7,3,9,11,4 --perm 5,3,1,0,2,4
+  run_example "$build/examples/permute" --elem-bytes 12 --shape 1000,3,7 --perm 2,0,1
+  run_example "$build/examples/views"
+  run_example "$build/examples/rope_llama"
 else
   reason=$("$cli" doctor | sed -n 's/^driver: *not usable: //p')
   echo "NO GPU FOUND (${reason:-no CUDA device}): the examples need one and are not run."

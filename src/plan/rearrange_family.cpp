@@ -313,7 +313,9 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
                             std::int64_t src_align, std::int64_t dst_align) {
   TiledChoice c;
   // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
-  // (128 bytes) and 16 store vectors in registers; whole groups first, then power-of-two tiles.
+  // (128 bytes) and 16 store vectors in registers; for units under 4 bytes whole groups first, then
+  // power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte lines but cost
+  // 4-byte transposes up to 20 points against 64-unit tiles.)
   auto fits = [](const RearrangeSpec& s) {
     const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
     const std::int64_t held = ceil_div(micro, kThreads) * s.vec_a * s.vec_b * s.unit_bytes;
@@ -324,6 +326,7 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   bool found = false;
   for (std::int64_t volume = tile_volume(form.unit_bytes); !found; volume /= 2)
     for (bool whole : {true, false}) {
+      if (whole && form.unit_bytes >= 4) continue;
       c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align);
       c.spec.index64 = needs_index64(form.dims);
       if (fits(c.spec) || (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared)) {
