@@ -23,46 +23,18 @@
 #include "shapejit/core.hpp"
 #include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapejit;
+using test::CommandResult;
+using test::TempDir;
+using test::run_command;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shapejit-precompile-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-/// The shapejit tool of this build (build/src/cli/shapejit next to build/tests/).
-std::string cli() {
-  static const std::string path =
-      (fs::canonical("/proc/self/exe").parent_path() / "../src/cli/shapejit").lexically_normal().string();
-  return path;
-}
-
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-
-CommandResult run_command(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return result;
-}
+/// The shapejit tool of this build.
+std::string cli() { return test::built_path("../src/cli/shapejit"); }
 
 std::string precompile(const fs::path& manifest, const std::string& archs, const fs::path& out) {
   return cli() + " precompile --manifest " + manifest.string() + " --arch " + archs + " --out " + out.string();

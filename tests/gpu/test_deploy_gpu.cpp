@@ -13,49 +13,20 @@
 #include "jit/cache_entry.hpp"
 #include "jit/disk_cache.hpp"
 #include "jit/driver.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapejit;
+using test::CommandResult;
+using test::TempDir;
+using test::run_command;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shapejit-deploy-gpu-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-fs::path tests_dir() {
-  static const fs::path dir = fs::canonical("/proc/self/exe").parent_path();
-  return dir;
-}
 
 /// The shipped manifest: from the repository root, or relative to build/tests/.
 std::string llm_manifest() {
   if (fs::exists("cache/llm.manifest")) return fs::absolute("cache/llm.manifest").string();
-  return (tests_dir() / "../../cache/llm.manifest").lexically_normal().string();
-}
-
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-
-CommandResult run_command(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return result;
+  return test::built_path("../../cache/llm.manifest");
 }
 
 /// "lines=N rope=N rearrange=N", as deploy_child reports a manifest it ran.
@@ -79,7 +50,7 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 }
 
 std::string child(const std::string& environment, const std::string& arguments) {
-  return environment + " " + (tests_dir() / "deploy_child").string() + " " + arguments;
+  return environment + " " + test::built_path("deploy_child") + " " + arguments;
 }
 
 /// Rewrites every entry's producing-NVRTC field, as if another NVRTC had built the directory.
@@ -101,7 +72,7 @@ const fs::path& complete_deployment() {
   static const fs::path root = [] {
     const std::string arch = jit::device_arch(0);
     const fs::path out = tmp.path / "deploy";
-    const CommandResult r = run_command((tests_dir() / "../src/cli/shapejit").lexically_normal().string() +
+    const CommandResult r = run_command(test::built_path("../src/cli/shapejit") +
                                         " precompile --manifest " + llm_manifest() + " --arch " + arch + " --out " +
                                         out.string());
     INFO(r.output);

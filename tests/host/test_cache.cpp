@@ -14,24 +14,16 @@
 #include "jit/nvrtc.hpp"
 #include "jit/record.hpp"
 #include "shapejit/core.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapejit;
+using test::CommandResult;
+using test::TempDir;
+using test::run_command;
 using namespace shapejit::jit;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shapejit-test-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 CacheKey key_of(int i) { return kernel_key(Program{"t", "source " + std::to_string(i), {}, ""}, "sm_90"); }
 

@@ -18,47 +18,16 @@
 #include "jit/kernel_cache.hpp"
 #include "jit/nvrtc.hpp"
 #include "shapejit/core.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapejit;
+using test::CommandResult;
+using test::TempDir;
+using test::run_command;
 using namespace shapejit::jit;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shapejit-deploy-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-/// A program built next to this test binary (build/tests/...), e.g. "../src/cli/shapejit".
-std::string built_program(const std::string& relative) {
-  static const fs::path tests_dir = fs::canonical("/proc/self/exe").parent_path();
-  return (tests_dir / relative).lexically_normal().string();
-}
-
-struct CommandResult {
-  int status = -1;
-  std::string output;  ///< stdout and stderr
-};
-
-/// Runs a shell command line and collects its exit status and output.
-CommandResult run_command(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return result;
-}
 
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -154,7 +123,7 @@ TEST_CASE("precompile reports each bad manifest line with its file and line numb
                        "rearrange --dtype f16 --shape " + std::string(5000, '7') + " --perm 0\n"
                        "rope --algo sideways --dtype bf16 --shape 1,4,32,128   # trailing comment\n");
   // Nothing here needs compiling, so NVRTC is not needed either.
-  const CommandResult r = run_command("SHAPEJIT_NVRTC=/nonexistent/libnvrtc.so " + built_program("../src/cli/shapejit") +
+  const CommandResult r = run_command("SHAPEJIT_NVRTC=/nonexistent/libnvrtc.so " + test::built_path("../src/cli/shapejit") +
                                       " precompile --manifest " + manifest.string() + " --arch sm_90 --out " +
                                       (tmp.path / "out").string());
   INFO(r.output);
@@ -172,7 +141,7 @@ TEST_CASE("precompile reports each bad manifest line with its file and line numb
 
 TEST_CASE("precompile refuses a bad --arch, --jobs 0 and a manifest that cannot be read") {
   TempDir tmp;
-  const std::string cli = built_program("../src/cli/shapejit");
+  const std::string cli = test::built_path("../src/cli/shapejit");
   const std::string out = " --out " + (tmp.path / "out").string();
   write_text(tmp.path / "empty.manifest", "# nothing\n");
   const CommandResult arch = run_command(cli + " precompile --manifest " + (tmp.path / "empty.manifest").string() +
@@ -274,7 +243,7 @@ TEST_CASE("a read-only user cache still serves its entries, refuses writes with 
 TEST_CASE("offline mode from the environment never loads NVRTC; a miss names the manifest line") {
   TempDir tmp;
   const CommandResult r = run_command("SHAPEJIT_OFFLINE=1 SHAPEJIT_NVRTC=/nonexistent/libnvrtc.so SHAPEJIT_CACHE_DIR=" +
-                                      tmp.path.string() + " " + built_program("deploy_child") + " offline-miss");
+                                      tmp.path.string() + " " + test::built_path("deploy_child") + " offline-miss");
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("offline_miss nvrtc_loaded=0") != std::string::npos);
