@@ -43,14 +43,15 @@ typedef struct sj_rope_pointers {
 /** An opaque planned rope. */
 typedef struct sj_rope_plan_s* sj_rope_plan;
 
-/** Validates and plans `desc`; on success `*plan` holds a plan to launch and destroy. */
-sj_status sj_rope_plan_create(const sj_rope_desc* desc, sj_rope_plan* plan);
+/** Validates and plans `desc`; on success `*plan` holds a plan to launch and destroy (NULL on
+ *  failure). The output comes first, as in sj_rearrange_plan_create. */
+sj_status sj_rope_plan_create(sj_rope_plan* plan, const sj_rope_desc* desc);
 
 /** Launches `plan` on `stream` (a CUstream; NULL is the legacy default stream). */
 sj_status sj_rope_plan_launch(sj_rope_plan plan, const sj_rope_pointers* pointers, void* stream);
 
 /** Frees a plan (NULL is ignored). Kernels it loaded stay cached in the process. */
-void sj_rope_plan_destroy(sj_rope_plan plan);
+sj_status sj_rope_plan_destroy(sj_rope_plan plan);
 
 /** One-shot rope through an internal plan cache. */
 sj_status sj_rope(const sj_rope_desc* desc, const sj_rope_pointers* pointers, void* stream);

@@ -45,7 +45,7 @@ RopePointers to_pointers(const sj_rope_pointers* p) {
 
 extern "C" {
 
-sj_status sj_rope_plan_create(const sj_rope_desc* desc, sj_rope_plan* plan) {
+sj_status sj_rope_plan_create(sj_rope_plan* plan, const sj_rope_desc* desc) {
   return shapejit::capi::guarded([&] {
     if (plan == nullptr) shapejit::invalid_argument("plan (the output) is NULL");
     *plan = nullptr;
@@ -60,7 +60,9 @@ sj_status sj_rope_plan_launch(sj_rope_plan plan, const sj_rope_pointers* pointer
   });
 }
 
-void sj_rope_plan_destroy(sj_rope_plan plan) { delete plan; }
+sj_status sj_rope_plan_destroy(sj_rope_plan plan) {
+  return shapejit::capi::guarded([&] { delete plan; });
+}
 
 sj_status sj_rope(const sj_rope_desc* desc, const sj_rope_pointers* pointers, void* stream) {
   return shapejit::capi::guarded(

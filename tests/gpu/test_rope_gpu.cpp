@@ -823,9 +823,9 @@ TEST_CASE("rope: misaligned pointers take the scalar variant; one-shot rope and 
       const RopePointers dp = call.device_pointers();
       const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0};
       sj_rope_plan cplan = nullptr;
-      REQUIRE(sj_rope_plan_create(&cd, &cplan) == SJ_OK);
+      REQUIRE(sj_rope_plan_create(&cplan, &cd) == SJ_OK);
       CHECK(sj_rope_plan_launch(cplan, &cp, nullptr) == SJ_OK);
-      sj_rope_plan_destroy(cplan);
+      CHECK(sj_rope_plan_destroy(cplan) == SJ_OK);
     }
     m = verify(call, plan.impl().data);
     INFO("api " << api << ": " << m.first);

@@ -97,3 +97,9 @@ TEST_CASE("without a usable driver, asking for it is a clear error") {
     }
   }
 }
+
+extern "C" int shapejit_c_api_check(void);
+
+TEST_CASE("the C headers compile as C, and the C API plans and reports errors without a GPU") {
+  CHECK(shapejit_c_api_check() == 0);
+}

@@ -275,23 +275,23 @@ TEST_CASE("the C API plans, reports errors through sj_last_error and never throw
   desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
   desc.table = {2, table_shape, nullptr, SJ_F32, 0};
   sj_rope_plan plan = nullptr;
-  REQUIRE(sj_rope_plan_create(&desc, &plan) == SJ_OK);
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
   REQUIRE(plan != nullptr);
   sj_rope_pointers pointers = {};
   CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
   CHECK(std::string(sj_last_error()).find("pointers.x is NULL") != std::string::npos);
   CHECK(sj_rope_plan_launch(plan, nullptr, nullptr) == SJ_INVALID_ARGUMENT);
-  sj_rope_plan_destroy(plan);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
 
   desc.rotary_dim = 65;
   sj_rope_plan bad = nullptr;
-  CHECK(sj_rope_plan_create(&desc, &bad) == SJ_INVALID_ARGUMENT);
+  CHECK(sj_rope_plan_create(&bad, &desc) == SJ_INVALID_ARGUMENT);
   CHECK(bad == nullptr);
   CHECK(std::string(sj_last_error()).find("rotary_dim is 65") != std::string::npos);
   desc.rotary_dim = 0;
   desc.style = static_cast<sj_rope_style>(7);
-  CHECK(sj_rope_plan_create(&desc, &bad) == SJ_INVALID_ARGUMENT);
+  CHECK(sj_rope_plan_create(&bad, &desc) == SJ_INVALID_ARGUMENT);
   CHECK(std::string(sj_last_error()).find("desc.style is 7") != std::string::npos);
   CHECK(sj_rope(nullptr, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
-  CHECK(sj_rope_plan_create(&desc, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(sj_rope_plan_create(nullptr, &desc) == SJ_INVALID_ARGUMENT);
 }

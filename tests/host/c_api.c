@@ -1,0 +1,27 @@
+/* Compiled as C: the public headers are valid C, and the C API plans, describes and reports
+ * errors on a machine without a GPU. */
+#include <shapejit/shapejit.h>
+#include <string.h>
+
+/* 0 when every check holds, else the number of the first check that failed. */
+int shapejit_c_api_check(void) {
+  const int64_t shape[2] = {64, 32};
+  const int64_t transposed[2] = {1, 64};
+  const sj_tensor_desc src = {2, shape, transposed, SJ_F32, 0};
+  const sj_tensor_desc dst = {2, shape, NULL, SJ_F32, 0};
+  sj_rearrange_plan plan = NULL;
+  if (sj_rearrange_plan_create(&plan, &dst, &src, NULL) != SJ_OK || plan == NULL) return 1;
+  const char* text = sj_rearrange_plan_describe(plan);
+  if (text == NULL || strstr(text, "transpose") == NULL) return 2;
+  if (sj_rearrange_plan_destroy(plan) != SJ_OK) return 3;
+
+  const int64_t other_shape[2] = {64, 33};
+  const sj_tensor_desc mismatched = {2, other_shape, NULL, SJ_F32, 0};
+  if (sj_rearrange_plan_create(&plan, &mismatched, &src, NULL) != SJ_INVALID_ARGUMENT || plan != NULL) return 4;
+  if (strstr(sj_last_error(), "shape") == NULL) return 5;
+
+  sj_rope_plan rope = NULL;
+  if (sj_rope_plan_create(&rope, NULL) != SJ_INVALID_ARGUMENT || rope != NULL) return 6;
+  if (sj_rope_plan_destroy(NULL) != SJ_OK) return 7;
+  return 0;
+}
