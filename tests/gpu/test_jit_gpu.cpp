@@ -1,6 +1,4 @@
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,33 +10,29 @@
 #include "jit/disk_cache.hpp"
 #include "jit/launch.hpp"
 #include "shapejit/core.hpp"
+#include "test_support.hpp"
 
 namespace {
 
-// Runs the probe child with `cache_dir` as its user cache; returns its output line.
+// Runs the probe child with `cache_dir` as its user cache; returns its output.
 std::string run_probe_child(const std::string& cache_dir) {
-  const std::string command = "SHAPEJIT_CACHE_DIR='" + cache_dir + "' '" PROBE_CHILD "' 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char line[4096] = {};
-  std::string out;
-  while (std::fgets(line, sizeof line, pipe)) out += line;
-  CHECK(::pclose(pipe) == 0);
-  return out;
+  const auto r = shapejit::test::run_command("SHAPEJIT_CACHE_DIR='" + cache_dir + "' '" +
+                                             shapejit::test::built_path("probe_child") + "'");
+  CHECK(r.status == 0);
+  return r.output;
 }
 
 }  // namespace
 
 TEST_CASE("a kernel compiled in one process is loaded from disk in the next, and both are right" *
           shapejit::test::gpu_only()) {
-  char pattern[] = "/tmp/shapejit-gpu-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+  const shapejit::test::TempDir tmp;
+  const std::string dir = tmp.path.string();
   const std::string first = run_probe_child(dir);
   CHECK(first.find("ok compiles=1 disk_hits=0") != std::string::npos);
   const std::string second = run_probe_child(dir);
   CHECK(second.find("ok compiles=0 disk_hits=1") != std::string::npos);
   INFO(first << second);
-  std::filesystem::remove_all(dir);
 }
 
 namespace {
@@ -74,8 +68,8 @@ void check_probe(const shapejit::jit::KernelHandle& kernel, int offset) {
 }  // namespace
 
 TEST_CASE("threads asking for one new kernel compile it once; later handles hit memory" * shapejit::test::gpu_only()) {
-  char pattern[] = "/tmp/shapejit-gpu-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+  const shapejit::test::TempDir tmp;
+  const std::string dir = tmp.path.string();
   ::setenv("SHAPEJIT_CACHE_DIR", dir.c_str(), 1);
   const int offset = 1000 + static_cast<int>(::getpid() % 1000);
   const shapejit::Counters before = shapejit::counters();
@@ -89,12 +83,11 @@ TEST_CASE("threads asking for one new kernel compile it once; later handles hit 
   CHECK(after.memory_hits == before.memory_hits + 7);
   for (auto& h : handles) check_probe(*h, offset);
   ::unsetenv("SHAPEJIT_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a cubin the driver refuses is a miss: warned, recompiled and replaced" * shapejit::test::gpu_only()) {
-  char pattern[] = "/tmp/shapejit-gpu-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+  const shapejit::test::TempDir tmp;
+  const std::string dir = tmp.path.string();
   ::setenv("SHAPEJIT_CACHE_DIR", dir.c_str(), 1);
   const int offset = 3000 + static_cast<int>(::getpid() % 1000);
   const shapejit::jit::Program program = probe_program(offset);
@@ -113,5 +106,4 @@ TEST_CASE("a cubin the driver refuses is a miss: warned, recompiled and replaced
   CHECK(replaced.status == shapejit::jit::EntryStatus::ok);
   CHECK(replaced.entry.payload.size() != garbage.size());
   ::unsetenv("SHAPEJIT_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
