@@ -196,6 +196,19 @@ std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const std
   return v;
 }
 
+// Blocks per SM the registers must allow, from the bytes a thread holds in registers, whether both
+// groups are single dims (composite ones keep offset tables) and the micro-tiles per thread.
+// Four for light micro-tiles of wide units, three for other light ones, two for the rest so that
+// heavier micro-tiles keep their registers. 1-byte units take three unless they are heavy and
+// composite: at two too few of their narrow loads are in flight (H200, u8 TTC lines at 57-68% of copy
+// rose to 71-81%; heavy composite ones lost 2-10 points; four was worse: geomean 71% vs 77%).
+int min_blocks_per_sm(std::int64_t unit, std::int64_t held, bool single, std::int64_t micro_per_thread) {
+  if (unit == 1) return held > 64 && !single ? 2 : 3;
+  if (held > 64) return 2;
+  if (single && unit >= 4 && micro_per_thread <= 4) return 4;
+  return single || unit >= 4 ? 3 : 2;
+}
+
 struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
@@ -276,7 +289,10 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
       s.vec_b = 1;  // the micro-tile loads are not used
     }
   }
-  if (!s.load_linear && s.vec_a < full && g.b.size() == 1 && tile_a == g.extent_a &&
+  // Linear stores only when A vectors are narrower than the widest micro-tile vector: 1-byte tiles
+  // with 8-byte A vectors store faster per vector into a padded tile (H200, u8 TTC: the four such
+  // lines went from 51-74% to 66-82% of copy).
+  if (!s.load_linear && s.vec_a < max_vec && g.b.size() == 1 && tile_a == g.extent_a &&
       dims[b_dim].dst_stride == g.extent_a) {
     const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_dst, dst_align / unit);
     if (v > s.vec_a) s.store_linear = static_cast<int>(v);
@@ -297,13 +313,10 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   } else {
     s.pitch = static_cast<int>(tile_a + (micro_a % 2 == 0 ? s.vec_a : 0));
   }
-  // Blocks per SM the registers must allow: four for light micro-tiles of wide units (a thread
-  // holds at most 64 bytes), three for other light ones, two for the rest, so that heavier
-  // micro-tiles (and 1-byte ones with offset tables) keep their registers.
   const std::int64_t micro_per_thread = ceil_div(micro_a * micro_b, kThreads);
   const std::int64_t held = s.load_linear ? 16 : std::min<std::int64_t>(8, micro_per_thread) * s.vec_a * s.vec_b * unit;
   const bool single = g.a.size() == 1 && g.b.size() == 1;
-  s.min_blocks = held > 64 ? 2 : single && unit >= 4 && micro_per_thread <= 4 ? 4 : single || unit >= 4 ? 3 : 2;
+  s.min_blocks = min_blocks_per_sm(unit, held, single, micro_per_thread);
   s.family = g.a.size() > 1 || g.b.size() > 1 || s.load_linear || s.store_linear ? RearrangeFamily::packed
                                                                                 : RearrangeFamily::transpose;
   return c;
