@@ -36,132 +36,194 @@ __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   return b * PITCH + a;
 }
 
-// MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it synchronizes.
+// One tile: its first A and B indices and the offsets of its outer coordinates.
+struct SjTile {
+  Index a0, b0, src_base, dst_base;
+};
+
+__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t) {
+  SjTile tile;
+  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
+  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * TILE_B;
+  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
+  tile.a0 = (rest - outer * sj_tiles_y(args)) * TILE_A;
+  sj_offsets(args, FIRST_OUTER, NUM_DIMS - FIRST_OUTER, outer, tile.src_base, tile.dst_base);
+  return tile;
+}
+
+// Composite groups: the source offsets of the tile's A indices and the destination offsets of its
+// B indices, computed by the whole block.
+__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a,
+                                               Index* table_b) {
+  Index src_offset, dst_offset;
+  if (DIMS_A > 1)
+    for (int i = threadIdx.x; i < TILE_A; i += THREADS) {
+      sj_offsets(args, 0, DIMS_A, min(tile.a0 + i, sj_extent_a(args) - 1), src_offset, dst_offset);
+      table_a[i] = src_offset;
+    }
+  if (DIMS_B > 1)
+    for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
+      sj_offsets(args, DIMS_A, DIMS_B, min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
+      table_b[i] = dst_offset;
+    }
+}
+
+// A tile's source units held in registers between its loads and its staging in shared memory.
+struct SjLoaded {
+  VecLoad linear[LOAD_LINEAR > 0 ? LOADS_LINEAR_PER_THREAD : 1];
+  PackB micro[LOAD_LINEAR > 0 ? 1 : MICRO_PER_THREAD][VEC_A];
+};
+
+// Units of the tile's linear run (LOAD_LINEAR) or of its rows' B runs that lie inside the tensor.
+__device__ __forceinline__ Index sj_linear_count(const SjArgs& args, const SjTile& tile) {
+  return (BOUNDS ? min((Index)TILE_A, sj_extent_a(args) - tile.a0) : (Index)TILE_A) * TILE_B;
+}
+
+// Issues the tile's loads; nothing waits for them until sj_stage.
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
+                                        const Index* table_a, SjLoaded& in) {
+  if (LOAD_LINEAR) {
+    // The tile's rows are back to back in src (A's stride is TILE_B == extent_b): one run.
+    const Index count = sj_linear_count(args, tile);
+    const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
+#pragma unroll
+    for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
+      const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
+      if (l + LOAD_VEC <= count) in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < MICRO_PER_THREAD; ++r) {
+      const int m = threadIdx.x + r * THREADS;
+      const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
+      const Index src_b = DIMS_B > 1 ? tile.b0 + lb : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
+#pragma unroll
+      for (int i = 0; i < VEC_A; ++i) {
+        const Index src_a = DIMS_A > 1 ? table_a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
+        if (m < MICRO && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+          in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + tile.src_base + src_a + src_b);
+      }
+    }
+  }
+}
+
+// Writes loaded units into shared memory: as they came (LOAD_LINEAR), or micro-tiles transposed in
+// registers into VEC_B vectors of VEC_A units.
+__device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
+                                         const SjLoaded& in, Unit* smem) {
+  if (LOAD_LINEAR) {
+    const Index count = sj_linear_count(args, tile);
+    const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
+#pragma unroll
+    for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
+      const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
+      if (l + LOAD_VEC <= count) {
+        *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r];
+      } else {
+#pragma unroll
+        for (int u = 0; u < LOAD_VEC; ++u)
+          if (l + u < count) smem[l + u] = run[l + u];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < MICRO_PER_THREAD; ++r) {
+      const int m = threadIdx.x + r * THREADS;
+      const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
+      if (m < MICRO) {
+#pragma unroll
+        for (int j = 0; j < VEC_B; ++j) {
+          PackA out;
+#pragma unroll
+          for (int i = 0; i < VEC_A; ++i) out.u[i] = in.micro[r][i].u[j];
+          *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + j)]) = out.v;
+        }
+      }
+    }
+  }
+}
+
+// Writes the staged tile to dst: one contiguous run (STORE_LINEAR: B's stride is TILE_A == extent_a),
+// or VEC_A-unit vectors along A.
+__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, const SjTile& tile,
+                                         const Index* table_b, const Unit* smem) {
+  if (STORE_LINEAR) {
+    const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
+    Unit* run = d + tile.dst_base + tile.b0 * TILE_A;
+#pragma unroll
+    for (int r = 0; r < STORES_LINEAR_PER_THREAD; ++r) {
+      const int l = (threadIdx.x + r * THREADS) * STORE_VEC;
+      if (l + STORE_VEC <= count) {
+        *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < STORE_VEC; ++u)
+          if (l + u < count) run[l + u] = smem[l + u];
+      }
+    }
+  } else {
+    PackA out[STORES_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < STORES_PER_THREAD; ++r) {
+      const int k = threadIdx.x + r * THREADS;
+      const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
+      if (k < STORE_VECTORS) {
+        if (ROWS_BY_A) {
+#pragma unroll
+          for (int i = 0; i < VEC_A; ++i) out[r].u[i] = smem[sj_smem_pos(la + i, lb)];
+        } else {
+          out[r].v = *reinterpret_cast<const VecA*>(&smem[sj_smem_pos(la, lb)]);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < STORES_PER_THREAD; ++r) {
+      const int k = threadIdx.x + r * THREADS;
+      const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
+      const Index dst_b = DIMS_B > 1 ? table_b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
+      if (k < STORE_VECTORS && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+        *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r].v;
+    }
+  }
+}
+
+// Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
+// their next tile's loads before they store the current one, so loads stay in flight while the block
+// writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
+// synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
-  __shared__ __align__(16) Unit tile[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
-  __shared__ Index table_a[DIMS_A > 1 ? TILE_A : 1];  // source offsets of the tile's A indices
-  __shared__ Index table_b[DIMS_B > 1 ? TILE_B : 1];  // destination offsets of the tile's B indices
+  __shared__ __align__(16) Unit smem[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
+  __shared__ Index table_a[2][DIMS_A > 1 ? TILE_A : 1];
+  __shared__ Index table_b[2][DIMS_B > 1 ? TILE_B : 1];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  const Index extent_a = sj_extent_a(args);
-  const Index extent_b = sj_extent_b(args);
+  const long long num_tiles = sj_num_tiles(args);
+  long long t = blockIdx.x;
+  if (t >= num_tiles) return;
 
-  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
-    const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
-    const Index b0 = ((Index)t - rest * sj_tiles_x(args)) * TILE_B;
-    const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
-    const Index a0 = (rest - outer * sj_tiles_y(args)) * TILE_A;
-    Index src_base, dst_base;
-    sj_offsets(args, FIRST_OUTER, NUM_DIMS - FIRST_OUTER, outer, src_base, dst_base);
-    if (DIMS_A > 1 || DIMS_B > 1) {
-      Index src_offset, dst_offset;
-      if (DIMS_A > 1)
-        for (int i = threadIdx.x; i < TILE_A; i += THREADS) {
-          sj_offsets(args, 0, DIMS_A, min(a0 + i, extent_a - 1), src_offset, dst_offset);
-          table_a[i] = src_offset;
-        }
-      if (DIMS_B > 1)
-        for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
-          sj_offsets(args, DIMS_A, DIMS_B, min(b0 + i, extent_b - 1), src_offset, dst_offset);
-          table_b[i] = dst_offset;
-        }
-      __syncthreads();
-    }
-    // Offsets within the source and destination of local A index la and local B index lb.
-    auto src_a = [&](int la) -> Index { return DIMS_A > 1 ? table_a[la] : (a0 + la) * sj_src_stride(args, 0); };
-    auto src_b = [&](int lb) -> Index { return DIMS_B > 1 ? b0 + lb : (b0 + lb) * sj_src_stride(args, DIMS_A); };
-    auto dst_b = [&](int lb) -> Index { return DIMS_B > 1 ? table_b[lb] : (b0 + lb) * sj_dst_stride(args, DIMS_A); };
-
-    if (LOAD_LINEAR) {
-      // The tile's rows are back to back in src (A's stride is TILE_B == extent_b) and in shared
-      // memory (PITCH == TILE_B): a straight copy.
-      const Index count = (BOUNDS ? min((Index)TILE_A, extent_a - a0) : (Index)TILE_A) * TILE_B;
-      const Unit* run = s + src_base + a0 * TILE_B;
-      VecLoad in[LOADS_LINEAR_PER_THREAD];
-#pragma unroll
-      for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
-        const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
-        if (l + LOAD_VEC <= count) in[r] = *reinterpret_cast<const VecLoad*>(run + l);
-      }
-#pragma unroll
-      for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
-        const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
-        if (l + LOAD_VEC <= count) {
-          *reinterpret_cast<VecLoad*>(&tile[l]) = in[r];
-        } else {
-#pragma unroll
-          for (int u = 0; u < LOAD_VEC; ++u)
-            if (l + u < count) tile[l + u] = run[l + u];
-        }
-      }
-    } else {
-      PackB in[MICRO_PER_THREAD][VEC_A];
-#pragma unroll
-      for (int r = 0; r < MICRO_PER_THREAD; ++r) {
-        const int m = threadIdx.x + r * THREADS;
-        const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-#pragma unroll
-        for (int i = 0; i < VEC_A; ++i)
-          if (m < MICRO && (!BOUNDS || (a0 + la + i < extent_a && b0 + lb < extent_b)))
-            in[r][i].v = *reinterpret_cast<const VecB*>(s + src_base + src_a(la + i) + src_b(lb));
-      }
-#pragma unroll
-      for (int r = 0; r < MICRO_PER_THREAD; ++r) {
-        const int m = threadIdx.x + r * THREADS;
-        const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-        if (m < MICRO) {
-#pragma unroll
-          for (int j = 0; j < VEC_B; ++j) {
-            PackA out;
-#pragma unroll
-            for (int i = 0; i < VEC_A; ++i) out.u[i] = in[r][i].u[j];
-            *reinterpret_cast<VecA*>(&tile[sj_smem_pos(la, lb + j)]) = out.v;
-          }
-        }
-      }
+  SjTile tile = sj_tile(args, t);
+  int parity = 0;
+  sj_fill_tables(args, tile, table_a[0], table_b[0]);
+  if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
+  SjLoaded in;
+  sj_load(args, s, tile, table_a[0], in);
+  for (;;) {
+    sj_stage(args, s, tile, in, smem);
+    const long long next_t = t + gridDim.x;
+    const bool more = next_t < num_tiles;
+    SjTile next;
+    if (more) {
+      next = sj_tile(args, next_t);
+      sj_fill_tables(args, next, table_a[parity ^ 1], table_b[parity ^ 1]);
     }
     __syncthreads();
-
-    if (STORE_LINEAR) {
-      // The tile's B rows are back to back in dst (B's stride is TILE_A == extent_a) and in shared
-      // memory (PITCH == TILE_A): a straight copy.
-      const Index count = (BOUNDS ? min((Index)TILE_B, extent_b - b0) : (Index)TILE_B) * TILE_A;
-      Unit* run = d + dst_base + b0 * TILE_A;
-#pragma unroll
-      for (int r = 0; r < STORES_LINEAR_PER_THREAD; ++r) {
-        const int l = (threadIdx.x + r * THREADS) * STORE_VEC;
-        if (l + STORE_VEC <= count) {
-          *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&tile[l]);
-        } else {
-#pragma unroll
-          for (int u = 0; u < STORE_VEC; ++u)
-            if (l + u < count) run[l + u] = tile[l + u];
-        }
-      }
-    } else {
-      PackA out[STORES_PER_THREAD];
-#pragma unroll
-      for (int r = 0; r < STORES_PER_THREAD; ++r) {
-        const int k = threadIdx.x + r * THREADS;
-        const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-        if (k < STORE_VECTORS) {
-          if (ROWS_BY_A) {
-#pragma unroll
-            for (int i = 0; i < VEC_A; ++i) out[r].u[i] = tile[sj_smem_pos(la + i, lb)];
-          } else {
-            out[r].v = *reinterpret_cast<const VecA*>(&tile[sj_smem_pos(la, lb)]);
-          }
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < STORES_PER_THREAD; ++r) {
-        const int k = threadIdx.x + r * THREADS;
-        const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-        if (k < STORE_VECTORS && (!BOUNDS || (a0 + la < extent_a && b0 + lb < extent_b)))
-          *reinterpret_cast<VecA*>(d + dst_base + a0 + la + dst_b(lb)) = out[r].v;
-      }
-    }
+    if (more) sj_load(args, s, next, table_a[parity ^ 1], in);
+    sj_store(args, d, tile, table_b[parity], smem);
+    if (!more) break;
     __syncthreads();
+    tile = next;
+    t = next_t;
+    parity ^= 1;
   }
 }

@@ -17,6 +17,10 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxStaticShared = 48 * 1024;
+// Tiled kernels: each block walks two tiles, loading the second while it stores the first. More
+// tiles per block (a persistent grid) loses the hardware's dynamic balancing of blocks over SMs:
+// H200, TTC geomeans f32 90% -> 86%, against 92% for two tiles per block (u8 82%, f16 89%).
+constexpr std::int64_t kTilesPerBlock = 2;
 // 32-bit index math keeps a factor two of headroom, so a tile running past an extent cannot wrap.
 constexpr std::int64_t kIndex32Limit = std::numeric_limits<std::int32_t>::max() / 2;
 
@@ -365,7 +369,7 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   for (std::size_t i : g.b) args.dim[k++] = kernel_dim(form.dims[i]);
   for (std::size_t i = form.dims.size(); i-- > 0;)
     if (!in_groups(g, i)) args.dim[k++] = kernel_dim(form.dims[i]);
-  v.grid = grid_for(args.num_tiles);
+  v.grid = grid_for(ceil_div(args.num_tiles, kTilesPerBlock));
   return v;
 }
 
@@ -447,8 +451,9 @@ int shared_bytes(const RearrangeSpec& s) {
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;
-  return rows * s.pitch * s.unit_bytes + (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
-         (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
+  // Composite-group offset tables are double-buffered: the next tile's are filled during this one.
+  return rows * s.pitch * s.unit_bytes + 2 * ((s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
+                                              (s.dims_b > 1 ? s.tile_b * index_bytes : 0));
 }
 
 }  // namespace shapejit::plan
