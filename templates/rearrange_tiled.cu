@@ -19,6 +19,9 @@ constexpr int LOADS_LINEAR_PER_THREAD = (TILE_A * TILE_B / LOAD_VEC + THREADS - 
 constexpr int STORE_VEC = STORE_LINEAR > 0 ? STORE_LINEAR : 1;
 constexpr int STORES_LINEAR_PER_THREAD = (TILE_A * TILE_B / STORE_VEC + THREADS - 1) / THREADS;
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
+// Whether the last pass of a thread loop has idle threads (else its range check is left out).
+constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
+constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
 constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
 
 typedef sj_bytes<VEC_A * UNIT> VecA;
@@ -100,7 +103,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 #pragma unroll
       for (int i = 0; i < VEC_A; ++i) {
         const Index src_a = DIMS_A > 1 ? table_a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
-        if (m < MICRO && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+        if ((!MICRO_RAGGED || m < MICRO) && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
           in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + tile.src_base + src_a + src_b);
       }
     }
@@ -130,7 +133,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
       const int m = threadIdx.x + r * THREADS;
       const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-      if (m < MICRO) {
+      if (!MICRO_RAGGED || m < MICRO) {
 #pragma unroll
         for (int j = 0; j < VEC_B; ++j) {
           PackA out;
@@ -167,7 +170,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     for (int r = 0; r < STORES_PER_THREAD; ++r) {
       const int k = threadIdx.x + r * THREADS;
       const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-      if (k < STORE_VECTORS) {
+      if (!STORES_RAGGED || k < STORE_VECTORS) {
         if (ROWS_BY_A) {
 #pragma unroll
           for (int i = 0; i < VEC_A; ++i) out[r].u[i] = smem[sj_smem_pos(la + i, lb)];
@@ -181,7 +184,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
       const int k = threadIdx.x + r * THREADS;
       const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
       const Index dst_b = DIMS_B > 1 ? table_b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
-      if (k < STORE_VECTORS && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+      if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
         *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r].v;
     }
   }

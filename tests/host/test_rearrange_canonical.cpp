@@ -101,6 +101,22 @@ TEST_CASE("families: copy, row, transpose, packed and gather are chosen from the
   CHECK(aligned(gather).spec.family == RearrangeFamily::gather);
 }
 
+TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would idle, and a block walks two tiles") {
+  // Group B = 5 x 112 = 560 f16 units: 512 + 48 would leave 45% of the second tile idle.
+  const auto& uneven = aligned(permute_plan({15, 15, 15, 32, 5, 112}, {2, 0, 4, 1, 5, 3}, DType::f16));
+  CHECK(uneven.spec.family == RearrangeFamily::packed);
+  CHECK(uneven.spec.tile_b == 280);
+  CHECK_FALSE(uneven.spec.bounds);
+  // 480 units in four tiles of 128 idle 6%: the power-of-two tile stays.
+  const auto& near = aligned(permute_plan({15, 15, 32, 15, 15, 32}, {1, 5, 4, 0, 3, 2}, DType::f16));
+  CHECK(near.spec.tile_a == 128);
+  CHECK(near.spec.tile_b == 128);
+  // 4-byte units keep power-of-two tiles.
+  const auto& f32 = aligned(permute_plan({15, 15, 15, 32, 5, 112}, {2, 0, 4, 1, 5, 3}, DType::f32));
+  CHECK((f32.spec.tile_b & (f32.spec.tile_b - 1)) == 0);
+  for (const auto* v : {&uneven, &near, &f32}) CHECK(v->grid == (v->args.num_tiles + 1) / 2);
+}
+
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {
   CHECK_FALSE(aligned(permute_plan({8192, 8192}, {1, 0}, DType::f32)).spec.index64);
   CHECK(aligned(permute_plan({46341, 46341}, {1, 0}, DType::u8)).spec.index64);
