@@ -62,6 +62,9 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::KernelArgs
           .integer("STORE_LINEAR", s.store_linear)
           .integer("MIN_BLOCKS", s.min_blocks);
       break;
+    case RearrangeFamily::skewed:
+      p.integer("TILE_A", s.tile_a).integer("TILE_B", s.tile_b).integer("VEC", s.vec_a).integer("MIN_BLOCKS", s.min_blocks);
+      break;
     case RearrangeFamily::copy:
       break;
   }
@@ -74,6 +77,7 @@ std::string rearrange_template(plan::RearrangeFamily family) {
     case plan::RearrangeFamily::gather: return "rearrange_rows.cu";
     case plan::RearrangeFamily::transpose:
     case plan::RearrangeFamily::packed: return "rearrange_tiled.cu";
+    case plan::RearrangeFamily::skewed: return "rearrange_skewed.cu";
     case plan::RearrangeFamily::copy: break;
   }
   fail(ErrorCode::internal, "the rearrange copy family is a memcpy and has no kernel template");

@@ -13,7 +13,8 @@ namespace shapejit::codegen {
 /// and strides (otherwise placeholders that the template never reads).
 CodeParams rearrange_params(const plan::RearrangeSpec& spec, const plan::KernelArgs& args);
 
-/// The template that holds the kernel of `family` ("rearrange_rows.cu" or "rearrange_tiled.cu");
+/// The template that holds the kernel of `family` ("rearrange_rows.cu", "rearrange_tiled.cu" or
+/// "rearrange_skewed.cu");
 /// throws ErrorCode::internal for the copy family, which has no kernel.
 std::string rearrange_template(plan::RearrangeFamily family);
 

@@ -388,6 +388,61 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   return v;
 }
 
+// ---- skewed ----------------------------------------------------------------------------------
+
+// A transpose that fixed tiles could move only in accesses narrower than 8 bytes on both sides
+// (odd row pitches, misaligned pointers): units of 2 or 4 bytes, B unit-stride in the source, both
+// groups one dim of 64 units or more (a tile reads VEC - 1 extra source rows, and a row's two ends
+// take single units). H200, [8191, 8193] transposes: f32 57% -> 68% of copy, f16 45% -> 51%; u8
+// lost (32% -> 29%: sixteen one-byte shared-memory writes per vector), so 1-byte units stay tiled.
+bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
+                        std::size_t b_dim) {
+  constexpr std::int64_t kTile = 64;
+  return tiled.family == RearrangeFamily::transpose && (form.unit_bytes == 2 || form.unit_bytes == 4) &&
+         form.dims[b_dim].src_stride == 1 &&
+         tiled.vec_a * form.unit_bytes < 8 && tiled.vec_b * form.unit_bytes < 8 &&
+         form.dims[a_dim].extent >= kTile && form.dims[b_dim].extent >= kTile;
+}
+
+// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. Tiles
+// along A number ceil((extent + VEC - 1) / TILE_A): a row's owned ranges start up to VEC - 1 units
+// before the row.
+RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact) {
+  const std::int64_t unit = form.unit_bytes, vec = 16 / unit;
+  RearrangeSpec s;
+  s.family = RearrangeFamily::skewed;
+  s.unit_bytes = static_cast<int>(unit);
+  s.threads = kThreads;
+  s.num_dims = static_cast<int>(form.dims.size());
+  s.index64 = needs_index64(form.dims);
+  s.bounds = true;
+  s.exact = exact;
+  s.tile_a = 64;
+  s.tile_b = 64;
+  s.vec_a = s.vec_b = static_cast<int>(vec);
+  s.pitch = s.tile_a;
+  s.min_blocks = 3;
+
+  RearrangeVariant v{form, s, {}, 0, 0};
+  KernelArgs& args = v.args;
+  const RearrangeDim& a = form.dims[a_dim];
+  const RearrangeDim& b = form.dims[b_dim];
+  args.extent_a = a.extent;
+  args.extent_b = b.extent;
+  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + vec - 1, s.tile_a));
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
+  int k = 0;
+  args.dim[k++] = kernel_dim(a);
+  args.dim[k++] = kernel_dim(b);
+  for (std::size_t i = form.dims.size(); i-- > 0;)
+    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
+  // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
+  // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
 }  // namespace
 
 std::string_view family_name(RearrangeFamily family) {
@@ -397,6 +452,7 @@ std::string_view family_name(RearrangeFamily family) {
     case RearrangeFamily::transpose: return "transpose";
     case RearrangeFamily::packed: return "packed";
     case RearrangeFamily::gather: return "gather";
+    case RearrangeFamily::skewed: return "skewed";
   }
   return "?";
 }
@@ -424,6 +480,7 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align);
+      if (wants_skewed_tiles(v.spec, units, inner, *b)) return plan_skewed(units, inner, *b, exact);
       // A tile smaller than a unit per thread is better walked in destination order.
       if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
     }
@@ -449,6 +506,9 @@ std::string spec_key(const RearrangeSpec& s, const KernelArgs& args) {
                          s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
                          s.store_linear ? fmt::format(".sl{}", s.store_linear) : "");
       break;
+    case RearrangeFamily::skewed:
+      key += fmt::format(".a{}.b{}.v{}.mb{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks);
+      break;
   }
   if (s.exact) {
     key += fmt::format(".exact.n{}.ea{}.eb{}", args.num_tiles, args.extent_a, args.extent_b);
@@ -463,6 +523,7 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 }
 
 int shared_bytes(const RearrangeSpec& s) {
+  if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;

@@ -43,6 +43,11 @@ std::string variant_text(const RearrangeVariant& v) {
                                         : fmt::format("{} units along A", s.vec_a),
                          shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {}", s.swizzle_period) : "");
       break;
+    case RearrangeFamily::skewed:
+      out += fmt::format("  family skewed: tile {} (A, dst-contiguous) x {} (B, src-contiguous) units, skewed per row "
+                         "to aligned {}-unit vectors on both sides, {} outer dims, {} threads, shared memory {} bytes\n",
+                         s.tile_a, s.tile_b, s.vec_a, s.num_dims - 2, s.threads, shared_bytes(s));
+      break;
   }
   out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
                      s.exact ? "exact (extents and strides baked in)" : "extents and strides at run time");

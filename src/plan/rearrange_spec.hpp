@@ -17,9 +17,10 @@ enum class RearrangeFamily {
   transpose,  ///< innermost dims differ: shared-memory tiles of (dst-contiguous dim x src-contiguous dim)
   packed,     ///< transpose whose tile spans several small dims, or a whole small dim read/written linearly
   gather,     ///< anything else: walked in destination order, so writes stay coalesced
+  skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
 };
 
-/// "copy", "row", "transpose", "packed", "gather".
+/// "copy", "row", "transpose", "packed", "gather", "skewed".
 std::string_view family_name(RearrangeFamily family);
 
 /// The facts that change the generated code. Extents, strides and divisors are runtime arguments
@@ -44,7 +45,8 @@ struct RearrangeSpec {
   bool dst_inner_unit = true;  ///< the innermost destination stride is 1
 
   // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous
-  // in src), then the outer dims, each innermost first.
+  // in src), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
+  // tile_b, and vec_a = vec_b = units per 16-byte vector.
   int dims_a = 1, dims_b = 1;
   int tile_a = 1, tile_b = 1;  ///< tile extents in units along A and B
   int vec_a = 1, vec_b = 1;    ///< units per access along A (stores) and B (loads)

@@ -1,5 +1,5 @@
-// rearrange kernels compile with NVRTC for sm_80 and sm_90: every family x unit size x index width,
-// exact mode, and every alignment variant of representative plans.
+// rearrange kernels compile with NVRTC for sm_80 and sm_90: every family x unit size x index width
+// (skewed: the unit sizes it takes), exact mode, and every alignment variant of representative plans.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -38,7 +38,7 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 
 // Representative plans of one family at element (= unit) size `elem`, small or past 32-bit indices.
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
-  const std::int64_t r = big ? 1 << 16 : 300, c = big ? 1 << 15 : 500;
+  const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
     case RearrangeFamily::row: return swap_first_two({r, c, 3}, elem, exact);  // 3-element rows: unit = elem
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
@@ -72,6 +72,18 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         variants.emplace(plan::spec_key(v.spec, v.args), v);
       }
   CHECK(covered.size() == 40);
+  // Skewed tiles: transposes with odd row pitches on both sides, units of 2 and 4 bytes.
+  for (int elem : {2, 4})
+    for (bool big : {false, true}) {
+      const std::int64_t r = big ? (1 << 17) + 1 : 301, c = big ? (1 << 15) + 1 : 501;
+      const plan::RearrangePlanData p = swap_first_two({r, c}, elem, !big && elem == 4);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::skewed);
+      CHECK(v.spec.unit_bytes == elem);
+      CHECK(v.spec.index64 == big);
+      variants.emplace(plan::spec_key(v.spec, v.args), v);
+    }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {

@@ -202,6 +202,35 @@ TEST_CASE("rearrange: high-rank tiny extents, wide transposes and channel moves"
   }
 }
 
+TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalignment" * test::gpu_only()) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {{1021, 1029}, {1, 0}, DType::f32}, {{3, 301, 517}, {0, 2, 1}, DType::f32}, {{1031, 2053}, {1, 0}, DType::f16},
+      {{65, 7, 131}, {2, 1, 0}, DType::bf16}, {{2001, 999}, {1, 0}, DType::i16},    {{64, 64}, {1, 0}, DType::f32},
+  };
+  std::uint64_t seed = 8191;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const std::size_t elem = dtype_size(c.dtype);
+    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
+      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
+        // 64 x 64 f32 has even pitches: skewed only where a pointer is misaligned for 8-byte vectors.
+        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
+        const bool skewed = c.shape[0] != 64 || address % 8 != 0;
+        const RearrangePlan plan = plan_rearrange(dst, view);
+        CHECK((plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::skewed) ==
+              skewed);
+        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+      }
+  }
+}
+
 TEST_CASE("rearrange: a transpose of more than 2^31 u8 elements uses 64-bit indices and is exact" *
           test::gpu_only()) {
   const std::int64_t n = 46341;  // n * n > 2^31

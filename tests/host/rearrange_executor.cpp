@@ -238,6 +238,59 @@ void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const st
   }
 }
 
+// The skewed template: misalignments come from the real buffer addresses, as on the GPU.
+void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const KernelArgs& a = v.args;
+  const int u = s.unit_bytes, vec = s.vec_a;
+  if (vec * u != 16) throw std::logic_error("skewed: vectors must be 16 bytes");
+  if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)
+    throw std::logic_error("skewed: A must be unit-stride in dst and B in src");
+  const std::int64_t ea = a.extent_a, eb = a.extent_b, sa = a.dim[0].src_stride, db = a.dim[1].dst_stride;
+  auto misalignment = [&](const std::uint8_t* base, std::int64_t offset) {
+    return static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
+                                      static_cast<std::uintptr_t>(offset)) %
+                                     static_cast<std::uintptr_t>(vec));
+  };
+  const int chunks_a = s.tile_a / vec;
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const std::int64_t rest = divide(t, a.tiles_x, s);
+    const std::int64_t b0 = (t - rest * a.tiles_x.value) * s.tile_b;
+    const std::int64_t outer = divide(rest, a.tiles_y, s);
+    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a;
+    std::int64_t src_base, dst_base;
+    offsets(a, s, 2, s.num_dims - 2, outer, src_base, dst_base);
+    SharedTile tile(s);
+    auto smem = [&](std::int64_t lb, std::int64_t p) {
+      return tile.at(static_cast<int>(lb * s.tile_a + ((p / vec) ^ ((lb / vec) % chunks_a)) * vec + p % vec), 1);
+    };
+    for (std::int64_t row = 0; row < s.tile_a + vec - 1; ++row) {
+      const std::int64_t ai = a0 - (vec - 1) + row;
+      if (ai < 0 || ai >= ea) continue;
+      const std::int64_t src_row = src_base + ai * sa;
+      for (int k = 0; k <= s.tile_b / vec; ++k) {
+        const std::int64_t c0 = b0 - misalignment(src, src_row + b0) + k * vec;
+        if (c0 >= 0 && c0 + vec <= eb) check_vector(src + (src_row + c0) * u, 16);
+        for (int x = 0; x < vec; ++x) {
+          const std::int64_t b = c0 + x, lb = b - b0;
+          if (b < 0 || b >= eb || lb < 0 || lb >= s.tile_b) continue;
+          const std::int64_t p = ai - a0 + misalignment(dst, dst_base + b * db);
+          if (p >= 0 && p < s.tile_a) copy_units(smem(lb, p), src + (src_row + b) * u, 1, u);
+        }
+      }
+    }
+    for (std::int64_t lb = 0; lb < s.tile_b && b0 + lb < eb; ++lb) {
+      const std::int64_t dst_row = dst_base + (b0 + lb) * db;
+      for (int j = 0; j < chunks_a; ++j) {
+        const std::int64_t x0 = a0 - misalignment(dst, dst_row) + j * vec;
+        if (x0 >= 0 && x0 + vec <= ea) check_vector(dst + (dst_row + x0) * u, 16);
+        for (int x = 0; x < vec; ++x)
+          if (x0 + x >= 0 && x0 + x < ea) copy_units(dst + (dst_row + x0 + x) * u, smem(lb, j * vec + x), 1, u);
+      }
+    }
+  }
+}
+
 void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   switch (v.spec.family) {
     case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
@@ -245,6 +298,7 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
     case RearrangeFamily::gather: execute_rows(v, dst, src); return;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
+    case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;
   }
 }
 

@@ -171,6 +171,35 @@ TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
   }
 }
 
+TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
+  std::mt19937_64 rng(8191);
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    int elem;
+  };
+  const Case cases[] = {
+      {{131, 197}, {1, 0}, 4}, {{197, 131}, {1, 0}, 4}, {{65, 64}, {1, 0}, 4},     {{3, 131, 67}, {0, 2, 1}, 4},
+      {{201, 135}, {1, 0}, 2}, {{257, 129}, {1, 0}, 1}, {{67, 5, 93}, {2, 1, 0}, 2}, {{129, 255}, {1, 0}, 2},
+  };
+  int skewed = 0;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    for (bool exact : {false, true})
+      for (plan::RearrangeFamily f : check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, exact))
+        skewed += f == plan::RearrangeFamily::skewed;
+  }
+  // Every run with pointers aligned to the element (4-byte elements: 16, 8 and 4 bytes; 2-byte ones
+  // down to 2), except [65, 64] with pointers aligned to 8 or 16 bytes, whose source rows are aligned
+  // for vectors: 22 runs per mode. Narrower pointers split elements into units that stay tiled, as
+  // do 1-byte elements ([257, 129]).
+  CHECK(skewed == 44);
+  // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
+  const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
+  for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))
+    CHECK(f != plan::RearrangeFamily::skewed);
+}
+
 TEST_CASE("wide tensors exercise multi-tile transposes, partial tiles and composite groups") {
   std::mt19937_64 rng(11);
   struct Case {

@@ -1,0 +1,136 @@
+// rearrange skewed: a transpose whose rows sit at odd places on both sides (odd row pitches,
+// misaligned pointers), so that fixed tiles would allow only one-unit accesses. dim[0] = A (dst
+// stride 1), dim[1] = B (src stride 1), then the outer dims, innermost first.
+//
+// Destination row b owns, in the tile at (a0, b0), the A range [a0 - s(b), a0 + TILE_A - s(b)),
+// where s(b) is the row's misalignment in units: the ranges of successive tiles meet at aligned
+// places, so every store is one aligned VEC-unit vector except at a row's two ends. The tile reads
+// the TILE_A + VEC - 1 source rows those ranges can touch, each as the aligned vectors covering its
+// B range, and drops every unit at its skewed place in shared memory (row b, place a - a0 + s(b)).
+constexpr int ROWS_A = TILE_A + VEC - 1;   // source rows a tile reads
+constexpr int CHUNKS_B = TILE_B / VEC + 1;  // aligned source vectors covering a row's B range
+constexpr int CHUNKS_A = TILE_A / VEC;      // aligned destination vectors of a row's A range
+constexpr int LOAD_ITEMS = ROWS_A * CHUNKS_B;
+constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
+constexpr int STORE_ITEMS = TILE_B * CHUNKS_A;
+constexpr int STORES_PER_THREAD = (STORE_ITEMS + THREADS - 1) / THREADS;
+
+typedef sj_bytes<VEC * UNIT> Vec;
+union Pack { Vec v; Unit u[VEC]; };
+
+// Shared-memory place of unit p of row lb. Whole vectors are XOR-swizzled by the row, so the unit
+// writes of a warp (rows VEC apart, the same p) spread over the banks and vectors stay aligned.
+__device__ __forceinline__ int sj_skew_pos(int lb, int p) {
+  return lb * TILE_A + (((p / VEC) ^ ((lb / VEC) % CHUNKS_A)) * VEC) + p % VEC;
+}
+
+// Misalignment in units, below VEC, of unit offset `offset` from a base of misalignment `base`.
+__device__ __forceinline__ int sj_misalignment(unsigned base, Index offset) {
+  return (int)((base + (unsigned)offset) & (VEC - 1));
+}
+
+// One tile: its first A and B indices and the offsets of its outer coordinates.
+struct SjTile {
+  Index a0, b0, src_base, dst_base;
+};
+
+__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t) {
+  SjTile tile;
+  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
+  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * TILE_B;
+  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
+  tile.a0 = (rest - outer * sj_tiles_y(args)) * TILE_A;
+  sj_offsets(args, 2, NUM_DIMS - 2, outer, tile.src_base, tile.dst_base);
+  return tile;
+}
+
+// Load item `item`: the k-th aligned vector of source row a = a0 - (VEC - 1) + item / CHUNKS_B,
+// starting at B index c0 (unit offset `row` + c0). False when the item or its row lies outside.
+__device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_misalignment, const SjTile& tile,
+                                             int item, Index& a, Index& row, Index& c0) {
+  a = tile.a0 - (VEC - 1) + item / CHUNKS_B;
+  if ((LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) || a < 0 || a >= sj_extent_a(args)) return false;
+  row = tile.src_base + a * sj_src_stride(args, 0);
+  c0 = tile.b0 - sj_misalignment(src_misalignment, row + tile.b0) + item % CHUNKS_B * VEC;
+  return true;
+}
+
+// Issues the tile's loads into registers.
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+                                        const SjTile& tile, Pack (&in)[LOADS_PER_THREAD]) {
+  const Index extent_b = sj_extent_b(args);
+#pragma unroll
+  for (int r = 0; r < LOADS_PER_THREAD; ++r) {
+    Index a, row, c0;
+    if (!sj_load_item(args, src_misalignment, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
+    if (c0 >= 0 && c0 + VEC <= extent_b) {
+      in[r].v = *reinterpret_cast<const Vec*>(s + row + c0);
+    } else {
+#pragma unroll
+      for (int u = 0; u < VEC; ++u)
+        if (c0 + u >= 0 && c0 + u < extent_b) in[r].u[u] = s[row + c0 + u];
+    }
+  }
+}
+
+// Drops every loaded unit of the tile's B range at its skewed place: row lb, place a - a0 + s(b).
+__device__ __forceinline__ void sj_stage(const SjArgs& args, unsigned src_misalignment, unsigned dst_misalignment,
+                                         const SjTile& tile, const Pack (&in)[LOADS_PER_THREAD], Unit* smem) {
+  const Index extent_b = sj_extent_b(args);
+  const Index dst_stride_b = sj_dst_stride(args, 1);
+#pragma unroll
+  for (int r = 0; r < LOADS_PER_THREAD; ++r) {
+    Index a, row, c0;
+    if (!sj_load_item(args, src_misalignment, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
+#pragma unroll
+    for (int u = 0; u < VEC; ++u) {
+      const Index lb = c0 + u - tile.b0;
+      if (lb >= 0 && lb < TILE_B && c0 + u < extent_b) {
+        const Index p = a - tile.a0 + sj_misalignment(dst_misalignment, tile.dst_base + (c0 + u) * dst_stride_b);
+        if (p >= 0 && p < TILE_A) smem[sj_skew_pos((int)lb, (int)p)] = in[r].u[u];
+      }
+    }
+  }
+}
+
+// Store item (lb, j): the j-th aligned vector of destination row b0 + lb in this tile.
+__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
+                                         const SjTile& tile, const Unit* smem) {
+  const Index extent_a = sj_extent_a(args);
+#pragma unroll
+  for (int r = 0; r < STORES_PER_THREAD; ++r) {
+    const int item = threadIdx.x + r * THREADS;
+    const int lb = item / CHUNKS_A, j = item % CHUNKS_A;
+    if ((STORE_ITEMS % THREADS != 0 && item >= STORE_ITEMS) || tile.b0 + lb >= sj_extent_b(args)) continue;
+    const Index row = tile.dst_base + (tile.b0 + lb) * sj_dst_stride(args, 1);
+    const Index x = tile.a0 - sj_misalignment(dst_misalignment, row) + j * VEC;
+    Pack out;
+    out.v = *reinterpret_cast<const Vec*>(&smem[sj_skew_pos(lb, j * VEC)]);
+    if (x >= 0 && x + VEC <= extent_a) {
+      *reinterpret_cast<Vec*>(d + row + x) = out.v;
+    } else {
+#pragma unroll
+      for (int u = 0; u < VEC; ++u)
+        if (x + u >= 0 && x + u < extent_a) d[row + x + u] = out.u[u];
+    }
+  }
+}
+
+// One tile per block (tiles beyond the grid are walked by a grid-stride loop).
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+    sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
+  __shared__ __align__(16) Unit smem[TILE_B * TILE_A];
+  Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
+  const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
+  const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT);
+  const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT);
+  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+    const SjTile tile = sj_tile(args, t);
+    Pack in[LOADS_PER_THREAD];
+    sj_load(args, s, src_misalignment, tile, in);
+    sj_stage(args, src_misalignment, dst_misalignment, tile, in, smem);
+    __syncthreads();
+    sj_store(args, d, dst_misalignment, tile, smem);
+    __syncthreads();
+  }
+}
