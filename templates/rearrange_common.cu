@@ -61,3 +61,20 @@ __device__ __forceinline__ void sj_offsets(const SjArgs& a, int first, int count
     dst_offset += c * sj_dst_stride(a, k);
   }
 }
+
+// A tile of the tiled and skewed families: its first A and B indices and the offsets of its outer
+// coordinates (dims from `first_outer` on). Tile t counts along B fastest, then along A, then outer.
+struct SjTile {
+  Index a0, b0, src_base, dst_base;
+};
+
+__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t, int tile_a, int tile_b,
+                                          int first_outer) {
+  SjTile tile;
+  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
+  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * tile_b;
+  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
+  tile.a0 = (rest - outer * sj_tiles_y(args)) * tile_a;
+  sj_offsets(args, first_outer, NUM_DIMS - first_outer, outer, tile.src_base, tile.dst_base);
+  return tile;
+}

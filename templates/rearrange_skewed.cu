@@ -29,21 +29,6 @@ __device__ __forceinline__ int sj_misalignment(unsigned base, Index offset) {
   return (int)((base + (unsigned)offset) & (VEC - 1));
 }
 
-// One tile: its first A and B indices and the offsets of its outer coordinates.
-struct SjTile {
-  Index a0, b0, src_base, dst_base;
-};
-
-__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t) {
-  SjTile tile;
-  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
-  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * TILE_B;
-  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
-  tile.a0 = (rest - outer * sj_tiles_y(args)) * TILE_A;
-  sj_offsets(args, 2, NUM_DIMS - 2, outer, tile.src_base, tile.dst_base);
-  return tile;
-}
-
 // Load item `item`: the k-th aligned vector of source row a = a0 - (VEC - 1) + item / CHUNKS_B,
 // starting at B index c0 (unit offset `row` + c0). False when the item or its row lies outside.
 __device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_misalignment, const SjTile& tile,
@@ -125,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT);
   const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
-    const SjTile tile = sj_tile(args, t);
+    const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2);
     Pack in[LOADS_PER_THREAD];
     sj_load(args, s, src_misalignment, tile, in);
     sj_stage(args, src_misalignment, dst_misalignment, tile, in, smem);

@@ -39,21 +39,6 @@ __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   return b * PITCH + a;
 }
 
-// One tile: its first A and B indices and the offsets of its outer coordinates.
-struct SjTile {
-  Index a0, b0, src_base, dst_base;
-};
-
-__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t) {
-  SjTile tile;
-  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
-  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * TILE_B;
-  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
-  tile.a0 = (rest - outer * sj_tiles_y(args)) * TILE_A;
-  sj_offsets(args, FIRST_OUTER, NUM_DIMS - FIRST_OUTER, outer, tile.src_base, tile.dst_base);
-  return tile;
-}
-
 // Composite groups: the source offsets of the tile's A indices and the destination offsets of its
 // B indices, computed by the whole block.
 __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a,
@@ -205,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   long long t = blockIdx.x;
   if (t >= num_tiles) return;
 
-  SjTile tile = sj_tile(args, t);
+  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER);
   int parity = 0;
   sj_fill_tables(args, tile, table_a[0], table_b[0]);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
@@ -217,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const bool more = next_t < num_tiles;
     SjTile next;
     if (more) {
-      next = sj_tile(args, next_t);
+      next = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER);
       sj_fill_tables(args, next, table_a[parity ^ 1], table_b[parity ^ 1]);
     }
     __syncthreads();
