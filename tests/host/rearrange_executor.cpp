@@ -96,6 +96,21 @@ void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
   }
 }
 
+// sj_tile of the templates: tile t's first A and B indices and the offsets of its outer coordinates.
+struct TileOrigin {
+  std::int64_t a0, b0, src_base, dst_base;
+};
+
+TileOrigin tile_origin(const KernelArgs& a, const RearrangeSpec& s, std::int64_t t, int first_outer) {
+  TileOrigin o{};
+  const std::int64_t rest = divide(t, a.tiles_x, s);
+  o.b0 = (t - rest * a.tiles_x.value) * s.tile_b;
+  const std::int64_t outer = divide(rest, a.tiles_y, s);
+  o.a0 = (rest - outer * a.tiles_y.value) * s.tile_a;
+  offsets(a, s, first_outer, s.num_dims - first_outer, outer, o.src_base, o.dst_base);
+  return o;
+}
+
 // Shared memory of one tile, with the checks the hardware would not make for us.
 struct SharedTile {
   const RearrangeSpec& s;
@@ -127,12 +142,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const int first_outer = s.dims_a + s.dims_b;
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const std::int64_t rest = divide(t, a.tiles_x, s);
-    const std::int64_t b0 = (t - rest * a.tiles_x.value) * s.tile_b;
-    const std::int64_t outer = divide(rest, a.tiles_y, s);
-    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a;
-    std::int64_t src_base, dst_base;
-    offsets(a, s, first_outer, s.num_dims - first_outer, outer, src_base, dst_base);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer);
     std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b));
     std::int64_t so, dd;
     if (s.dims_a > 1)
@@ -254,12 +264,7 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   };
   const int chunks_a = s.tile_a / vec;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const std::int64_t rest = divide(t, a.tiles_x, s);
-    const std::int64_t b0 = (t - rest * a.tiles_x.value) * s.tile_b;
-    const std::int64_t outer = divide(rest, a.tiles_y, s);
-    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a;
-    std::int64_t src_base, dst_base;
-    offsets(a, s, 2, s.num_dims - 2, outer, src_base, dst_base);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2);
     SharedTile tile(s);
     auto smem = [&](std::int64_t lb, std::int64_t p) {
       return tile.at(static_cast<int>(lb * s.tile_a + ((p / vec) ^ ((lb / vec) % chunks_a)) * vec + p % vec), 1);
