@@ -63,18 +63,29 @@ __device__ __forceinline__ void sj_offsets(const SjArgs& a, int first, int count
 }
 
 // A tile of the tiled and skewed families: its first A and B indices and the offsets of its outer
-// coordinates (dims from `first_outer` on). Tile t counts along B fastest, then along A, then outer.
+// coordinates (dims from `first_outer` on). Tile t counts along B fastest (along A fastest when
+// `a_fastest`), then along the other, then outer.
 struct SjTile {
   Index a0, b0, src_base, dst_base;
 };
 
-__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t, int tile_a, int tile_b,
-                                          int first_outer) {
+__device__ __forceinline__ SjTile sj_tile(const SjArgs& args, long long t, int tile_a, int tile_b, int first_outer,
+                                          bool a_fastest) {
   SjTile tile;
-  const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
-  tile.b0 = ((Index)t - rest * sj_tiles_x(args)) * tile_b;
-  const Index outer = sj_div(rest, args.tiles_y, K_TILES_Y);
-  tile.a0 = (rest - outer * sj_tiles_y(args)) * tile_a;
+  Index a_index, b_index, outer;
+  if (a_fastest) {
+    const Index rest = sj_div((Index)t, args.tiles_y, K_TILES_Y);
+    a_index = (Index)t - rest * sj_tiles_y(args);
+    outer = sj_div(rest, args.tiles_x, K_TILES_X);
+    b_index = rest - outer * sj_tiles_x(args);
+  } else {
+    const Index rest = sj_div((Index)t, args.tiles_x, K_TILES_X);
+    b_index = (Index)t - rest * sj_tiles_x(args);
+    outer = sj_div(rest, args.tiles_y, K_TILES_Y);
+    a_index = rest - outer * sj_tiles_y(args);
+  }
+  tile.a0 = a_index * tile_a;
+  tile.b0 = b_index * tile_b;
   sj_offsets(args, first_outer, NUM_DIMS - first_outer, outer, tile.src_base, tile.dst_base);
   return tile;
 }

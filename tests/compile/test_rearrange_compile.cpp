@@ -48,6 +48,7 @@ plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, 
       return make(twos, strides, elem, exact);
     }
     case RearrangeFamily::gather: return make({r, c}, {2 * c, 2}, elem, exact);  // a step-2 slice
+    case RearrangeFamily::skewed:  // planned from odd pitches below
     case RearrangeFamily::copy: break;
   }
   return make({1}, {}, elem);
