@@ -390,27 +390,24 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 
 // ---- skewed ----------------------------------------------------------------------------------
 
-// Units of a skewed tile's shared row: VEC units of lead-in plus the A range. 16 vectors of 4-byte
-// units, 8 of 2-byte ones: the fewest the template's swizzle spreads over the banks.
-constexpr std::int64_t kSkewedRowUnits = 64;
+constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 
 // A transpose that fixed tiles could move only in accesses narrower than 8 bytes on both sides
 // (odd row pitches, misaligned pointers): units of 2 or 4 bytes, B unit-stride in the source, both
 // groups one dim of 64 units or more (a tile reads VEC - 1 extra source rows, and a row's two ends
-// take single units). 1-byte units stay tiled: a 16 x 16 block of them would hold 32 loaded
-// vectors per thread.
+// take single units). H200, [8191, 8193] transposes: f32 57% -> 67% of copy, f16 45% -> 51%; u8
+// lost (32% -> 29%: sixteen one-byte shared-memory writes per vector), so 1-byte units stay tiled.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   return tiled.family == RearrangeFamily::transpose && (form.unit_bytes == 2 || form.unit_bytes == 4) &&
          form.dims[b_dim].src_stride == 1 &&
          tiled.vec_a * form.unit_bytes < 8 && tiled.vec_b * form.unit_bytes < 8 &&
-         form.dims[a_dim].extent >= kSkewedRowUnits && form.dims[b_dim].extent >= kSkewedRowUnits;
+         form.dims[a_dim].extent >= kSkewedTile && form.dims[b_dim].extent >= kSkewedTile;
 }
 
-// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. Each
-// thread loads one group of VEC source rows at one B chunk, so TILE_B = VEC * threads / (vectors of
-// a shared row). Tiles along A number ceil((extent + VEC - 1) / TILE_A): a row's ranges start up
-// to VEC - 1 units before the row.
+// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. Tiles
+// along A number ceil((extent + VEC - 1) / TILE_A): a row's owned ranges start up to VEC - 1 units
+// before the row.
 RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact) {
   const std::int64_t unit = form.unit_bytes, vec = 16 / unit;
   RearrangeSpec s;
@@ -421,11 +418,11 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   s.index64 = needs_index64(form.dims);
   s.bounds = true;
   s.exact = exact;
-  s.pitch = static_cast<int>(kSkewedRowUnits);
-  s.tile_a = static_cast<int>(kSkewedRowUnits - vec);
-  s.tile_b = static_cast<int>(kThreads / (kSkewedRowUnits / vec) * vec);
+  s.tile_a = static_cast<int>(kSkewedTile);
+  s.tile_b = static_cast<int>(kSkewedTile);
   s.vec_a = s.vec_b = static_cast<int>(vec);
-  s.min_blocks = unit == 4 ? 4 : 2;  // an 8 x 8 block of 2-byte units holds 16 loaded vectors
+  s.pitch = s.tile_a;
+  s.min_blocks = 3;
 
   RearrangeVariant v{form, s, {}, 0, 0};
   KernelArgs& args = v.args;
@@ -441,7 +438,9 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   args.dim[k++] = kernel_dim(b);
   for (std::size_t i = form.dims.size(); i-- > 0;)
     if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
-  v.grid = grid_for(ceil_div(args.num_tiles, kTilesPerBlock));
+  // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
+  // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
+  v.grid = grid_for(args.num_tiles);
   return v;
 }
 
@@ -525,7 +524,7 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 }
 
 int shared_bytes(const RearrangeSpec& s) {
-  if (s.family == RearrangeFamily::skewed) return s.tile_b * s.pitch * s.unit_bytes;
+  if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;

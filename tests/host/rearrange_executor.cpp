@@ -255,52 +255,45 @@ void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const st
 void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const KernelArgs& a = v.args;
-  const int u = s.unit_bytes, vec = s.vec_a, col_chunks = s.pitch / vec;
+  const int u = s.unit_bytes, vec = s.vec_a;
   if (vec * u != 16) throw std::logic_error("skewed: vectors must be 16 bytes");
   if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)
     throw std::logic_error("skewed: A must be unit-stride in dst and B in src");
-  if (s.pitch != s.tile_a + vec || col_chunks * (s.tile_b / vec) != s.threads)
-    throw std::logic_error("skewed: one load item per thread");
   const std::int64_t ea = a.extent_a, eb = a.extent_b, sa = a.dim[0].src_stride, db = a.dim[1].dst_stride;
   auto misalignment = [&](const std::uint8_t* base, std::int64_t offset) {
-    return static_cast<int>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
-                             static_cast<std::uintptr_t>(offset)) %
-                            static_cast<std::uintptr_t>(vec));
+    return static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
+                                      static_cast<std::uintptr_t>(offset)) %
+                                     static_cast<std::uintptr_t>(vec));
   };
+  const int chunks_a = s.tile_a / vec;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
     const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2, true);
     SharedTile tile(s);
-    // sj_chunk: whole vectors XOR-swizzled by the row's group of vec.
-    auto smem = [&](int lb, int chunk) { return tile.at((lb * col_chunks + (chunk ^ ((lb / vec) & 7))) * vec, vec); };
-    // Loads: group g of vec source rows, B chunk k; each row as the two aligned vectors around the
-    // chunk, shifted by the row's misalignment; the transposed block lands as one vector per row.
-    std::vector<std::uint8_t> window(static_cast<std::size_t>(2 * vec * u));
-    for (int g = 0; g < col_chunks; ++g)
-      for (int k = 0; k < s.tile_b / vec; ++k)
-        for (int r = 0; r < vec; ++r) {
-          const std::int64_t ai = a0 - vec + g * vec + r;
-          if ((g == 0 && r == 0) || ai < 0 || ai >= ea) continue;
-          const std::int64_t src_row = src_base + ai * sa;
-          const int shift = misalignment(src, src_row + b0);
-          const std::int64_t c = b0 - shift + k * vec;
-          for (int h = 0; h < 2; ++h)
-            if (c + h * vec >= 0 && c + (h + 1) * vec <= eb) check_vector(src + (src_row + c + h * vec) * u, 16);
-          for (int x = 0; x < 2 * vec; ++x)
-            if (c + x >= 0 && c + x < eb) copy_units(window.data() + x * u, src + (src_row + c + x) * u, 1, u);
-          for (int i = 0; i < vec; ++i)
-            copy_units(smem(k * vec + i, g) + r * u, window.data() + (shift + i) * u, 1, u);
+    auto smem = [&](std::int64_t lb, std::int64_t p) {
+      return tile.at(static_cast<int>(lb * s.tile_a + ((p / vec) ^ ((lb / vec) % chunks_a)) * vec + p % vec), 1);
+    };
+    for (std::int64_t row = 0; row < s.tile_a + vec - 1; ++row) {
+      const std::int64_t ai = a0 - (vec - 1) + row;
+      if (ai < 0 || ai >= ea) continue;
+      const std::int64_t src_row = src_base + ai * sa;
+      for (int k = 0; k <= s.tile_b / vec; ++k) {
+        const std::int64_t c0 = b0 - misalignment(src, src_row + b0) + k * vec;
+        if (c0 >= 0 && c0 + vec <= eb) check_vector(src + (src_row + c0) * u, 16);
+        for (int x = 0; x < vec; ++x) {
+          const std::int64_t b = c0 + x, lb = b - b0;
+          if (b < 0 || b >= eb || lb < 0 || lb >= s.tile_b) continue;
+          const std::int64_t p = ai - a0 + misalignment(dst, dst_base + b * db);
+          if (p >= 0 && p < s.tile_a) copy_units(smem(lb, p), src + (src_row + b) * u, 1, u);
         }
-    // Stores: vector j of destination row b0 + lb reads shared columns (j + 1) * vec - skew on.
-    for (int lb = 0; lb < s.tile_b && b0 + lb < eb; ++lb) {
+      }
+    }
+    for (std::int64_t lb = 0; lb < s.tile_b && b0 + lb < eb; ++lb) {
       const std::int64_t dst_row = dst_base + (b0 + lb) * db;
-      const int skew = misalignment(dst, dst_row);
-      for (int j = 0; j < s.tile_a / vec; ++j) {
-        const int col = (j + 1) * vec - skew;
-        const std::int64_t x0 = a0 - skew + j * vec;
+      for (int j = 0; j < chunks_a; ++j) {
+        const std::int64_t x0 = a0 - misalignment(dst, dst_row) + j * vec;
         if (x0 >= 0 && x0 + vec <= ea) check_vector(dst + (dst_row + x0) * u, 16);
         for (int x = 0; x < vec; ++x)
-          if (x0 + x >= 0 && x0 + x < ea)
-            copy_units(dst + (dst_row + x0 + x) * u, smem(lb, (col + x) / vec) + (col + x) % vec * u, 1, u);
+          if (x0 + x >= 0 && x0 + x < ea) copy_units(dst + (dst_row + x0 + x) * u, smem(lb, j * vec + x), 1, u);
       }
     }
   }
