@@ -131,6 +131,20 @@ RandomCase random_case(std::mt19937_64& rng) {
   return c;
 }
 
+// A contiguous tensor of `elem`-byte opaque elements, permuted by `perm`.
+struct PermuteCase {
+  std::vector<std::int64_t> shape;
+  std::vector<int> perm;
+  int elem;
+};
+
+// Checks the permuted view of `c` against the naive copy, default or exact mode; returns the
+// families its variants took.
+std::vector<plan::RearrangeFamily> check_permute(const PermuteCase& c, std::mt19937_64& rng, bool exact) {
+  const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+  return check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, exact);
+}
+
 }  // namespace
 
 TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive copy on every family") {
@@ -163,32 +177,21 @@ TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
     std::vector<int> perm(rank);
     std::iota(perm.begin(), perm.end(), 0);
     do {
-      for (int elem : {1, 2, 4, 12, 16}) {
-        const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
-        check_against_reference({view.shape, {}, DType::u8, elem}, view, rng);
-      }
+      for (int elem : {1, 2, 4, 12, 16}) check_permute({shape, perm, elem}, rng, false);
     } while (std::next_permutation(perm.begin(), perm.end()));
   }
 }
 
 TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
   std::mt19937_64 rng(8191);
-  struct Case {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
-    int elem;
-  };
-  const Case cases[] = {
+  const PermuteCase cases[] = {
       {{131, 197}, {1, 0}, 4}, {{197, 131}, {1, 0}, 4}, {{65, 64}, {1, 0}, 4},     {{3, 131, 67}, {0, 2, 1}, 4},
       {{201, 135}, {1, 0}, 2}, {{257, 129}, {1, 0}, 1}, {{67, 5, 93}, {2, 1, 0}, 2}, {{129, 255}, {1, 0}, 2},
   };
   int skewed = 0;
-  for (const Case& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+  for (const PermuteCase& c : cases)
     for (bool exact : {false, true})
-      for (plan::RearrangeFamily f : check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, exact))
-        skewed += f == plan::RearrangeFamily::skewed;
-  }
+      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) skewed += f == plan::RearrangeFamily::skewed;
   // Every run with pointers aligned to the element (4-byte elements: 16, 8 and 4 bytes; 2-byte ones
   // down to 2), except [65, 64] with pointers aligned to 8 or 16 bytes, whose source rows are aligned
   // for vectors: 22 runs per mode. Narrower pointers split elements into units that stay tiled, as
@@ -202,12 +205,7 @@ TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
 
 TEST_CASE("wide tensors exercise multi-tile transposes, partial tiles and composite groups") {
   std::mt19937_64 rng(11);
-  struct Case {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
-    int elem;
-  };
-  const Case cases[] = {
+  const PermuteCase cases[] = {
       {{130, 70}, {1, 0}, 4},          {{128, 256}, {1, 0}, 4},        {{257, 129}, {1, 0}, 1},
       {{512, 384}, {1, 0}, 1},         {{200, 136}, {1, 0}, 2},        {{96, 64}, {1, 0}, 8},
       {{70, 66}, {1, 0}, 16},          {{3, 900}, {1, 0}, 2},          {{900, 3}, {1, 0}, 1},
@@ -216,9 +214,6 @@ TEST_CASE("wide tensors exercise multi-tile transposes, partial tiles and compos
       {{3, 3, 3, 3, 3, 3, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 0}, 4}, {{5, 6, 7, 8, 9}, {4, 2, 0, 3, 1}, 2},
       {{33, 65, 3}, {1, 0, 2}, 4},     {{8, 300, 3}, {0, 2, 1}, 12},   {{16, 16, 16, 4}, {3, 2, 1, 0}, 4},
   };
-  for (const Case& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng);
-    check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, true);
-  }
+  for (const PermuteCase& c : cases)
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
 }
