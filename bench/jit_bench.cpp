@@ -168,8 +168,8 @@ struct RawKernel {
   RawKernel(const RawKernel&) = delete;
   RawKernel& operator=(const RawKernel&) = delete;
 
-  void launch(unsigned grid, unsigned block, void** args) const {
-    jit::check(jit::driver().cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), grid, 1, 1, block, 1, 1, 0, nullptr,
+  void launch(unsigned grid, unsigned block, void** args, CUstream stream = nullptr) const {
+    jit::check(jit::driver().cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), grid, 1, 1, block, 1, 1, 0, stream,
                                             args, nullptr),
                "cuLaunchKernel");
   }
@@ -179,7 +179,8 @@ struct RawKernel {
 };
 
 /// Host cost per call of each path, `calls` calls each: the probe kernel raw and through its
-/// KernelHandle (memory cache), and a small rearrange raw, through its plan and one-shot.
+/// KernelHandle (memory cache), and a small rearrange raw, through its plan (default stream, a
+/// created stream, check_pointers) and one-shot.
 Table launch_section(int calls) {
   const CUdevice device = jit::ensure_context();
   const std::string arch = jit::device_arch(device);
@@ -207,6 +208,11 @@ Table launch_section(int calls) {
   void* dst = out.get();
   const void* src = in.get();
   void* transpose_args[] = {&dst, &src, const_cast<plan::KernelArgs*>(&variant.args)};
+  CUstream stream = nullptr;
+  jit::check(jit::driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  RearrangeOptions checked_options;
+  checked_options.check_pointers = true;
+  const RearrangePlan checked_plan = plan_rearrange(dst_desc, src_desc, checked_options);
 
   std::vector<LaunchPath> paths = {
       {"probe: raw cuLaunchKernel", [&] { raw_probe.launch(1, n, probe_args); }, -1, {}},
@@ -216,6 +222,12 @@ Table launch_section(int calls) {
       {"transpose 64x64 f32: RearrangePlan::launch", [&] { plan.launch(dst, src); }, 2, {}},
       {"transpose 64x64 f32: one-shot rearrange() (plan-cache hit)",
        [&] { rearrange(dst, dst_desc, src, src_desc); }, 2, {}},
+      {"transpose 64x64 f32: RearrangePlan::launch with check_pointers", [&] { checked_plan.launch(dst, src); }, 2, {}},
+      {"transpose 64x64 f32: raw cuLaunchKernel on a created stream",
+       [&] { raw_transpose.launch(variant.grid, static_cast<unsigned>(variant.spec.threads), transpose_args, stream); },
+       -1, {}},
+      {"transpose 64x64 f32: RearrangePlan::launch on that stream (its context found)",
+       [&] { plan.launch(dst, src, stream); }, 6, {}},
   };
 
   constexpr int per_batch = 250;
@@ -236,6 +248,7 @@ Table launch_section(int calls) {
   for (int b = 0; b < calls / per_batch; ++b)
     for (LaunchPath& path : paths) time_batch(path);
 
+  jit::driver().cuStreamDestroy(stream);
   std::vector<double> medians;
   for (LaunchPath& path : paths) {
     std::sort(path.us.begin(), path.us.end());

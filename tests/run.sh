@@ -15,8 +15,9 @@ for suite in host compile gpu; do
   read -r p f s < <(echo "$line" | sed -E 's/.*\| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
   if [ "$s" -gt 0 ]; then
-    echo "$suite: $s skipped (no usable GPU):"
-    "$build/tests/test_$suite" --list-test-cases --no-skip 2>/dev/null | grep -v '^\[doctest\]' | grep -v '^=' | sed 's/^/  skipped: /' | head -200
+    echo "$suite: $s skipped (no usable GPU, or fewer devices than the case needs):"
+    names() { "$build/tests/test_$suite" --list-test-cases "$@" 2>/dev/null | grep -v '^\[doctest\]' | grep -v '^=' | sort; }
+    comm -23 <(names --no-skip) <(names) | sed 's/^/  skipped: /' | head -200
   fi
 done
 echo "== fuzz (cache entry parser, bounded time)"

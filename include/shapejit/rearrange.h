@@ -16,13 +16,18 @@ extern "C" {
 /** An opaque, immutable rearrange plan; safe to launch from several threads at once. */
 typedef struct sj_rearrange_plan_t* sj_rearrange_plan;
 
-/** Planning options; pass NULL for the defaults (exact = 0, assumed_alignment = 16). */
+/** Planning options; pass NULL for the defaults (exact = 0, assumed_alignment = 16,
+ *  check_pointers = 0). */
 typedef struct sj_rearrange_options {
   /** Nonzero: bake every extent and stride into the kernel (one compile per shape). */
   int exact;
   /** Alignment in bytes the plan assumes for both base pointers: a power of two from 1 to 16.
    *  Launching with less aligned pointers is safe (a narrower variant runs). */
   size_t assumed_alignment;
+  /** Nonzero: each launch first verifies that dst and src are device memory of the stream's device
+   *  (or managed memory) and that each view lies inside its pointer's allocation; a violation is
+   *  SJ_INVALID_ARGUMENT naming the argument, and nothing is launched. */
+  int check_pointers;
 } sj_rearrange_options;
 
 /** Plans copying every logical element of `src` into `dst`: equal shapes and element sizes, each
@@ -32,6 +37,8 @@ sj_status sj_rearrange_plan_create(sj_rearrange_plan* plan, const sj_tensor_desc
                                    const sj_rearrange_options* options);
 
 /** Enqueues the planned copy on `stream` (a CUstream / cudaStream_t, NULL for the default stream).
+ *  It runs on the stream's device whatever the current device (the default stream: the current
+ *  context's device).
  *  `dst` and `src` are device pointers of any alignment; their memory must not overlap unless they
  *  are the same pointer with the same layout (then nothing happens). */
 sj_status sj_rearrange_plan_launch(sj_rearrange_plan plan, void* dst, const void* src, void* stream);

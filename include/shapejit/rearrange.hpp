@@ -21,6 +21,11 @@ struct RearrangeOptions {
   /// Alignment in bytes the plan assumes for both base pointers (a power of two, at most 16).
   /// Launching with less aligned pointers is safe: a narrower variant is used.
   std::size_t assumed_alignment = 16;
+  /// Before each launch, verify that dst and src are device memory of the stream's device (or
+  /// managed memory) and that every byte each view reaches lies inside its pointer's allocation;
+  /// a violation throws invalid_argument naming the argument and nothing is launched. Costs one
+  /// driver query per pointer (see README); off by default.
+  bool check_pointers = false;
 };
 
 namespace detail {
@@ -33,7 +38,10 @@ class RearrangePlan {
   RearrangePlan() = default;
 
   /// Copies every logical element of `src` into `dst` on `stream` (a CUstream/cudaStream_t;
-  /// nullptr is the default stream). Checks the pointers' alignment and the launch.
+  /// nullptr is the default stream). The copy runs on the stream's device, in the stream's context,
+  /// whatever the calling thread's current device (the default streams: the current context's
+  /// device). Checks the pointers' alignment, their overlap, with check_pointers their memory, and
+  /// the launch.
   void launch(void* dst, const void* src, void* stream = nullptr) const;
 
   /// Canonical form, kernel family and parameters, launch shape and specialization key.

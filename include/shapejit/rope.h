@@ -26,6 +26,8 @@ typedef struct sj_rope_desc {
   int inplace;              /**< nonzero: y is x and k_out is k */
   int inverse;              /**< nonzero: rotate by -angle (backward pass) */
   int checked;              /**< nonzero: each launch waits and fails on a position outside [0, P) */
+  int check_pointers;       /**< nonzero: each launch first verifies every pointer is memory of the
+                                 stream's device (or managed) holding its whole view; see rope.hpp */
 } sj_rope_desc;
 
 /** Device pointers of one launch (NULL for what the plan does not use). */
@@ -47,7 +49,8 @@ typedef struct sj_rope_plan_s* sj_rope_plan;
  *  failure). The output comes first, as in sj_rearrange_plan_create. */
 sj_status sj_rope_plan_create(sj_rope_plan* plan, const sj_rope_desc* desc);
 
-/** Launches `plan` on `stream` (a CUstream; NULL is the legacy default stream). */
+/** Launches `plan` on `stream` (a CUstream; NULL is the legacy default stream), on the stream's
+ *  device whatever the current device. */
 sj_status sj_rope_plan_launch(sj_rope_plan plan, const sj_rope_pointers* pointers, void* stream);
 
 /** Frees a plan (NULL is ignored). Kernels it loaded stay cached in the process. */

@@ -61,6 +61,11 @@ struct RopeDesc {
   /// synchronization before (the flag's reset) and a stream synchronization after; without it such
   /// a token's outputs become NaN and the launch stays asynchronous.
   bool checked = false;
+  /// Before each launch, verify that every pointer is device memory of the stream's device (or
+  /// managed memory) and that every byte its view reaches (for cos and sin: rows [0, P), columns
+  /// [0, R/2)) lies inside its allocation; a violation throws invalid_argument naming the pointer
+  /// and nothing is launched. Costs one driver query per pointer (see README); off by default.
+  bool check_pointers = false;
 };
 
 /// The device pointers of one launch.
@@ -85,7 +90,9 @@ class RopePlan {
  public:
   RopePlan() = default;
 
-  /// Rotates on `stream` (a CUstream/cudaStream_t; nullptr is the default stream). Launching
+  /// Rotates on `stream` (a CUstream/cudaStream_t; nullptr is the default stream), on the stream's
+  /// device and in its context whatever the caller's current device (the default streams: the
+  /// current context's device); checked mode allocates and reads back there too. Launching
   /// costs no allocation, lock or hash; pointers less aligned than the plan assumed take a
   /// scalar variant of the kernel. Throws shapejit::Error for a missing or inconsistent pointer,
   /// a failed launch, or (checked plans) a position outside the table.

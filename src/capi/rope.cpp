@@ -32,6 +32,7 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   out.inplace = desc->inplace != 0;
   out.inverse = desc->inverse != 0;
   out.checked = desc->checked != 0;
+  out.check_pointers = desc->check_pointers != 0;
   return out;
 }
 

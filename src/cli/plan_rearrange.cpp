@@ -18,6 +18,7 @@ struct RearrangeArgs {
   int elem_bytes = 0;
   bool exact = false;
   std::size_t align = 16;
+  bool check_pointers = false;
 };
 
 PlanResult build_rearrange_plan(const RearrangeArgs& a) {
@@ -36,7 +37,7 @@ PlanResult build_rearrange_plan(const RearrangeArgs& a) {
   const TensorDesc src{a.shape, a.src_strides, dtype, a.elem_bytes};
   const TensorDesc view = permuted(src, perm);
   const TensorDesc dst{view.shape, a.dst_strides, dtype, a.elem_bytes};
-  const RearrangePlan plan = plan_rearrange(dst, view, {a.exact, a.align});
+  const RearrangePlan plan = plan_rearrange(dst, view, {a.exact, a.align, a.check_pointers});
 
   PlanResult result{plan.describe(), nlohmann::json::parse(plan.json()), {}};
   for (const plan::RearrangeVariant& v : plan.impl().data.variants) {
@@ -66,6 +67,8 @@ void add_plan_rearrange(CLI::App& plan, PlanBuilder& builder) {
       ->delimiter(',');
   cmd->add_flag("--exact", args->exact, "Bake extents and strides into the kernels");
   cmd->add_option("--align", args->align, "Alignment in bytes assumed for both base pointers (1 to 16, default 16)");
+  cmd->add_flag("--check-pointers", args->check_pointers,
+                "Verify at each launch that dst and src are memory of the stream's device holding their views");
   cmd->callback([args, &builder] { builder = [a = *args] { return build_rearrange_plan(a); }; });
 }
 

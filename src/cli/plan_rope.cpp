@@ -20,7 +20,7 @@ struct RopeOptions {
   std::vector<std::int64_t> shape;
   std::int64_t k_heads = -1;
   std::int64_t rotary_dim = 0;
-  bool inplace = false, inverse = false, checked = false;
+  bool inplace = false, inverse = false, checked = false, check_pointers = false;
   int access = 16, table_access = 16, index_bits = 0;
 };
 
@@ -43,6 +43,7 @@ plan::RopeManifest to_manifest(const RopeOptions& o) {
   m.inplace = o.inplace;
   m.inverse = o.inverse;
   m.checked = o.checked;
+  m.check_pointers = o.check_pointers;
   m.overrides = {o.access, o.table_access, o.index_bits};
   return m;
 }
@@ -79,6 +80,8 @@ void add_plan_rope(CLI::App& plan, PlanBuilder& builder) {
   cmd->add_flag("--inplace", o->inplace, "Write the outputs over the inputs");
   cmd->add_flag("--inverse", o->inverse, "Rotate by -angle (backward pass)");
   cmd->add_flag("--checked", o->checked, "Fail on positions outside the table (synchronizes)");
+  cmd->add_flag("--check-pointers", o->check_pointers,
+                "Verify at each launch that every pointer is memory of the stream's device holding its view");
   cmd->add_option("--access", o->access, "At most this many data elements per access (strided plans)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
   cmd->add_option("--table-access", o->table_access, "At most this many table elements per access")

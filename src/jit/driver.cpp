@@ -93,6 +93,39 @@ CUdevice ensure_context() {
   return device;
 }
 
+namespace {
+
+bool is_default_stream(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+}  // namespace
+
+StreamContext::StreamContext(void* stream) {
+  const auto s = static_cast<CUstream>(stream);
+  if (is_default_stream(s)) {
+    device_ = ensure_context();
+    return;
+  }
+  const Driver& d = driver();
+  CUcontext stream_context = nullptr, current = nullptr;
+  check(d.cuStreamGetCtx(s, &stream_context), "cuStreamGetCtx (is the stream valid?)");
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (stream_context != current) {
+    check(d.cuCtxSetCurrent(stream_context), "cuCtxSetCurrent(the stream's context)");
+    previous_ = current;
+    switched_ = true;
+  }
+  if (const CUresult r = d.cuCtxGetDevice(&device_); r != CUDA_SUCCESS) {
+    if (switched_) d.cuCtxSetCurrent(previous_);
+    check(r, "cuCtxGetDevice");
+  }
+}
+
+StreamContext::~StreamContext() {
+  if (switched_) driver().cuCtxSetCurrent(previous_);
+}
+
 std::string device_arch(CUdevice device) {
   const Driver& d = driver();
   int major = 0, minor = 0;

@@ -11,6 +11,7 @@ namespace shapejit::jit {
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuGetErrorName) X(cuDeviceGet)           \
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)             \
   X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)            \
+  X(cuStreamGetCtx) X(cuPointerGetAttributes)                                                   \
   X(cuCtxSynchronize) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelSetAttribute)            \
   X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)   \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)        \
@@ -41,6 +42,24 @@ void check(CUresult result, const char* what);
 /// Makes sure a context is current on this thread: the caller's, or else device 0's primary
 /// context (retained for the life of the process). Returns the current context's device.
 CUdevice ensure_context();
+
+/// The context a launch on `stream` runs in, current for the life of this object: a non-null
+/// stream's own context (made current if it is not, and the caller's restored afterwards); for
+/// the null, legacy and per-thread default streams, the current context (ensure_context()).
+class StreamContext {
+ public:
+  explicit StreamContext(void* stream);
+  ~StreamContext();
+  StreamContext(const StreamContext&) = delete;
+  StreamContext& operator=(const StreamContext&) = delete;
+
+  CUdevice device() const noexcept { return device_; }
+
+ private:
+  CUdevice device_ = 0;
+  bool switched_ = false;
+  CUcontext previous_ = nullptr;
+};
 
 /// NVRTC architecture name of a device: "sm_" + major + minor, e.g. "sm_90".
 std::string device_arch(CUdevice device);

@@ -40,10 +40,15 @@ CUkernel KernelHandle::kernel_for(CUdevice device) const {
   return k;
 }
 
-void KernelHandle::prepare() const { kernel_for(ensure_context()); }
+void KernelHandle::prepare(void* stream) const { kernel_for(StreamContext(stream).device()); }
 
 void KernelHandle::launch(const LaunchDims& dims, void* stream, void** args) const {
-  const CUkernel kernel = kernel_for(ensure_context());
+  const StreamContext context(stream);
+  launch(context, dims, stream, args);
+}
+
+void KernelHandle::launch(const StreamContext& context, const LaunchDims& dims, void* stream, void** args) const {
+  const CUkernel kernel = kernel_for(context.device());
   const CUresult r = driver().cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), dims.grid[0], dims.grid[1],
                                              dims.grid[2], dims.block[0], dims.block[1], dims.block[2],
                                              dims.shared_bytes, static_cast<CUstream>(stream), args, nullptr);

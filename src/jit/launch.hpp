@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 
+#include "jit/driver.hpp"
 #include "jit/program.hpp"
 
 namespace shapejit::jit {
@@ -25,13 +26,16 @@ class KernelHandle {
 
   const Program& program() const noexcept { return program_; }
 
-  /// Launches on `stream` in the calling thread's current context (device 0's primary context
-  /// when there is none). The first launch on a device loads or compiles that device's kernel.
-  /// `args` are the kernel's parameters, as for cuLaunchKernel. Throws on any failure.
+  /// Launches on `stream` on the stream's device, in the stream's context, whatever the caller's
+  /// current context (the null and per-thread default streams: the current context, device 0's
+  /// primary context when there is none). The first launch on a device loads or compiles that
+  /// device's kernel. `args` are the kernel's parameters, as for cuLaunchKernel. Throws on any failure.
   void launch(const LaunchDims& dims, void* stream, void** args) const;
+  /// launch() for a caller that already holds `context`, the StreamContext of `stream`.
+  void launch(const StreamContext& context, const LaunchDims& dims, void* stream, void** args) const;
 
-  /// Loads or compiles the kernel for the current device now, so the first launch does not.
-  void prepare() const;
+  /// Loads or compiles the kernel for the device of `stream` now, so the first launch does not.
+  void prepare(void* stream = nullptr) const;
 
  private:
   static constexpr int kMaxDevices = 64;

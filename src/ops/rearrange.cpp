@@ -12,6 +12,7 @@
 #include "core/errors.hpp"
 #include "jit/driver.hpp"
 #include "jit/launch.hpp"
+#include "jit/pointer_check.hpp"
 #include "jit/record.hpp"
 #include "plan/rearrange_plan.hpp"
 
@@ -83,7 +84,7 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
   if (src == nullptr) invalid_argument("src is NULL: give the source's device pointer");
   const auto dst_address = reinterpret_cast<std::uintptr_t>(dst);
   const auto src_address = reinterpret_cast<std::uintptr_t>(src);
-  if (plan::ranges_overlap(dst_address, p.dst_range, src_address, p.src_range)) {
+  if (ranges_overlap(dst_address, p.dst_range, src_address, p.src_range)) {
     if (dst == src && p.same_layout) return;
     invalid_argument("src and dst memory overlap (src bytes [{:#x}, {:#x}), dst bytes [{:#x}, {:#x})): rearrange "
                      "needs separate buffers, or the same pointer with the same layout (a no-op)",
@@ -93,8 +94,12 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
   const plan::RearrangeVariant& v = plan::variant_for_pointers(p, dst_address | src_address);
   char* d = static_cast<char*>(dst) + p.elements.dst_offset * p.elem_bytes;
   const char* s = static_cast<const char*>(src) + p.elements.src_offset * p.elem_bytes;
+  const jit::StreamContext context(stream);
+  if (p.options.check_pointers) {
+    jit::check_pointer({"dst", dst, p.dst_range}, context.device());
+    jit::check_pointer({"src", src, p.src_range}, context.device());
+  }
   if (v.spec.family == plan::RearrangeFamily::copy) {
-    jit::ensure_context();
     jit::check(jit::driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(s),
                                                static_cast<std::size_t>(v.copy_bytes), static_cast<CUstream>(stream)),
                "cuMemcpyDtoDAsync (rearrange copy)");
@@ -105,7 +110,7 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
   dims.grid[0] = v.grid;
   dims.block[0] = static_cast<unsigned>(v.spec.threads);
   void* args[] = {&d, &s, const_cast<plan::KernelArgs*>(&v.args)};
-  kernel_of(im, index).launch(dims, stream, args);
+  kernel_of(im, index).launch(context, dims, stream, args);
 }
 
 std::string RearrangePlan::describe() const { return plan::describe(impl().data); }

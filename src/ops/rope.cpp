@@ -8,7 +8,9 @@
 
 #include "codegen/rope_source.hpp"
 #include "core/errors.hpp"
+#include "core/byte_range.hpp"
 #include "jit/driver.hpp"
+#include "jit/pointer_check.hpp"
 #include "jit/record.hpp"
 #include "ops/rope_impl.hpp"
 #include "plan/rope_manifest.hpp"
@@ -116,11 +118,28 @@ std::string stored_position(const plan::RopePlanData& plan, const void* position
   }
 }
 
+/// Every pointer the kernel reads or writes, with the bytes it may reach.
+std::vector<jit::PointerUse> pointer_uses(const plan::RopePlanData& plan, const plan::RopeKernelArgs& args) {
+  const RopeDesc& desc = plan.desc;
+  const TensorDesc& table = desc.table;
+  // Only rows [0, P) and the first R/2 columns of a table are read.
+  const TensorDesc read_table{{table.shape[0], plan.spec.rotary_dim / 2}, table.effective_strides(), table.dtype};
+  std::vector<jit::PointerUse> uses = {{"pointers.x", args.x, byte_range(desc.x)},
+                                       {"pointers.y", args.y, byte_range(*desc.y)},
+                                       {"pointers.cos", args.cos, byte_range(read_table)},
+                                       {"pointers.sin", args.sin, byte_range(read_table)}};
+  if (plan.spec.has_k) {
+    uses.push_back({"pointers.k", args.k, byte_range(*desc.k)});
+    uses.push_back({"pointers.k_out", args.k_out, byte_range(*desc.k_out)});
+  }
+  if (plan.spec.position) uses.push_back({"pointers.positions", args.positions, byte_range(*desc.positions)});
+  return uses;
+}
+
 /// Launch, then wait and throw naming the first token whose position is outside the table.
 void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, plan::RopeKernelArgs& args,
-                    void* stream) {
+                    const jit::StreamContext& context, void* stream) {
   const jit::Driver& d = jit::driver();
-  jit::ensure_context();
   CUdeviceptr word = 0;
   jit::check(d.cuMemAlloc(&word, sizeof(std::uint64_t)), "cuMemAlloc(rope checked-mode word)");
   struct Free {
@@ -132,7 +151,7 @@ void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, p
   jit::check(d.cuCtxSynchronize(), "cuCtxSynchronize before a checked rope launch");
   args.bad_token = reinterpret_cast<unsigned long long*>(word);
   void* params[] = {&args};
-  kernel.launch(launch_dims(plan.data.launch), stream, params);
+  kernel.launch(context, launch_dims(plan.data.launch), stream, params);
   jit::check(d.cuStreamSynchronize(static_cast<CUstream>(stream)), "rope (checked launch)");
   std::uint64_t bad = 0;
   jit::check(d.cuMemcpyDtoH(&bad, word, sizeof bad), "cuMemcpyDtoH(rope checked-mode word)");
@@ -188,6 +207,7 @@ std::string describe(const RopePlanImpl& plan) {
   text += fmt::format("  rotary dim: {} of {}\n  table:      {} (cos and sin)\n  positions:  {}{}\n",
                       spec.rotary_dim, spec.head_dim, tensor_text(d.desc.table), describe_position_source(d.desc),
                       spec.checked ? " (checked)" : "");
+  if (d.desc.check_pointers) text += "  pointers:   checked at each launch (device, allocation bounds)\n";
   text += fmt::format("  tokens:     {} x {} heads ({} q + {} k)\n", d.args.tokens, d.args.heads_total, d.heads_q,
                       d.heads_k);
   text += fmt::format("  launch:     grid [{},{}] block [{},{},{}], {} head(s) per thread{}\n", d.launch.grid[0],
@@ -216,7 +236,7 @@ std::string json(const RopePlanImpl& plan) {
   return fmt::format(
       R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
       R"("spec": {{"data": "{}", "table": "{}", "positions": "{}", "positions_batched": {}, "head_dim": {}, )"
-      R"("rotary_dim": {}, "four_d": {}, "has_k": {}, "inplace": {}, "inverse": {}, "checked": {}, "index_bits": {}, )"
+      R"("rotary_dim": {}, "four_d": {}, "has_k": {}, "inplace": {}, "inverse": {}, "checked": {}, "check_pointers": {}, "index_bits": {}, )"
       R"("chunk": {}, "access": {}, "table_access": {}}}, "tokens": {}, "heads_q": {}, "heads_k": {}, )"
       R"("launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, "empty": {}}}, )"
       R"("kernels": [{}], "manifest": "{}"}})",
@@ -224,7 +244,7 @@ std::string json(const RopePlanImpl& plan) {
       d.desc.k_out ? tensor(*d.desc.k_out) : "null", tensor(d.desc.table),
       d.desc.positions ? tensor(*d.desc.positions) : "null", dtype_name(spec.data), dtype_name(spec.table),
       spec.position ? dtype_name(*spec.position) : "none", spec.positions_batched, spec.head_dim, spec.rotary_dim,
-      spec.four_d, spec.has_k, spec.inplace, spec.inverse, spec.checked, spec.wide_index ? 64 : 32, spec.chunk,
+      spec.four_d, spec.has_k, spec.inplace, spec.inverse, spec.checked, d.desc.check_pointers, spec.wide_index ? 64 : 32, spec.chunk,
       spec.access, spec.table_access, d.args.tokens, d.heads_q, d.heads_k, d.launch.grid[0], d.launch.grid[1],
       d.launch.block[0], d.launch.block[1], d.launch.block[2], d.launch.heads_per_thread, d.empty, kernels,
       plan.manifest);
@@ -257,9 +277,12 @@ void RopePlan::launch(const RopePointers& pointers, void* stream) const {
   detail::bind_pointers(plan, pointers, args);
   const jit::KernelHandle& kernel =
       detail::vector_aligned(plan.data.spec, args) || !plan.scalar_kernel ? plan.kernel : *plan.scalar_kernel;
-  if (plan.data.spec.checked) return detail::checked_launch(plan, kernel, args, stream);
+  const jit::StreamContext context(stream);
+  if (plan.data.desc.check_pointers)
+    for (const jit::PointerUse& use : detail::pointer_uses(plan.data, args)) jit::check_pointer(use, context.device());
+  if (plan.data.spec.checked) return detail::checked_launch(plan, kernel, args, context, stream);
   void* params[] = {&args};
-  kernel.launch(detail::launch_dims(plan.data.launch), stream, params);
+  kernel.launch(context, detail::launch_dims(plan.data.launch), stream, params);
 }
 
 std::string RopePlan::describe() const { return detail::describe(impl()); }
@@ -275,9 +298,9 @@ std::string desc_key(const RopeDesc& desc) {
                            fmt::join(t->strides, ","))
              : std::string("-");
   };
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}", rope_style_name(desc.style), tensor(desc.x), tensor(desc.y),
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}", rope_style_name(desc.style), tensor(desc.x), tensor(desc.y),
                      tensor(desc.k), tensor(desc.k_out), tensor(desc.table), tensor(desc.positions), desc.rotary_dim,
-                     desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-');
+                     desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-', desc.check_pointers ? 'p' : '-');
 }
 
 }  // namespace

@@ -120,6 +120,7 @@ std::string manifest_line(const RearrangePlanData& p) {
 std::string describe(const RearrangePlanData& p) {
   std::string out = fmt::format("rearrange: shape {}, {} bytes per element\n  src strides {}\n  dst strides {}\n",
                                 p.dst.shape, p.elem_bytes, p.src.effective_strides(), p.dst.effective_strides());
+  if (p.options.check_pointers) out += "  pointers checked at each launch (device, allocation bounds)\n";
   if (p.empty) return out + "  empty (a zero extent): nothing is launched\n";
   out += fmt::format("canonical form (extent:src:dst, elements): {}, base offsets src {} dst {}\n",
                      format_dims(p.elements.dims), p.elements.src_offset, p.elements.dst_offset);
@@ -143,8 +144,8 @@ std::string describe_json(const RearrangePlanData& p) {
   };
   std::string out = fmt::format(
       "{{\"op\": \"rearrange\", \"shape\": {}, \"elem_bytes\": {}, \"src_strides\": {}, \"dst_strides\": {}, "
-      "\"empty\": {}",
-      p.dst.shape, p.elem_bytes, p.src.effective_strides(), p.dst.effective_strides(), p.empty);
+      "\"check_pointers\": {}, \"empty\": {}",
+      p.dst.shape, p.elem_bytes, p.src.effective_strides(), p.dst.effective_strides(), p.options.check_pointers, p.empty);
   if (!p.empty) {
     out += fmt::format(", \"canonical\": {}, \"src_offset\": {}, \"dst_offset\": {}, \"manifest_line\": \"{}\"",
                        dims_json(p.elements.dims), p.elements.src_offset, p.elements.dst_offset, manifest_line(p));

@@ -20,6 +20,7 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   desc.inplace = m.inplace;
   desc.inverse = m.inverse;
   desc.checked = m.checked;
+  desc.check_pointers = m.check_pointers;
   const DType table_dtype = m.table_dtype.value_or(default_table_dtype(m.dtype));
   if (m.shape.size() < 3) {  // the planner names what is wrong with x
     desc.table = TensorDesc{{1, std::max<std::int64_t>(m.rotary_dim / 2, 1)}, {}, table_dtype};

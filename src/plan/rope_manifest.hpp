@@ -25,6 +25,7 @@ struct RopeManifest {
   bool inplace = false;
   bool inverse = false;
   bool checked = false;
+  bool check_pointers = false;       ///< --check-pointers: launch-time checks only, no kernel change
   RopeOverrides overrides;           ///< --access, --table-access, --index (16, 16, 0 = unset)
 };
 

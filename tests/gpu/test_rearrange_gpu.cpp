@@ -26,7 +26,7 @@ constexpr std::uint8_t kPoison = 0xa5;
 struct DeviceView {
   std::size_t base_offset;
   test::DeviceBuffer buffer;
-  DeviceView(plan::ByteRange range, std::size_t misalign)
+  DeviceView(ByteRange range, std::size_t misalign)
       : base_offset((static_cast<std::size_t>(-range.lo) + 64 + 255) / 256 * 256 + misalign),
         buffer(base_offset + static_cast<std::size_t>(range.hi) + 64) {}
   std::uint8_t* base() const { return static_cast<std::uint8_t*>(buffer.get()) + base_offset; }

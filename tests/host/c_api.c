@@ -15,6 +15,12 @@ int shapejit_c_api_check(void) {
   if (text == NULL || strstr(text, "transpose") == NULL) return 2;
   if (sj_rearrange_plan_destroy(plan) != SJ_OK) return 3;
 
+  const sj_rearrange_options checked = {0, 16, 1};
+  if (sj_rearrange_plan_create(&plan, &dst, &src, &checked) != SJ_OK || plan == NULL) return 8;
+  text = sj_rearrange_plan_describe(plan);
+  if (text == NULL || strstr(text, "pointers checked") == NULL) return 9;
+  if (sj_rearrange_plan_destroy(plan) != SJ_OK) return 10;
+
   const int64_t other_shape[2] = {64, 33};
   const sj_tensor_desc mismatched = {2, other_shape, NULL, SJ_F32, 0};
   if (sj_rearrange_plan_create(&plan, &mismatched, &src, NULL) != SJ_INVALID_ARGUMENT || plan != NULL) return 4;

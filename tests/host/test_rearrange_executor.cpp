@@ -20,7 +20,7 @@ namespace {
 struct HostView {
   std::vector<std::uint8_t> storage;
   std::uint8_t* base = nullptr;
-  HostView(plan::ByteRange range, std::size_t align, std::uint8_t fill) {
+  HostView(ByteRange range, std::size_t align, std::uint8_t fill) {
     storage.assign(static_cast<std::size_t>(range.hi - range.lo) + 256, fill);
     auto start = reinterpret_cast<std::uintptr_t>(storage.data()) + static_cast<std::uintptr_t>(-range.lo) + 64;
     start = (start + 63) / 64 * 64 + (align % 64 == 0 ? 0 : align);  // lowest set bit = align (or 64)
