@@ -6,13 +6,28 @@
 // against the default on a selection of lines. Full results go to $OUT/rearrange_bench.md.
 //
 //   rearrange_bench [--cases-dir bench/cases] [--only TEXT] [--plan-only]
+//   rearrange_bench --random SEED [--count N] [--elem-bytes 1,2,4,8,16] [--emit-cases FILE]
+//                   [--only TEXT] [--plan-only]
+//
+// --random SEED replaces the two suites by suite `random-SEED`, generated from SEED alone after
+// cuTT's benchmark rules, in each element size of --elem-bytes (default all five): N (default 24)
+// random-volume cases (ranks 2-8 and 15 in turn, random extents >= 2 whose product is within 30%
+// of 2e8 elements; of a volume drawn in [1e8, 2e8] for 1- and 2-byte elements, of 1e8 for 16-byte
+// ones) and 4 cases of fixed extent multisets of ranks 8 and 12, shuffled; every case with a random
+// non-identity permutation. Same checks and timing, targets of their own, no exact-mode table;
+// results go to $OUT/rearrange_bench_random-SEED.md. --emit-cases FILE writes the cases as case-file
+// lines (16-byte elements as `--dtype u8 --elem-bytes 16`), for bench/peers_random.py, and exits
+// without touching the GPU; --plan-only needs no GPU either.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +60,7 @@ struct BenchCase {
   std::string shape;        ///< source shape as written
   std::string perm;         ///< as written
   std::string src_strides;  ///< as written, "" when contiguous
+  std::string line;         ///< the case-file line
   TensorDesc src;           ///< source view permuted into output order
   TensorDesc dst;
   std::size_t elem = 0;
@@ -81,6 +97,7 @@ BenchCase make_case(const std::string& suite, const CaseLine& line, const Elemen
   c.shape = line.get("shape");
   c.perm = line.get("perm");
   c.src_strides = line.get_or("src-strides", "");
+  c.line = line.text;
   DType dtype = DType::f32;
   int elem_bytes = 0;
   if (type) {
@@ -105,22 +122,139 @@ BenchCase make_case(const std::string& suite, const CaseLine& line, const Elemen
   return c;
 }
 
-std::vector<BenchCase> load_cases(const std::string& dir, const std::string& only) {
+std::vector<BenchCase> load_cases(const std::string& dir) {
   std::vector<BenchCase> cases;
   const auto ttc = bench::read_case_file(dir + "/rearrange-bench-ttc.txt");
   for (const ElementType& type : kTtcTypes)
     for (const CaseLine& line : ttc) cases.push_back(make_case("ttc", line, &type));
   for (const CaseLine& line : bench::read_case_file(dir + "/rearrange-bench-dl.txt"))
     cases.push_back(make_case("dl", line, nullptr));
+  return cases;
+}
+
+/// Keeps the lines whose 'suite type shape perm strides' contains `only` (all when it is empty).
+void keep_only(std::vector<BenchCase>& cases, const std::string& only) {
   std::erase_if(cases, [&](const BenchCase& c) {
     return !only.empty() && fmt::format("{} {} {} {} {}", c.suite, c.type, c.shape, c.perm, c.src_strides).find(only) ==
                                 std::string::npos;
   });
+}
+
+/// The TTC suite's element type of `bytes` bytes; throws for a size it does not have.
+const ElementType& type_of_size(std::int64_t bytes) {
+  for (const ElementType& t : kTtcTypes)
+    if ((t.elem_bytes ? t.elem_bytes : static_cast<std::int64_t>(dtype_size(t.dtype))) == bytes) return t;
+  throw std::runtime_error(fmt::format("--elem-bytes: no element type of {} bytes (1, 2, 4, 8 or 16)", bytes));
+}
+
+/// Random draws from the engine's raw output only: std's distributions differ between standard
+/// libraries, and a seed must give the same cases everywhere.
+class Draw {
+ public:
+  explicit Draw(std::uint64_t seed) : engine_(seed) {}
+  /// Uniform in [0, 1).
+  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(engine_() % n); }
+  template <typename T>
+  void shuffle(std::vector<T>& v) {
+    for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+/// A random permutation other than the identity.
+std::vector<std::int64_t> random_permutation(std::size_t rank, Draw& draw) {
+  std::vector<std::int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  while (std::is_sorted(perm.begin(), perm.end())) draw.shuffle(perm);
+  return perm;
+}
+
+double product(const std::vector<std::int64_t>& extents) {
+  return std::accumulate(extents.begin(), extents.end(), 1.0,
+                         [](double p, std::int64_t e) { return p * static_cast<double>(e); });
+}
+
+/// Random extents, each >= 2, whose product is within 30% of `volume`: log-uniform weights
+/// (log extent = mean log x (1 + 2 (u - mean u)), u uniform in [0, 1)) scaled so that their product
+/// is the volume, rounded, then the largest set to hit the volume; redrawn when that still misses.
+std::vector<std::int64_t> random_extents(int rank, double volume, Draw& draw) {
+  const double mean_log = std::log(volume) / rank;
+  for (;;) {
+    std::vector<double> u(static_cast<std::size_t>(rank));
+    for (double& x : u) x = draw.uniform();
+    const double u_mean = std::accumulate(u.begin(), u.end(), 0.0) / rank;
+    std::vector<std::int64_t> extents;
+    for (double x : u)
+      extents.push_back(std::max<std::int64_t>(2, std::llround(std::exp(mean_log * (1 + 2 * (x - u_mean))))));
+    const auto largest = std::max_element(extents.begin(), extents.end());
+    *largest = std::max<std::int64_t>(2, std::llround(volume / (product(extents) / static_cast<double>(*largest))));
+    if (std::abs(product(extents) / volume - 1) <= 0.3) return extents;
+  }
+}
+
+/// Volume in elements of a random-volume case: 2e8 for 4- and 8-byte elements, drawn in [1e8, 2e8]
+/// for 1- and 2-byte ones, 1e8 for 16-byte ones (a 1.6 GB tensor, as 2e8 8-byte elements make).
+double random_volume(std::int64_t elem_bytes, Draw& draw) {
+  if (elem_bytes <= 2) return 1e8 * (1 + draw.uniform());
+  return elem_bytes == 16 ? 1e8 : 2e8;
+}
+
+/// Ranks of the random-volume cases, taken in turn (cuTT's bench3 runs each equally often).
+const std::vector<int> kRandomRanks = {2, 3, 4, 5, 6, 7, 8, 15};
+
+/// Extent multisets after cuTT's bench7 (four large extents among small ones), each shuffled
+/// twice per element size. Rank 8: its {5,3,2,4,35,33,37,40} with 37 read as 36, which gives the
+/// 199,584,000 elements its comment states; rank 12: its {2,3,4,3,2,2,3,2,20,18,22,24} with the 4
+/// made a 2, 164,229,120 elements instead of 328,458,240, to stay within 1e8-2e8.
+const std::vector<std::vector<std::int64_t>> kMultisets = {{5, 3, 2, 4, 35, 33, 36, 40},
+                                                           {2, 3, 2, 3, 2, 2, 3, 2, 20, 18, 22, 24}};
+constexpr int kShufflesPerMultiset = 2;
+
+/// The case-file line of a generated case; an opaque element as `--dtype u8 --elem-bytes 16`.
+std::string case_line(const ElementType& type, const std::vector<std::int64_t>& shape,
+                      const std::vector<std::int64_t>& perm) {
+  const std::string opaque = type.elem_bytes ? fmt::format(" --elem-bytes {}", type.elem_bytes) : "";
+  return fmt::format("rearrange --dtype {}{} --shape {} --perm {}", dtype_name(type.dtype), opaque, bench::join_ints(shape),
+                     bench::join_ints(perm));
+}
+
+/// Suite `random-SEED` in the element sizes `sizes`. Every size is drawn (in the order 1, 2, 4, 8,
+/// 16 bytes) and the others dropped after, so the cases depend on the seed and `count` only.
+std::vector<BenchCase> random_cases(std::uint64_t seed, int count, const std::vector<std::int64_t>& sizes) {
+  for (std::int64_t bytes : sizes) type_of_size(bytes);  // throws for a size without a type
+  Draw draw(seed);
+  const std::string suite = fmt::format("random-{}", seed);
+  std::vector<BenchCase> cases;
+  auto add = [&](const ElementType& type, const std::vector<std::int64_t>& shape) {
+    const std::string text = case_line(type, shape, random_permutation(shape.size(), draw));
+    cases.push_back(make_case(suite, bench::parse_case_line(text), &type));
+  };
+  for (std::int64_t bytes : {1, 2, 4, 8, 16}) {
+    const ElementType& type = type_of_size(bytes);
+    for (int i = 0; i < count; ++i) {
+      const double volume = random_volume(bytes, draw);
+      add(type, random_extents(kRandomRanks[static_cast<std::size_t>(i) % kRandomRanks.size()], volume, draw));
+    }
+    for (std::vector<std::int64_t> extents : kMultisets)
+      for (int i = 0; i < kShufflesPerMultiset; ++i) {
+        draw.shuffle(extents);
+        add(type, extents);
+      }
+  }
+  std::erase_if(cases, [&](const BenchCase& c) {
+    return std::find(sizes.begin(), sizes.end(), static_cast<std::int64_t>(c.elem)) == sizes.end();
+  });
   return cases;
 }
 
-/// Per-line bandwidth target as a fraction of copy: rank 16+ with extents of 2 or 3 at least
-/// 60%, 1- and 2-byte elements 70%, wider elements 80%.
+bool is_random(const BenchCase& c) { return c.suite.starts_with("random-"); }
+
+/// Per-line bandwidth target as a fraction of copy. The file suites: rank 16+ with extents of 2 or
+/// 3 at least 60%, 1- and 2-byte elements 70%, wider elements 80%. The random suites: 4+ byte
+/// elements 75%, 2-byte 65%, 1-byte 55%.
 struct TargetClass {
   std::string name;
   double line_target;
@@ -128,6 +262,11 @@ struct TargetClass {
 };
 
 TargetClass target_class(const BenchCase& c) {
+  if (is_random(c)) {
+    if (c.elem >= 4) return {"random, elements of 4+ bytes", 0.75, 0.92};
+    if (c.elem == 2) return {"random, 2-byte elements", 0.65, 0.85};
+    return {"random, 1-byte elements", 0.55, 0.80};
+  }
   const bool tiny_extents = std::all_of(c.src.shape.begin(), c.src.shape.end(), [](std::int64_t e) { return e <= 3; });
   if (c.rank() >= 16 && tiny_extents) return {"rank 16+, extents 2-3", 0.60, 0};
   if (c.elem <= 2) return {"1- and 2-byte elements", 0.70, 0.85};
@@ -311,15 +450,29 @@ Table exact_table(const std::vector<BenchCase>& cases, Buffers& buffers, const T
   return table;
 }
 
+/// Writes the cases as a case file, one line each, under a comment saying how they were made.
+void emit_cases(const std::string& path, const std::vector<BenchCase>& cases, const std::string& made_by) {
+  std::string text = fmt::format("# {} rearrange cases from: {}\n", cases.size(), made_by);
+  for (const BenchCase& c : cases) text += c.line + "\n";
+  bench::write_text_file(path, text);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shapejit rearrange benchmark (TTC and deep-learning suites)"};
-  std::string cases_dir = "bench/cases", only;
+  CLI::App app{"shapejit rearrange benchmark (TTC and deep-learning suites, or random ones)"};
+  std::string cases_dir = "bench/cases", only, elem_bytes = "1,2,4,8,16", emit_path;
   Timing timing;
-  int samples = 1 << 16;
+  int samples = 1 << 16, count = 24;
+  std::uint64_t seed = 0;
   bool plan_only = false;
   app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
+  CLI::Option* random = app.add_option("--random", seed, "Run suite random-SEED, generated from this seed, instead");
+  app.add_option("--count", count, "Random-volume cases per element size (--random)")
+      ->check(CLI::Range(0, 100000))
+      ->needs(random);
+  app.add_option("--elem-bytes", elem_bytes, "Element sizes of the random suite, from 1,2,4,8,16")->needs(random);
+  app.add_option("--emit-cases", emit_path, "Write the random suite as a case file and exit (no GPU)")->needs(random);
   app.add_option("--only", only, "Run only lines whose 'suite type shape perm strides' contains this text");
   app.add_option("--warmup", timing.warmup, "Untimed runs before timing")->check(CLI::Range(1, 1000));
   app.add_option("--runs", timing.runs, "Timed runs per line (the median is reported)")->check(CLI::Range(1, 10000));
@@ -328,7 +481,18 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const std::vector<BenchCase> cases = load_cases(cases_dir, only);
+    const bool random_suite = random->count() > 0;
+    std::vector<BenchCase> cases = random_suite ? random_cases(seed, count, bench::parse_int_list(elem_bytes, "--elem-bytes"))
+                                                : load_cases(cases_dir);
+    keep_only(cases, only);
+    if (!emit_path.empty()) {
+      emit_cases(emit_path, cases,
+                 fmt::format("rearrange_bench --random {} --count {} --elem-bytes {}{}", seed, count, elem_bytes,
+                             only.empty() ? "" : fmt::format(" --only '{}'", only)));
+      fmt::print("wrote {} cases to {}\n", cases.size(), emit_path);
+      return 0;
+    }
+    const std::string file_suffix = random_suite ? fmt::format("_random-{}", seed) : "";
     std::vector<double> plan_us;
     const Table plan_times = plan_time_table(cases, plan_us);
     const std::string plan_summary = plan_time_summary(plan_us);
@@ -336,7 +500,7 @@ int main(int argc, char** argv) {
     if (plan_only) {
       fmt::print("{}\n{}", plan_times.text(), plan_summary);
       if (const std::string dir = bench::output_dir(); !dir.empty())
-        bench::write_text_file(dir + "/rearrange_plan_times.md", report);
+        bench::write_text_file(dir + "/rearrange_plan_times" + file_suffix + ".md", report);
       return 0;
     }
 
@@ -380,15 +544,19 @@ int main(int argc, char** argv) {
     std::string kernels;
     for (const auto& [suite, text] : compiled) kernels += fmt::format("- suite {}: {}\n", suite, text);
     const std::string summaries = summary(results);
-    const Table exact = exact_table(cases, buffers, timing, samples);
+    // The random suites skip exact mode: slow, a second plan, kernel and timing per case.
+    const std::optional<Table> exact =
+        random_suite ? std::nullopt : std::optional<Table>(exact_table(cases, buffers, timing, samples));
 
     const std::string head = fmt::format("device {}, {} warm-up + {} timed runs per line (median), {} sampled elements "
                                          "checked per line on a poisoned destination\n",
                                          device, timing.warmup, timing.runs, samples);
-    report += fmt::format("\n## Bandwidth\n\n{}\n{}\n{}\n## Kernels compiled\n\n{}\n## Exact mode\n\n{}", head,
-                          lines.markdown(), summaries, kernels, exact.markdown());
-    fmt::print("\n## Exact mode\n{}\n## Kernels compiled\n{}\n{}\n{}{}", exact.text(), kernels, summaries, plan_summary, head);
-    if (const std::string dir = bench::output_dir(); !dir.empty()) bench::write_text_file(dir + "/rearrange_bench.md", report);
+    report += fmt::format("\n## Bandwidth\n\n{}\n{}\n{}\n## Kernels compiled\n\n{}", head, lines.markdown(), summaries, kernels);
+    if (exact) report += "\n## Exact mode\n\n" + exact->markdown();
+    fmt::print("{}\n## Kernels compiled\n{}\n{}\n{}{}", exact ? "\n## Exact mode\n" + exact->text() : "", kernels, summaries,
+               plan_summary, head);
+    if (const std::string dir = bench::output_dir(); !dir.empty())
+      bench::write_text_file(dir + "/rearrange_bench" + file_suffix + ".md", report);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "rearrange_bench: {}\n", e.what());
