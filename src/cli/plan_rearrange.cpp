@@ -3,9 +3,9 @@
 #include <numeric>
 
 #include "cli/commands.hpp"
-#include "codegen/rearrange_codegen.hpp"
+#include "ops/rearrange/codegen.hpp"
 #include "core/errors.hpp"
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 #include "shapejit/rearrange.hpp"
 
 namespace shapejit::cli {

@@ -5,8 +5,8 @@
 
 #include "cli/commands.hpp"
 #include "core/errors.hpp"
-#include "ops/rope_impl.hpp"
-#include "plan/rope_manifest.hpp"
+#include "ops/rope/impl.hpp"
+#include "ops/rope/manifest.hpp"
 
 namespace shapejit::cli {
 namespace {

@@ -35,13 +35,15 @@ const std::optional<std::string>& record_path() {
 
 bool recording() noexcept { return record_path().has_value(); }
 
-void record_manifest_line(const std::string& line, const std::string& kernels) {
+void record_manifest_line(const std::string& line, const std::vector<SpecKey>& kernels) {
   const std::optional<std::string>& path = record_path();
   if (!path || line.empty()) return;
   static std::mutex mutex;
-  static std::set<std::size_t> recorded;  // hashes of `kernels`
+  static std::set<std::vector<std::uint64_t>> recorded;
+  std::vector<std::uint64_t> hashes;
+  for (const SpecKey& k : kernels) hashes.push_back(k.hash);
   std::lock_guard lock(mutex);
-  if (!recorded.insert(std::hash<std::string>{}(kernels)).second) return;
+  if (!recorded.insert(hashes).second) return;
   const int fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     static std::once_flag once;

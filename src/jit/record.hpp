@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "core/spec.hpp"
 
 namespace shapejit::jit {
 
@@ -9,10 +12,10 @@ namespace shapejit::jit {
 bool recording() noexcept;
 
 /// Appends `line` to $SHAPEJIT_RECORD unless this process already recorded a line that builds the
-/// same `kernels` (a string that identifies them: specialization keys or sources), or the file
+/// same `kernels` (their specialization keys), or the file
 /// already has the line. So a workload whose shapes vary only in runtime extents records one line
 /// per kernel, not one per shape. Safe across threads and processes (an flock around
 /// check-and-append). Never throws; a file that cannot be written is warned about once.
-void record_manifest_line(const std::string& line, const std::string& kernels);
+void record_manifest_line(const std::string& line, const std::vector<SpecKey>& kernels);
 
 }  // namespace shapejit::jit

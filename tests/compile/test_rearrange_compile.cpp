@@ -10,9 +10,9 @@
 #include <set>
 #include <tuple>
 
-#include "codegen/rearrange_codegen.hpp"
+#include "ops/rearrange/codegen.hpp"
 #include "jit/nvrtc.hpp"
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 
 using namespace shapejit;
 using plan::RearrangeFamily;
@@ -24,7 +24,7 @@ plan::RearrangePlanData make(std::vector<std::int64_t> shape, std::vector<std::i
   const TensorDesc src{shape, std::move(src_strides), DType::u8, elem};
   RearrangeOptions options;
   options.exact = exact;
-  return plan::make_plan_data({std::move(shape), {}, DType::u8, elem}, src, options);
+  return plan::plan_rearrange_data({std::move(shape), {}, DType::u8, elem}, src, options);
 }
 
 // A plan that permutes a contiguous `src_shape` by swapping its first two dims (the second of
@@ -70,7 +70,7 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         CHECK(v.spec.unit_bytes == elem);
         CHECK(v.spec.index64 == big);
         covered.insert({v.spec.family, v.spec.unit_bytes, v.spec.index64});
-        variants.emplace(plan::spec_key(v.spec, v.args), v);
+        variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
   CHECK(covered.size() == 40);
   // Skewed tiles: transposes with odd row pitches on both sides, units of 2 and 4 bytes.
@@ -83,7 +83,7 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       CHECK(v.spec.family == RearrangeFamily::skewed);
       CHECK(v.spec.unit_bytes == elem);
       CHECK(v.spec.index64 == big);
-      variants.emplace(plan::spec_key(v.spec, v.args), v);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
@@ -91,12 +91,12 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     const plan::RearrangePlanData p = family_plan(family, 4, false, true);
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
     CHECK(v.spec.exact);
-    variants.emplace(plan::spec_key(v.spec, v.args), v);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
   for (const auto& p : {swap_first_two({4096, 4096}, 4), swap_first_two({4096, 4096}, 1),
                         swap_first_two({8, 3, 64 * 64}, 2), swap_first_two({8, 64 * 64, 3}, 1)})
     for (const plan::RearrangeVariant& v : p.variants)
-      if (v.spec.family != RearrangeFamily::copy) variants.emplace(plan::spec_key(v.spec, v.args), v);
+      if (v.spec.family != RearrangeFamily::copy) variants.emplace(plan::kernel_label(v.spec, v.args), v);
 
   std::vector<std::future<std::string>> compiles;
   for (const auto& [key, v] : variants)

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "jit/nvrtc.hpp"
-#include "ops/rope_impl.hpp"
+#include "ops/rope/impl.hpp"
 #include "shapejit/rope.hpp"
 
 using namespace shapejit;

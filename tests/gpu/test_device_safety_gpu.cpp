@@ -11,8 +11,8 @@
 
 #include "../host/rearrange_executor.hpp"
 #include "gpu.hpp"
-#include "ops/rope_host.hpp"
-#include "ops/rope_impl.hpp"
+#include "ops/rope/reference.hpp"
+#include "ops/rope/impl.hpp"
 #include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
 

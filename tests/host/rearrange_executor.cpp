@@ -9,7 +9,7 @@
 namespace shapejit::test {
 namespace {
 
-using plan::KernelArgs;
+using plan::RearrangeKernelArgs;
 using plan::KernelDivisor;
 using plan::RearrangeFamily;
 using plan::RearrangeSpec;
@@ -22,7 +22,7 @@ std::int64_t divide(std::int64_t n, const KernelDivisor& d, const RearrangeSpec&
 }
 
 // sj_offsets of the template.
-void offsets(const KernelArgs& a, const RearrangeSpec& s, int first, int count, std::int64_t n, std::int64_t& src,
+void offsets(const RearrangeKernelArgs& a, const RearrangeSpec& s, int first, int count, std::int64_t n, std::int64_t& src,
              std::int64_t& dst) {
   src = dst = 0;
   for (int k = first; k < first + count; ++k) {
@@ -49,7 +49,7 @@ void check_vector(const std::uint8_t* address, int bytes) {
 
 void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
-  const KernelArgs& a = v.args;
+  const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes;
   const int tile_y = s.threads / s.tile_x;
   const std::int64_t tile_cols = std::int64_t{s.tile_x} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
@@ -101,7 +101,7 @@ struct TileOrigin {
   std::int64_t a0, b0, src_base, dst_base;
 };
 
-TileOrigin tile_origin(const KernelArgs& a, const RearrangeSpec& s, std::int64_t t, int first_outer, bool a_fastest) {
+TileOrigin tile_origin(const RearrangeKernelArgs& a, const RearrangeSpec& s, std::int64_t t, int first_outer, bool a_fastest) {
   TileOrigin o{};
   const KernelDivisor& fastest = a_fastest ? a.tiles_y : a.tiles_x;
   const KernelDivisor& next = a_fastest ? a.tiles_x : a.tiles_y;
@@ -139,7 +139,7 @@ int smem_pos(const RearrangeSpec& s, int a, int b) {
 
 void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
-  const KernelArgs& a = v.args;
+  const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes;
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b, micro = micro_a * micro_b;
   const int first_outer = s.dims_a + s.dims_b;
@@ -254,7 +254,7 @@ void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const st
 // The skewed template: misalignments come from the real buffer addresses, as on the GPU.
 void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
-  const KernelArgs& a = v.args;
+  const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes, vec = s.vec_a;
   if (vec * u != 16) throw std::logic_error("skewed: vectors must be 16 bytes");
   if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)

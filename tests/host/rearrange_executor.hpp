@@ -1,12 +1,12 @@
 // Host test support for rearrange: a naive strided-copy reference, and a CPU executor that runs a
 // planned variant's index math exactly as its template does (tiles, threads, micro-tiles, shared
-// memory positions, bounds checks), from the same KernelArgs the kernel receives.
+// memory positions, bounds checks), from the same RearrangeKernelArgs the kernel receives.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 
 namespace shapejit::test {
 

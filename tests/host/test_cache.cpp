@@ -219,7 +219,7 @@ TEST_CASE("record mode appends each line once across processes, one line per set
     if (pid == 0) {
       ::setenv("SHAPEJIT_RECORD", file.c_str(), 1);
       for (int i = 0; i < 10; ++i) {
-        const std::string kernels = "kernel " + std::to_string(i);
+        const std::vector<SpecKey> kernels = {SpecKey{static_cast<std::uint64_t>(i)}};
         record_manifest_line("rearrange --dtype f32 --shape " + std::to_string(i) + " --perm 0", kernels);
         record_manifest_line("rearrange --dtype f32 --shape " + std::to_string(i + 100) + " --perm 0", kernels);
       }

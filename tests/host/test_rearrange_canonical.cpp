@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 #include "shapejit/rearrange.hpp"
 
 using namespace shapejit;
@@ -22,7 +22,7 @@ TensorDesc desc(std::vector<std::int64_t> shape, std::vector<std::int64_t> strid
 plan::RearrangePlanData permute_plan(std::vector<std::int64_t> shape, std::vector<int> perm, DType dtype,
                                      RearrangeOptions options = {}) {
   const TensorDesc view = permuted(desc(std::move(shape), {}, dtype), perm);
-  return plan::make_plan_data(desc(view.shape, {}, dtype), view, options);
+  return plan::plan_rearrange_data(desc(view.shape, {}, dtype), view, options);
 }
 
 // A copy: the plan is often a temporary.
@@ -97,7 +97,7 @@ TEST_CASE("families: copy, row, transpose, packed and gather are chosen from the
   CHECK(channels.spec.family == RearrangeFamily::packed);
   CHECK(channels.spec.store_linear * channels.spec.unit_bytes == 16);
   const TensorDesc strided = desc({4096, 4096}, {16384, 2}, DType::f16);
-  const auto gather = plan::make_plan_data(desc({4096, 4096}, {}, DType::f16), strided, {});
+  const auto gather = plan::plan_rearrange_data(desc({4096, 4096}, {}, DType::f16), strided, {});
   CHECK(aligned(gather).spec.family == RearrangeFamily::gather);
 }
 
@@ -125,24 +125,24 @@ TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {
 TEST_CASE("the specialization excludes outer extents: one kernel for every batch size") {
   const std::string key = [] {
     const auto& v = aligned(permute_plan({2, 512, 32, 128}, {0, 2, 1, 3}, DType::f16));
-    return plan::spec_key(v.spec, v.args);
+    return plan::kernel_label(v.spec, v.args);
   }();
   for (std::int64_t batch : {3, 17, 64}) {
     const auto& v = aligned(permute_plan({batch, 512, 32, 128}, {0, 2, 1, 3}, DType::f16));
-    CHECK(plan::spec_key(v.spec, v.args) == key);
+    CHECK(plan::kernel_label(v.spec, v.args) == key);
   }
   const auto batched = aligned(permute_plan({2, 4096, 768}, {0, 2, 1}, DType::f32));
   CHECK(batched.spec.family == RearrangeFamily::transpose);
   for (std::int64_t batch : {3, 16, 300}) {
     const auto& v = aligned(permute_plan({batch, 4096, 768}, {0, 2, 1}, DType::f32));
-    CHECK(plan::spec_key(v.spec, v.args) == plan::spec_key(batched.spec, batched.args));
+    CHECK(plan::kernel_label(v.spec, v.args) == plan::kernel_label(batched.spec, batched.args));
   }
   // Exact mode bakes extents into the key.
   RearrangeOptions exact;
   exact.exact = true;
   const auto a = permute_plan({2, 512, 32, 128}, {0, 2, 1, 3}, DType::f16, exact);
   const auto b = permute_plan({3, 512, 32, 128}, {0, 2, 1, 3}, DType::f16, exact);
-  CHECK(plan::spec_key(aligned(a).spec, aligned(a).args) != plan::spec_key(aligned(b).spec, aligned(b).args));
+  CHECK(plan::kernel_label(aligned(a).spec, aligned(a).args) != plan::kernel_label(aligned(b).spec, aligned(b).args));
 }
 
 TEST_CASE("alignment variants: narrower pointers pick narrower units, never wider") {

@@ -43,7 +43,7 @@ std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst
                                                            std::mt19937_64& rng, bool exact = false) {
   RearrangeOptions options;
   options.exact = exact;
-  const plan::RearrangePlanData p = plan::make_plan_data(dst, src, options);
+  const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, src, options);
   std::vector<plan::RearrangeFamily> families;
   if (p.empty) return families;
   for (std::size_t align : {16u, 8u, 4u, 2u, 1u}) {

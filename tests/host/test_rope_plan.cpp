@@ -5,8 +5,8 @@
 #include <string>
 
 #include "jit/program.hpp"
-#include "ops/rope_impl.hpp"
-#include "plan/rope_manifest.hpp"
+#include "ops/rope/impl.hpp"
+#include "ops/rope/manifest.hpp"
 #include "shapejit/rope.h"
 #include "shapejit/rope.hpp"
 
@@ -179,7 +179,7 @@ TEST_CASE("a decode loop's plans share one kernel: sequence length is a run-time
     d.positions->shape[1] = seq;
     d.table.shape[0] = 4096;
     const auto plan = detail::make_rope_plan(d, {});
-    const std::string key = jit::kernel_key(plan->kernel.program(), "sm_90").hex();
+    const std::string key = jit::kernel_key(plan->kernel->program(), "sm_90").hex();
     if (first_key.empty()) first_key = key;
     CHECK(key == first_key);
     CHECK(plan->data.args.seq == seq);

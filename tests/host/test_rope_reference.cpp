@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/rope_host.hpp"
+#include "ops/rope/reference.hpp"
 
 using namespace shapejit;
 

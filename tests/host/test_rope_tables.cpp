@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numbers>
 
-#include "ops/rope_host.hpp"
+#include "ops/rope/reference.hpp"
 #include "shapejit/rope.hpp"
 
 using namespace shapejit;

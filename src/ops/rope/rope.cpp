@@ -3,17 +3,18 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 
-#include "codegen/rope_source.hpp"
-#include "core/errors.hpp"
 #include "core/byte_range.hpp"
+#include "core/errors.hpp"
+#include "core/plan_cache.hpp"
 #include "jit/driver.hpp"
+#include "jit/kernel_registry.hpp"
 #include "jit/pointer_check.hpp"
 #include "jit/record.hpp"
-#include "ops/rope_impl.hpp"
-#include "plan/rope_manifest.hpp"
+#include "ops/rope/codegen.hpp"
+#include "ops/rope/impl.hpp"
+#include "ops/rope/manifest.hpp"
 #include "shapejit/rope.hpp"
 
 namespace shapejit {
@@ -177,17 +178,31 @@ std::string describe_position_source(const RopeDesc& desc) {
 
 }  // namespace
 
+namespace {
+
+const jit::KernelHandle& registered_rope_kernel(const plan::RopeSpec& spec, const std::string& manifest) {
+  return jit::registered_kernel(plan::rope_key(spec), [&] { return codegen::rope_program(spec, manifest); });
+}
+
+}  // namespace
+
 RopePlanImpl::RopePlanImpl(plan::RopePlanData planned)
     : data(std::move(planned)),
       manifest(plan::rope_manifest_line(data)),
-      kernel(codegen::rope_program(data.spec, manifest)) {
+      kernel(&registered_rope_kernel(data.spec, manifest)) {
   if (data.spec.access > 1 || data.spec.table_access > 1)
-    scalar_kernel.emplace(codegen::rope_program(plan::scalar_variant(data.spec), manifest));
+    scalar_kernel = &registered_rope_kernel(plan::scalar_variant(data.spec), manifest);
 }
 
 std::vector<const jit::Program*> RopePlanImpl::programs() const {
-  std::vector<const jit::Program*> out = {&kernel.program()};
+  std::vector<const jit::Program*> out = {&kernel->program()};
   if (scalar_kernel) out.push_back(&scalar_kernel->program());
+  return out;
+}
+
+std::vector<SpecKey> RopePlanImpl::kernel_keys() const {
+  std::vector<SpecKey> out = {plan::rope_key(data.spec)};
+  if (scalar_kernel) out.push_back(plan::rope_key(plan::scalar_variant(data.spec)));
   return out;
 }
 
@@ -257,11 +272,7 @@ std::string_view rope_style_name(RopeStyle style) noexcept { return style == Rop
 RopePlan plan_rope(const RopeDesc& desc) {
   RopePlan plan;
   plan.impl_ = detail::make_rope_plan(desc, {});
-  if (jit::recording()) {
-    std::string kernels;
-    for (const jit::Program* p : plan.impl_->programs()) kernels += p->source;
-    jit::record_manifest_line(plan.impl_->manifest, kernels);
-  }
+  if (jit::recording()) jit::record_manifest_line(plan.impl_->manifest, plan.impl_->kernel_keys());
   return plan;
 }
 
@@ -276,7 +287,7 @@ void RopePlan::launch(const RopePointers& pointers, void* stream) const {
   plan::RopeKernelArgs args = plan.data.args;
   detail::bind_pointers(plan, pointers, args);
   const jit::KernelHandle& kernel =
-      detail::vector_aligned(plan.data.spec, args) || !plan.scalar_kernel ? plan.kernel : *plan.scalar_kernel;
+      detail::vector_aligned(plan.data.spec, args) || !plan.scalar_kernel ? *plan.kernel : *plan.scalar_kernel;
   const jit::StreamContext context(stream);
   if (plan.data.desc.check_pointers)
     for (const jit::PointerUse& use : detail::pointer_uses(plan.data, args)) jit::check_pointer(use, context.device());
@@ -306,24 +317,14 @@ std::string desc_key(const RopeDesc& desc) {
 }  // namespace
 
 void rope(const RopeDesc& desc, const RopePointers& pointers, void* stream) {
-  // A decode loop plans a new shape per step; bounded so that the cache cannot grow forever.
-  constexpr std::size_t kMaxCachedPlans = 1024;
-  static std::mutex mutex;
-  static std::map<std::string, RopePlan> cache;
+  static PlanCache<RopePlan> plans;
   const std::string key = desc_key(desc);
-  std::optional<RopePlan> cached;
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) cached = it->second;
+  std::optional<RopePlan> plan = plans.find(key);
+  if (!plan) {
+    plan = plan_rope(desc);
+    plans.insert(key, *plan);
   }
-  if (cached) return cached->launch(pointers, stream);
-  const RopePlan plan = plan_rope(desc);
-  {
-    std::lock_guard lock(mutex);
-    if (cache.size() >= kMaxCachedPlans) cache.clear();
-    cache.emplace(key, plan);
-  }
-  plan.launch(pointers, stream);
+  plan->launch(pointers, stream);
 }
 
 }  // namespace shapejit

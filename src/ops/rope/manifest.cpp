@@ -1,4 +1,4 @@
-#include "plan/rope_manifest.hpp"
+#include "ops/rope/manifest.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

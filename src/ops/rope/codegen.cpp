@@ -1,4 +1,4 @@
-#include "codegen/rope_source.hpp"
+#include "ops/rope/codegen.hpp"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "jit/program.hpp"
-#include "plan/rope_plan.hpp"
+#include "ops/rope/plan.hpp"
 
 namespace shapejit::codegen {
 

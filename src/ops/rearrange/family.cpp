@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "core/fastdiv.hpp"
-#include "plan/rearrange_spec.hpp"
+#include "ops/rearrange/spec.hpp"
 
 namespace shapejit::plan {
 namespace {
@@ -108,7 +108,7 @@ RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
     if (k != split) order.push_back(form.dims[k]);
 
   RearrangeVariant v{form, spec, {}, 0, 0};
-  KernelArgs& args = v.args;
+  RearrangeKernelArgs& args = v.args;
   args.extent_a = length;
   args.tiles_x = make_kernel_divisor(ceil_div(length, tile_cols));
   if (split != none) {
@@ -373,7 +373,7 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   s.num_dims = static_cast<int>(form.dims.size());
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  KernelArgs& args = v.args;
+  RearrangeKernelArgs& args = v.args;
   args.extent_a = g.extent_a;
   args.extent_b = g.extent_b;
   args.tiles_x = make_kernel_divisor(ceil_div(g.extent_b, s.tile_b));
@@ -426,7 +426,7 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   s.min_blocks = 3;
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  KernelArgs& args = v.args;
+  RearrangeKernelArgs& args = v.args;
   const RearrangeDim& a = form.dims[a_dim];
   const RearrangeDim& b = form.dims[b_dim];
   args.extent_a = a.extent;
@@ -490,7 +490,19 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
   return plan_rows(units, exact);
 }
 
-std::string spec_key(const RearrangeSpec& s, const KernelArgs& args) {
+SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {
+  std::vector<std::uint64_t> baked;
+  if (spec.exact) {
+    baked = {static_cast<std::uint64_t>(args.num_tiles), static_cast<std::uint64_t>(args.extent_a),
+             static_cast<std::uint64_t>(args.extent_b)};
+    for (int k = 0; k < spec.num_dims; ++k)
+      for (std::int64_t v : {args.dim[k].extent.value, args.dim[k].src_stride, args.dim[k].dst_stride})
+        baked.push_back(static_cast<std::uint64_t>(v));
+  }
+  return spec_key("rearrange", spec, baked.data(), baked.size());
+}
+
+std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args) {
   std::string key = fmt::format("{}.u{}.t{}.d{}.i{}{}", family_name(s.family), s.unit_bytes, s.threads, s.num_dims,
                                 s.index64 ? 64 : 32, s.bounds ? ".b" : "");
   switch (s.family) {
@@ -521,7 +533,7 @@ std::string spec_key(const RearrangeSpec& s, const KernelArgs& args) {
 }
 
 std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
-  return offsetof(KernelArgs, dim) + sizeof(KernelDim) * static_cast<std::size_t>(spec.num_dims);
+  return offsetof(RearrangeKernelArgs, dim) + sizeof(KernelDim) * static_cast<std::size_t>(spec.num_dims);
 }
 
 int shared_bytes(const RearrangeSpec& s) {

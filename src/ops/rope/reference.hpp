@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plan/rope_plan.hpp"
+#include "ops/rope/plan.hpp"
 #include "shapejit/rope.hpp"
 
 namespace shapejit::detail {

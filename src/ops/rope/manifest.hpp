@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/rope_plan.hpp"
+#include "ops/rope/plan.hpp"
 
 namespace shapejit::plan {
 

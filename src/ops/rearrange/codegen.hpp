@@ -5,13 +5,13 @@
 
 #include "codegen/render.hpp"
 #include "jit/program.hpp"
-#include "plan/rearrange_spec.hpp"
+#include "ops/rearrange/spec.hpp"
 
 namespace shapejit::codegen {
 
 /// The compile-time facts of a variant's kernel: its specialization, and in exact mode its extents
 /// and strides (otherwise placeholders that the template never reads).
-CodeParams rearrange_params(const plan::RearrangeSpec& spec, const plan::KernelArgs& args);
+CodeParams rearrange_params(const plan::RearrangeSpec& spec, const plan::RearrangeKernelArgs& args);
 
 /// The template that holds the kernel of `family` ("rearrange_rows.cu", "rearrange_tiled.cu" or
 /// "rearrange_skewed.cu");

@@ -1,4 +1,4 @@
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -52,12 +52,12 @@ std::string variant_text(const RearrangeVariant& v) {
   out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
                      s.exact ? "exact (extents and strides baked in)" : "extents and strides at run time");
   out += fmt::format("  launch: {} blocks x {} threads for {} tiles\n", v.grid, s.threads, v.args.num_tiles);
-  return out + fmt::format("  key: {}\n", spec_key(s, v.args));
+  return out + fmt::format("  key: {}\n", kernel_label(s, v.args));
 }
 
 }  // namespace
 
-RearrangePlanData make_plan_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
+RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
   check_assumed_alignment(options.assumed_alignment);
   check_rearrange_descs(dst, src);
   RearrangePlanData p;
@@ -162,7 +162,7 @@ std::string describe_json(const RearrangePlanData& p) {
           "\"tile_x\": {}, \"items_x\": {}, \"items_y\": {}, \"split_rows\": {}, \"tile_y1\": {}, \"dims_a\": {}, \"dims_b\": {}, \"tile_a\": {}, "
           "\"tile_b\": {}, \"vec_a\": {}, \"vec_b\": {}, \"load_linear\": {}, \"store_linear\": {}, "
           "\"swizzle\": {}, \"shared_bytes\": {}, \"copy_bytes\": {}}}",
-          levels, family_name(s.family), s.unit_bytes, dims_json(v.form.dims), spec_key(s, v.args), s.threads, v.grid,
+          levels, family_name(s.family), s.unit_bytes, dims_json(v.form.dims), kernel_label(s, v.args), s.threads, v.grid,
           v.args.num_tiles, s.index64 ? 64 : 32, s.bounds, s.exact, s.tile_x, s.items_x, s.items_y, s.split_rows, s.tile_y1, s.dims_a, s.dims_b,
           s.tile_a, s.tile_b, s.vec_a, s.vec_b, s.load_linear, s.store_linear, s.swizzle, shared_bytes(s),
           v.copy_bytes));

@@ -7,22 +7,24 @@
 #include <vector>
 
 #include "jit/launch.hpp"
-#include "plan/rope_plan.hpp"
+#include "ops/rope/plan.hpp"
 
 namespace shapejit::detail {
 
 struct RopePlanImpl {
-  /// Builds the kernels of `data`: the planned one and, when it uses wide accesses, the scalar
+  /// Registers the kernels of `data`: the planned one and, when it uses wide accesses, the scalar
   /// variant launched on less aligned pointers.
   explicit RopePlanImpl(plan::RopePlanData data);
 
   plan::RopePlanData data;
   std::string manifest;
-  jit::KernelHandle kernel;
-  std::optional<jit::KernelHandle> scalar_kernel;
+  const jit::KernelHandle* kernel = nullptr;
+  const jit::KernelHandle* scalar_kernel = nullptr;  ///< nullptr when the plan has no wide accesses
 
   /// Every program a launch of this plan may run (what a precompile must build).
   std::vector<const jit::Program*> programs() const;
+  /// Their specialization keys, in the same order.
+  std::vector<SpecKey> kernel_keys() const;
 };
 
 /// Plans `desc` under manifest-line overrides (what `shapejit plan rope` does); plan_rope is

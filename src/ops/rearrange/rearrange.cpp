@@ -5,35 +5,28 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
+#include <optional>
 
-#include "codegen/rearrange_codegen.hpp"
+#include "ops/rearrange/codegen.hpp"
 #include "core/errors.hpp"
+#include "core/plan_cache.hpp"
 #include "jit/driver.hpp"
+#include "jit/kernel_registry.hpp"
 #include "jit/launch.hpp"
 #include "jit/pointer_check.hpp"
 #include "jit/record.hpp"
-#include "plan/rearrange_plan.hpp"
+#include "ops/rearrange/plan.hpp"
 
 namespace shapejit {
 namespace {
 
-// One kernel per specialization key for the whole process; plans keep pointers into it.
-const jit::KernelHandle& registered_kernel(const plan::RearrangeVariant& variant, const std::string& manifest) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<jit::KernelHandle>> kernels;
-  const std::string key = plan::spec_key(variant.spec, variant.args);
-  std::lock_guard lock(mutex);
-  std::unique_ptr<jit::KernelHandle>& slot = kernels[key];
-  if (!slot) slot = std::make_unique<jit::KernelHandle>(codegen::rearrange_program(variant, manifest));
-  return *slot;
-}
-
+// Resolved at the variant's first launch, so that planning never renders source.
 const jit::KernelHandle& kernel_of(const detail::RearrangePlanImpl& impl, std::size_t index) {
   std::atomic<const jit::KernelHandle*>& slot = impl.kernels[index];
   if (const jit::KernelHandle* k = slot.load(std::memory_order_acquire)) return *k;
-  const jit::KernelHandle* k = &registered_kernel(impl.data.variants[index], impl.manifest);
+  const plan::RearrangeVariant& variant = impl.data.variants[index];
+  const jit::KernelHandle* k = &jit::registered_kernel(plan::rearrange_key(variant.spec, variant.args),
+                                                       [&] { return codegen::rearrange_program(variant, impl.manifest); });
   slot.store(k, std::memory_order_release);
   return *k;
 }
@@ -63,12 +56,12 @@ const detail::RearrangePlanImpl& RearrangePlan::impl() const {
 
 RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
   auto impl = std::make_shared<detail::RearrangePlanImpl>();
-  impl->data = plan::make_plan_data(dst, src, options);
+  impl->data = plan::plan_rearrange_data(dst, src, options);
   impl->manifest = plan::manifest_line(impl->data);
   impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
   if (jit::recording()) {
-    std::string kernels;
-    for (const plan::RearrangeVariant& v : impl->data.variants) kernels += plan::spec_key(v.spec, v.args) + ";";
+    std::vector<SpecKey> kernels;
+    for (const plan::RearrangeVariant& v : impl->data.variants) kernels.push_back(plan::rearrange_key(v.spec, v.args));
     jit::record_manifest_line(impl->manifest, kernels);
   }
   RearrangePlan plan;
@@ -109,7 +102,7 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
   jit::LaunchDims dims;
   dims.grid[0] = v.grid;
   dims.block[0] = static_cast<unsigned>(v.spec.threads);
-  void* args[] = {&d, &s, const_cast<plan::KernelArgs*>(&v.args)};
+  void* args[] = {&d, &s, const_cast<plan::RearrangeKernelArgs*>(&v.args)};
   kernel_of(im, index).launch(context, dims, stream, args);
 }
 
@@ -120,26 +113,14 @@ std::string RearrangePlan::json() const { return plan::describe_json(impl().data
 std::string RearrangePlan::manifest_line() const { return impl().manifest; }
 
 void rearrange(void* dst, const TensorDesc& dst_desc, const void* src, const TensorDesc& src_desc, void* stream) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, RearrangePlan> plans;
-  constexpr std::size_t kMaxCachedPlans = 4096;
+  static PlanCache<RearrangePlan> plans;
   const std::string key = cache_key(dst_desc, src_desc);
-  RearrangePlan plan;
-  bool cached = false;
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = plans.find(key); it != plans.end()) {
-      plan = it->second;
-      cached = true;
-    }
-  }
-  if (!cached) {
+  std::optional<RearrangePlan> plan = plans.find(key);
+  if (!plan) {
     plan = plan_rearrange(dst_desc, src_desc);
-    std::lock_guard lock(mutex);
-    if (plans.size() >= kMaxCachedPlans) plans.clear();
-    plans.emplace(key, plan);
+    plans.insert(key, *plan);
   }
-  plan.launch(dst, src, stream);
+  plan->launch(dst, src, stream);
 }
 
 TensorDesc permuted(const TensorDesc& src, const std::vector<int>& perm) {

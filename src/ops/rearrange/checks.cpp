@@ -1,4 +1,4 @@
-#include "plan/rearrange_checks.hpp"
+#include "ops/rearrange/checks.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

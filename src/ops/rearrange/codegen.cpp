@@ -1,4 +1,4 @@
-#include "codegen/rearrange_codegen.hpp"
+#include "ops/rearrange/codegen.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 namespace shapejit::codegen {
 
-CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::KernelArgs& args) {
+CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeKernelArgs& args) {
   using plan::RearrangeFamily;
   CodeParams p;
   p.integer("UNIT", s.unit_bytes)

@@ -1,4 +1,4 @@
-#include "plan/rearrange_canonical.hpp"
+#include "ops/rearrange/canonical.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "ops/rope_host.hpp"
+#include "ops/rope/reference.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -7,31 +7,42 @@
 #include <optional>
 #include <string>
 
+#include "core/spec.hpp"
 #include "shapejit/rope.hpp"
+
+namespace shapejit {
+inline std::string_view field_text(RopeStyle style) { return rope_style_name(style); }
+}  // namespace shapejit
 
 namespace shapejit::plan {
 
 /// Everything that changes the generated code of a rope kernel.
-struct RopeSpec {
-  RopeStyle style = RopeStyle::neox;
-  DType data = DType::bf16;
-  DType table = DType::f32;
-  std::optional<DType> position;  ///< std::nullopt: position = s + offset
-  bool positions_batched = false; ///< positions are [batch, seq] (else [seq])
-  std::int64_t head_dim = 0;      ///< D
-  std::int64_t rotary_dim = 0;    ///< R
-  bool four_d = false;
-  bool has_k = false;
-  bool inplace = false;
-  bool inverse = false;
-  bool checked = false;
-  bool wide_index = false;  ///< 64-bit element offsets
-  int chunk = 1;            ///< data elements one thread owns along dhead (per half for NeoX)
-  int access = 1;           ///< data elements per memory access (divides chunk)
-  int table_access = 1;     ///< table elements per memory access
+#define SHAPEJIT_ROPE_SPEC_FIELDS(X)                                                               \
+  X(RopeStyle, style, RopeStyle::neox)                                                             \
+  X(DType, data, DType::bf16)                                                                      \
+  X(DType, table, DType::f32)                                                                      \
+  X(std::optional<DType>, position, std::nullopt) /* none: position = s + offset */               \
+  X(bool, positions_batched, false) /* positions are [batch, seq] (else [seq]) */                  \
+  X(std::int64_t, head_dim, 0)      /* D */                                                        \
+  X(std::int64_t, rotary_dim, 0)    /* R */                                                        \
+  X(bool, four_d, false)                                                                           \
+  X(bool, has_k, false)                                                                            \
+  X(bool, inplace, false)                                                                          \
+  X(bool, inverse, false)                                                                          \
+  X(bool, checked, false)                                                                          \
+  X(bool, wide_index, false) /* 64-bit element offsets */                                          \
+  X(int, chunk, 1)           /* data elements one thread owns along dhead (per half for NeoX) */   \
+  X(int, access, 1)          /* data elements per memory access (divides chunk) */                 \
+  X(int, table_access, 1)    /* table elements per memory access */
 
+struct RopeSpec {
+  SHAPEJIT_SPEC_FIELDS(SHAPEJIT_ROPE_SPEC_FIELDS)
   bool operator==(const RopeSpec&) const = default;
 };
+SHAPEJIT_CHECK_SPEC_FIELDS(RopeSpec, SHAPEJIT_ROPE_SPEC_FIELDS)
+
+/// The specialization key: a hash of every spec field.
+inline SpecKey rope_key(const RopeSpec& spec) { return spec_key("rope", spec); }
 
 /// Table entries (pairs) one chunk needs.
 int rope_chunk_pairs(const RopeSpec& spec);

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/rearrange_canonical.hpp"
-#include "plan/rearrange_checks.hpp"
-#include "plan/rearrange_spec.hpp"
+#include "ops/rearrange/canonical.hpp"
+#include "ops/rearrange/checks.hpp"
+#include "ops/rearrange/spec.hpp"
 #include "shapejit/rearrange.hpp"
 
 namespace shapejit::jit {
@@ -36,7 +36,7 @@ struct RearrangePlanData {
 };
 
 /// Validates and plans copying `src` into `dst` (throws shapejit::Error on bad input).
-RearrangePlanData make_plan_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options);
+RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options);
 
 /// The variant to launch for base pointers whose addresses OR'ed together are `address_bits`
 /// (their common alignment is its lowest set bit; above the assumed alignment it makes no difference).

@@ -1,4 +1,4 @@
-#include "plan/rope_plan.hpp"
+#include "ops/rope/plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

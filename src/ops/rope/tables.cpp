@@ -5,7 +5,7 @@
 #include <numbers>
 
 #include "core/errors.hpp"
-#include "ops/rope_host.hpp"
+#include "ops/rope/reference.hpp"
 #include "shapejit/rope.hpp"
 
 namespace shapejit {

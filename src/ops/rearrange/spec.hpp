@@ -1,0 +1,126 @@
+// Rearrange kernel families: the specialization (only what changes the generated code) and the
+// runtime arguments (extents, strides, divisors), chosen from a canonical form in units.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/spec.hpp"
+#include "ops/rearrange/canonical.hpp"
+#include "shapejit/rearrange.hpp"
+
+namespace shapejit::plan {
+
+enum class RearrangeFamily {
+  copy,       ///< contiguous on both sides: the driver's device-to-device memcpy, no kernel
+  row,        ///< same innermost dim, unit stride on both sides: rows copied with wide units
+  transpose,  ///< innermost dims differ: shared-memory tiles of (dst-contiguous dim x src-contiguous dim)
+  packed,     ///< transpose whose tile spans several small dims, or a whole small dim read/written linearly
+  gather,     ///< anything else: walked in destination order, so writes stay coalesced
+  skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
+};
+
+/// "copy", "row", "transpose", "packed", "gather", "skewed".
+std::string_view family_name(RearrangeFamily family);
+
+inline std::string_view field_text(RearrangeFamily family) { return family_name(family); }
+
+// The facts that change the generated code. Extents, strides and divisors are runtime arguments
+// (RearrangeKernelArgs), except in exact mode, where the codegen bakes them in too.
+//
+// row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
+// split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
+// transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
+// src), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
+// tile_b, and vec_a = vec_b = units per 16-byte vector.
+#define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
+  X(RearrangeFamily, family, RearrangeFamily::copy)                                                \
+  X(int, unit_bytes, 1)        /* bytes one kernel element moves (1, 2, 4, 8, 16) */               \
+  X(int, threads, 256)         /* threads per block */                                             \
+  X(int, num_dims, 1)          /* dims in RearrangeKernelArgs::dim */                              \
+  X(bool, index64, false)      /* 64-bit index math */                                             \
+  X(bool, bounds, false)       /* tiles can run past an extent, so accesses are checked */         \
+  X(bool, exact, false)        /* extents and strides baked into the kernel */                     \
+  X(int, tile_x, 1)            /* rows: threads along a row */                                     \
+  X(int, items_x, 1)           /* rows: units per thread along a row */                            \
+  X(int, items_y, 1)           /* rows: rows per thread */                                         \
+  X(int, tile_y1, 1)           /* split rows: rows of dim[2..] per tile */                         \
+  X(bool, split_rows, false)                                                                       \
+  X(bool, src_inner_unit, true) /* the innermost source stride is 1 (else a runtime stride) */     \
+  X(bool, dst_inner_unit, true) /* the innermost destination stride is 1 */                        \
+  X(int, dims_a, 1)                                                                                \
+  X(int, dims_b, 1)                                                                                \
+  X(int, tile_a, 1)            /* tile extent in units along A */                                  \
+  X(int, tile_b, 1)            /* tile extent in units along B */                                  \
+  X(int, vec_a, 1)             /* units per access along A (stores) */                             \
+  X(int, vec_b, 1)             /* units per access along B (loads) */                              \
+  X(int, pitch, 1)             /* shared-memory row length in units (one row per B index) */       \
+  X(bool, swizzle, false)      /* XOR-swizzled rows (else padded to pitch) */                      \
+  X(int, swizzle_period, 1)    /* vectors per 128 bytes of shared memory */                        \
+  X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
+  X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
+  X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */
+
+struct RearrangeSpec {
+  SHAPEJIT_SPEC_FIELDS(SHAPEJIT_REARRANGE_SPEC_FIELDS)
+  bool operator==(const RearrangeSpec&) const = default;
+};
+SHAPEJIT_CHECK_SPEC_FIELDS(RearrangeSpec, SHAPEJIT_REARRANGE_SPEC_FIELDS)
+
+/// A divisor with its fast-division magic numbers (valid for 32-bit numerators).
+struct KernelDivisor {
+  std::int64_t value = 1;
+  std::uint32_t multiplier = 1;
+  std::uint32_t shift = 0;
+};
+
+/// One dim of the kernel arguments. Mirrors `SjDim` in templates/rearrange_common.cu.
+struct KernelDim {
+  KernelDivisor extent;
+  std::int64_t src_stride = 0;
+  std::int64_t dst_stride = 0;
+};
+
+/// The kernel's runtime arguments, passed by value. Mirrors `SjArgs` in templates/rearrange_common.cu,
+/// which declares only the spec's num_dims dims (the launch copies just that prefix).
+struct RearrangeKernelArgs {
+  std::int64_t num_tiles = 0;
+  std::int64_t extent_a = 0;  ///< tiled: product of group A; rows: the innermost extent
+  std::int64_t extent_b = 0;  ///< tiled: product of group B; rows: the number of rows (split: of dim[2..])
+  KernelDivisor tiles_x;      ///< tiled: tiles along B; rows: tiles along a row
+  KernelDivisor tiles_y;      ///< tiled: tiles along A; split rows: tiles along the rows of dim[2..]
+  KernelDim dim[kMaxRearrangeRank + 1];
+};
+
+/// One planned kernel (or memcpy) for one pointer alignment.
+struct RearrangeVariant {
+  CanonicalForm form;   ///< canonical form in units
+  RearrangeSpec spec;
+  RearrangeKernelArgs args;
+  std::uint32_t grid = 0;     ///< blocks (grid.x); tiles beyond it are walked by a grid-stride loop
+  std::int64_t copy_bytes = 0;  ///< copy family: bytes for the memcpy
+};
+
+/// Builds `divisor` with its magic numbers (multiplier and shift only when it fits in 32 bits).
+KernelDivisor make_kernel_divisor(std::int64_t divisor);
+
+/// Classifies a canonical form in units and chooses its family, parameters and runtime arguments.
+/// `src_align` and `dst_align`: alignment in bytes of the pointers the kernel starts from.
+RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align, std::int64_t dst_align);
+
+/// The specialization key: a hash of every spec field and, in exact mode, the baked extents and
+/// strides. Kernels are registered under it.
+SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
+
+/// A short readable name of the kernel (family first), for labels and describe text; the fields
+/// that matter to its family, and in exact mode the baked shape.
+std::string kernel_label(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
+
+/// Bytes of RearrangeKernelArgs that the kernel of `spec` reads (the header plus num_dims dims).
+std::size_t kernel_args_bytes(const RearrangeSpec& spec);
+
+/// Shared memory a tiled kernel declares (0 for the other families).
+int shared_bytes(const RearrangeSpec& spec);
+
+}  // namespace shapejit::plan
