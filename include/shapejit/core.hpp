@@ -87,6 +87,12 @@ void set_offline(bool offline) noexcept;
 /// Whether NVRTC is forbidden.
 bool offline() noexcept;
 
+/// Plans a manifest line (the arguments of `shapejit plan`, e.g. "rearrange --dtype f16 --shape
+/// 8,4 --perm 1,0": what precompile reads and record mode writes) and returns the plan's
+/// description, as text or as a JSON document. Throws shapejit::Error (invalid_argument) naming
+/// what is wrong with the line: an unknown operation or option, a bad value, a plan that fails.
+std::string describe_manifest_line(std::string_view line, bool json = false);
+
 /// The library version string.
 std::string_view version() noexcept;
 

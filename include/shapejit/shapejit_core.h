@@ -43,6 +43,13 @@ typedef struct sj_tensor_desc {
 /** The message of the last failed call on this thread ("" if none). Valid until the next call. */
 const char* sj_last_error(void);
 
+/** Plans a manifest line (the arguments of `shapejit plan`, e.g. "rearrange --dtype f16 --shape
+ *  8,4 --perm 1,0") and writes its description (JSON when `json` is nonzero), NUL-terminated, into
+ *  `buffer` of `capacity` bytes. `*length` (when not NULL) receives the description's length
+ *  without the NUL; a buffer too small (or NULL with capacity 0) is SJ_INVALID_ARGUMENT with
+ *  `*length` set, so a caller can ask for the size first. */
+sj_status sj_describe_manifest_line(const char* line, int json, char* buffer, size_t capacity, size_t* length);
+
 /** Library version string. */
 const char* sj_version(void);
 

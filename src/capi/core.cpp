@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "capi/guard.hpp"
 #include "core/errors.hpp"
 
@@ -27,6 +29,18 @@ extern "C" {
 const char* sj_last_error(void) { return shapejit::capi::t_last_error.c_str(); }
 
 const char* sj_version(void) { return SHAPEJIT_VERSION; }
+
+sj_status sj_describe_manifest_line(const char* line, int json, char* buffer, size_t capacity, size_t* length) {
+  return shapejit::capi::guarded([&] {
+    if (line == nullptr) shapejit::invalid_argument("line is NULL: pass a manifest line such as \"rearrange ...\"");
+    const std::string text = shapejit::describe_manifest_line(line, json != 0);
+    if (length != nullptr) *length = text.size();
+    if (buffer == nullptr || capacity <= text.size())
+      shapejit::invalid_argument("the description needs {} bytes with its NUL but the buffer has {}", text.size() + 1,
+                                 buffer == nullptr ? 0 : capacity);
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+  });
+}
 
 void sj_set_offline(int offline) { shapejit::set_offline(offline != 0); }
 

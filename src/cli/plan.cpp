@@ -1,22 +1,27 @@
+// `shapejit plan <op> ...`: one subcommand per registered operator, its options taken from the
+// registry; the arguments after `plan` are a manifest line.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <functional>
+#include <map>
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "core/errors.hpp"
+#include "ops/registry.hpp"
 
 namespace shapejit::cli {
 namespace {
 
 struct PlanState {
-  PlanBuilder builder;
+  std::function<ops::PlannedLine()> planned;
   bool json = false;
   bool source = false;
 };
 
-void print_plan(const PlanResult& result, const PlanState& state) {
+void print_plan(const ops::PlannedLine& result, const PlanState& state) {
   if (state.json) {
-    nlohmann::json out = result.json;
+    nlohmann::json out = nlohmann::json::parse(result.json);
     if (state.source) {
       out["sources"] = nlohmann::json::array();
       for (const auto& p : result.programs) out["sources"].push_back({{"label", p.label}, {"source", p.source}});
@@ -27,6 +32,54 @@ void print_plan(const PlanResult& result, const PlanState& state) {
   fmt::print("{}", result.text);
   if (state.source)
     for (const auto& p : result.programs) fmt::print("\n// ===== {} =====\n{}\n", p.label, p.source);
+}
+
+/// Values CLI11 parsed for one operator's options.
+struct ParsedOptions {
+  std::map<std::string, std::string> text;
+  std::map<std::string, std::int64_t> integer;
+  std::map<std::string, std::vector<std::int64_t>> integers;
+  std::map<std::string, bool> flag;
+};
+
+/// The manifest arguments of what the user gave.
+ops::ManifestArgs to_args(const ParsedOptions& parsed, const CLI::App& cmd) {
+  ops::ManifestArgs args;
+  auto given = [&cmd](const std::string& name) { return cmd.count("--" + name) > 0; };
+  for (const auto& [name, value] : parsed.text)
+    if (given(name)) args.values[name] = value;
+  for (const auto& [name, value] : parsed.integer)
+    if (given(name)) args.values[name] = std::to_string(value);
+  for (const auto& [name, values] : parsed.integers)
+    if (given(name)) args.values[name] = fmt::format("{}", fmt::join(values, ","));
+  for (const auto& [name, value] : parsed.flag)
+    if (value) args.values[name] = "";
+  return args;
+}
+
+void add_operator(CLI::App& plan, const ops::Operator& op, PlanState& state) {
+  CLI::App* cmd = plan.add_subcommand(std::string(op.name), std::string(op.summary));
+  auto parsed = std::make_shared<ParsedOptions>();
+  for (const ops::ManifestOption& o : op.options) {
+    const std::string flag = "--" + o.name;
+    CLI::Option* added = nullptr;
+    switch (o.kind) {
+      case ops::OptionKind::flag: added = cmd->add_flag(flag, parsed->flag[o.name], o.help); break;
+      case ops::OptionKind::integer: added = cmd->add_option(flag, parsed->integer[o.name], o.help); break;
+      case ops::OptionKind::integers:
+        added = cmd->add_option(flag, parsed->integers[o.name], o.help)->delimiter(',');
+        break;
+      case ops::OptionKind::text: added = cmd->add_option(flag, parsed->text[o.name], o.help); break;
+    }
+    if (o.required) added->required();
+    if (!o.choices.empty() && o.kind == ops::OptionKind::text) added->check(CLI::IsMember(o.choices));
+  }
+  cmd->callback([&op, &state, parsed, cmd] {
+    state.planned = [&op, args = to_args(*parsed, *cmd)] {
+      ops::check_args(op, args);
+      return op.plan(args);
+    };
+  });
 }
 
 }  // namespace
@@ -40,24 +93,8 @@ void add_plan_command(CLI::App& app) {
   plan->fallthrough();
   plan->add_flag("--json", state->json, "Print the plan as JSON");
   plan->add_flag("--source", state->source, "Also print the generated CUDA source");
-  add_plan_rearrange(*plan, state->builder);
-  add_plan_rope(*plan, state->builder);
-  plan->callback([state] { print_plan(state->builder(), *state); });
-}
-
-PlanBuilder parse_plan_line(const std::string& line) {
-  PlanBuilder builder;
-  CLI::App app{"manifest line"};
-  app.require_subcommand(1);
-  add_plan_rearrange(app, builder);
-  add_plan_rope(app, builder);
-  try {
-    app.parse(line, false);
-  } catch (const CLI::ParseError& e) {
-    fail(ErrorCode::invalid_argument, "{}", e.what());
-  }
-  if (!builder) fail(ErrorCode::invalid_argument, "no operation in the line");
-  return builder;
+  for (const ops::Operator& op : ops::operators()) add_operator(*plan, op, *state);
+  plan->callback([state] { print_plan(state->planned(), *state); });
 }
 
 }  // namespace shapejit::cli

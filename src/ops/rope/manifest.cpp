@@ -5,6 +5,10 @@
 
 #include <algorithm>
 
+#include "core/errors.hpp"
+#include "ops/registry.hpp"
+#include "ops/rope/impl.hpp"
+
 namespace shapejit::plan {
 namespace {
 
@@ -77,3 +81,79 @@ std::string rope_manifest_line(const RopePlanData& plan) {
 }
 
 }  // namespace shapejit::plan
+
+namespace shapejit::ops {
+namespace {
+
+DType dtype_option(const ManifestArgs& args, const char* name) {
+  const std::string text = args.text(name);
+  const auto t = parse_dtype(text);
+  if (!t) invalid_argument("--{} {} is not a dtype name (f16 bf16 f32 f64, i8 ... u64)", name, text);
+  return *t;
+}
+
+plan::RopeManifest to_manifest(const ManifestArgs& args) {
+  plan::RopeManifest m;
+  m.style = args.text("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
+  m.dtype = dtype_option(args, "dtype");
+  if (args.has("table-dtype")) m.table_dtype = dtype_option(args, "table-dtype");
+  if (args.text("pos-dtype", "i64") == "none") {
+    m.position_dtype = std::nullopt;
+  } else if (args.has("pos-dtype")) {
+    m.position_dtype = dtype_option(args, "pos-dtype");
+  }
+  m.positions_shared = args.text("pos-layout") == "seq";
+  m.shape = args.integers("shape");
+  if (args.has("k-heads")) m.k_heads = args.integer("k-heads");
+  m.rotary_dim = args.integer("rotary-dim", 0);
+  m.inplace = args.has("inplace");
+  m.inverse = args.has("inverse");
+  m.checked = args.has("checked");
+  m.check_pointers = args.has("check-pointers");
+  m.overrides = {static_cast<int>(args.integer("access", 16)), static_cast<int>(args.integer("table-access", 16)),
+                 static_cast<int>(args.integer("index", 0))};
+  return m;
+}
+
+PlannedLine plan_line(const ManifestArgs& args) {
+  const plan::RopeManifest m = to_manifest(args);
+  const auto plan = detail::make_rope_plan(plan::manifest_desc(m), m.overrides);
+  PlannedLine result{detail::describe(*plan), detail::json(*plan), {}};
+  for (const jit::Program* p : plan->programs()) result.programs.push_back(*p);
+  return result;
+}
+
+}  // namespace
+
+const Operator& rope_operator() {
+  static const Operator op{
+      "rope",
+      "Rotary position embedding of [batch,] seq, heads, dhead data",
+      {
+          {"algo", OptionKind::text, "Pair style: neox (x[i], x[i+R/2]) or gptj (x[2i], x[2i+1])", true,
+           {"neox", "gptj"}},
+          {"dtype", OptionKind::text, "Data dtype: f16, bf16, f32 or f64", true},
+          {"table-dtype", OptionKind::text, "sin/cos table dtype (default f32; f64 for f64 data)"},
+          {"pos-dtype", OptionKind::text, "Position id dtype (i8 ... u64), or none for seq index + offset (default i64)"},
+          {"pos-layout", OptionKind::text, "Position ids per batch ([batch, seq]) or shared ([seq]), 4-D only (default batch)",
+           false, {"batch", "seq"}},
+          {"shape", OptionKind::integers, "x's shape: seq,heads,dhead or batch,seq,heads,dhead", true},
+          {"k-heads", OptionKind::integer, "Rotate k too, with this many heads, in the same launch"},
+          {"rotary-dim", OptionKind::integer, "Rotated leading dims R (default dhead)"},
+          {"inplace", OptionKind::flag, "Write the outputs over the inputs"},
+          {"inverse", OptionKind::flag, "Rotate by -angle (backward pass)"},
+          {"checked", OptionKind::flag, "Fail on positions outside the table (synchronizes)"},
+          {"check-pointers", OptionKind::flag,
+           "Verify at each launch that every pointer is memory of the stream's device holding its view"},
+          {"access", OptionKind::integer, "At most this many data elements per access (strided plans)", false,
+           {"1", "2", "4", "8", "16"}},
+          {"table-access", OptionKind::integer, "At most this many table elements per access", false,
+           {"1", "2", "4", "8", "16"}},
+          {"index", OptionKind::integer, "Offset width: 32 or 64 (default: as the shapes need)", false, {"32", "64"}},
+      },
+      plan_line,
+  };
+  return op;
+}
+
+}  // namespace shapejit::ops

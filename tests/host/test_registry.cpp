@@ -1,0 +1,104 @@
+// The operator registry: manifest lines are parsed and planned by the library, the lines a plan
+// records plan again to the same kernels, and bad lines are errors naming the option.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "ops/registry.hpp"
+#include "ops/rope/impl.hpp"
+#include "shapejit/rearrange.hpp"
+#include "shapejit/rope.hpp"
+#include "shapejit/shapejit.h"
+
+using namespace shapejit;
+
+namespace {
+
+std::string error_of(std::string_view line) {
+  try {
+    ops::plan_manifest_line(line);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<std::string> sources(const std::vector<jit::Program>& programs) {
+  std::vector<std::string> out;
+  for (const jit::Program& p : programs) out.push_back(p.source);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every registered operator has a name, a summary, options with help and a planner") {
+  REQUIRE(ops::operators().size() >= 2);
+  for (const ops::Operator& op : ops::operators()) {
+    CAPTURE(op.name);
+    CHECK_FALSE(op.name.empty());
+    CHECK_FALSE(op.summary.empty());
+    CHECK(static_cast<bool>(op.plan));
+    CHECK(&ops::find_operator(op.name) == &op);
+    for (const ops::ManifestOption& o : op.options) CHECK_FALSE(o.help.empty());
+  }
+}
+
+TEST_CASE("a rearrange plan's manifest line plans again, in the library, to the same kernels") {
+  const TensorDesc src{{6, 40, 33}, {}, DType::f16};
+  const TensorDesc view = permuted(src, {2, 0, 1});
+  const RearrangePlan plan = plan_rearrange(TensorDesc{view.shape, {}, DType::f16}, view);
+  const ops::PlannedLine again = ops::plan_manifest_line(plan.manifest_line());
+  REQUIRE_FALSE(again.programs.empty());
+  const ops::PlannedLine direct =
+      ops::plan_manifest_line("rearrange --dtype f16 --shape 6,40,33 --perm 2,0,1   ");
+  CHECK(sources(again.programs) == sources(direct.programs));
+  CHECK(contains(again.json, "\"op\": \"rearrange\""));
+}
+
+TEST_CASE("a rope plan's manifest line plans again to the same kernels, options in any order and with =") {
+  RopeDesc desc;
+  desc.style = RopeStyle::gptj;
+  desc.x = TensorDesc{{2, 64, 8, 128}, {}, DType::bf16};
+  desc.k = TensorDesc{{2, 64, 2, 128}, {}, DType::bf16};
+  desc.table = TensorDesc{{64, 64}, {}, DType::f32};
+  desc.positions = TensorDesc{{2, 64}, {}, DType::i32};
+  const RopePlan plan = plan_rope(desc);
+  std::vector<std::string> expected;
+  for (const jit::Program* p : plan.impl().programs()) expected.push_back(p->source);
+  CHECK(sources(ops::plan_manifest_line(plan.manifest_line()).programs) == expected);
+  CHECK(sources(ops::plan_manifest_line("rope --shape=2,64,8,128 --k-heads 2 --pos-dtype=i32 --dtype bf16 --algo gptj")
+                    .programs) == expected);
+}
+
+TEST_CASE("bad manifest lines are errors naming the operation or option") {
+  CHECK(contains(error_of("transpose --dtype f16"), "unknown operation 'transpose'; a manifest line starts with one of: rearrange, rope"));
+  CHECK(contains(error_of(""), "empty"));
+  CHECK(contains(error_of("rearrange --dtype f16"), "--shape is required"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4,x"), "--shape: x is not an integer"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4,4 --colour red"), "unknown option --colour"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4 --shape 4"), "--shape is given twice"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4 --exact=1"), "--exact is a flag"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape"), "--shape needs a value"));
+  CHECK(contains(error_of("rearrange f16"), "'f16' is not an option"));
+  CHECK(contains(error_of("rope --algo sideways --dtype bf16 --shape 1,4,32,128"), "--algo: sideways is not one of neox, gptj"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --access 3"), "--access: 3 is not one of"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape " + std::string(5000, '7')), "manifest lines are at most 4096"));
+}
+
+TEST_CASE("manifest lines are described through the C++ and C APIs") {
+  const std::string line = "rearrange --dtype f32 --shape 64,48 --perm 1,0";
+  CHECK(contains(describe_manifest_line(line), "transpose"));
+  CHECK(contains(describe_manifest_line(line, true), "\"op\": \"rearrange\""));
+  std::size_t length = 0;
+  CHECK(sj_describe_manifest_line(line.c_str(), 0, nullptr, 0, &length) == SJ_INVALID_ARGUMENT);
+  REQUIRE(length > 0);
+  std::string buffer(length + 1, '\0');
+  REQUIRE(sj_describe_manifest_line(line.c_str(), 0, buffer.data(), buffer.size(), &length) == SJ_OK);
+  CHECK(buffer.c_str() == describe_manifest_line(line));
+  CHECK(sj_describe_manifest_line("rearrange --dtype f99 --shape 4", 0, buffer.data(), buffer.size(), nullptr) ==
+        SJ_INVALID_ARGUMENT);
+  CHECK(contains(sj_last_error(), "--dtype f99"));
+}
