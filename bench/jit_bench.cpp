@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "codegen/rearrange_codegen.hpp"
 #include "codegen/render.hpp"
 #include "codegen/templates.hpp"
 #include "jit/driver.hpp"
 #include "jit/launch.hpp"
 #include "jit/nvrtc.hpp"
-#include "ops/rope_impl.hpp"
-#include "plan/rearrange_plan.hpp"
-#include "plan/rope_manifest.hpp"
+#include "ops/rearrange/codegen.hpp"
+#include "ops/rearrange/plan.hpp"
+#include "ops/rope/impl.hpp"
+#include "ops/rope/manifest.hpp"
 #include "shapejit/core.hpp"
 #include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
@@ -52,7 +52,7 @@ std::string device_name() {
 jit::Program probe_program(int offset) {
   codegen::CodeParams params;
   params.integer("PROBE_OFFSET", offset);
-  return {"probe", codegen::render("probe.cu", params), {}, fmt::format("probe {}", offset)};
+  return {"probe", codegen::render({"probe.cu"}, params), {}, fmt::format("probe {}", offset)};
 }
 
 /// The probe without the prelude: what the prelude adds to every compile is the difference.
@@ -83,7 +83,7 @@ TimedProgram rearrange_kernel(const std::string& what, const std::vector<std::in
   const TensorDesc src = permuted(TensorDesc{shape, src_strides, dtype, 0}, perm);
   const RearrangePlan plan = plan_rearrange(TensorDesc{src.shape, {}, dtype, 0}, src, {exact, 16});
   const plan::RearrangeVariant& v = plan.impl().data.variants.front();
-  return {fmt::format("rearrange {}: {}", what, plan::spec_key(v.spec, v.args).substr(0, 60)),
+  return {fmt::format("rearrange {}: {}", what, plan::kernel_label(v.spec, v.args).substr(0, 60)),
           codegen::rearrange_program(v, plan.manifest_line())};
 }
 
@@ -207,7 +207,7 @@ Table launch_section(int calls) {
   const RawKernel raw_transpose(codegen::rearrange_program(variant, plan.manifest_line()), arch);
   void* dst = out.get();
   const void* src = in.get();
-  void* transpose_args[] = {&dst, &src, const_cast<plan::KernelArgs*>(&variant.args)};
+  void* transpose_args[] = {&dst, &src, const_cast<plan::RearrangeKernelArgs*>(&variant.args)};
   CUstream stream = nullptr;
   jit::check(jit::driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   RearrangeOptions checked_options;

@@ -1,28 +1,36 @@
 #!/usr/bin/env python3
 """Times rearrange cases with the framework peers, in one process: torch
-`x.permute(perm).contiguous()` and XLA `jax.jit(lambda a: jnp.transpose(a, perm))`, each framework
-that imports (a missing one is skipped), against a device-to-device copy of the same bytes timed
-in the same process. The cases come from a case file, usually one written by
-`rearrange_bench --random SEED --emit-cases FILE`; lines with --src-strides or --dst-strides are
-skipped (both peers take a contiguous source here).
+`x.permute(perm).contiguous()` and XLA `jax.jit(lambda a: jnp.transpose(a, perm))`, against a
+device-to-device copy (torch `dst.copy_(src)`) of the same bytes. torch is required (it makes and
+checks the data); jax is skipped when it does not import. The cases come from a case file, usually
+one written by `rearrange_bench --random SEED --emit-cases FILE`; lines with --src-strides or
+--dst-strides are skipped (both peers take a contiguous source here).
 
   python3 bench/peers_random.py CASES [--dry-run] [--only TEXT] [--elem-bytes 1,2,4,8,16]
-                                      [--warmup 3] [--runs 15] [--samples 65536]
+                                      [--warmup 3] [--runs 15] [--samples 65536] [--max-seconds 480]
 
 Element types: the line's --dtype (u8 uint8, f16 float16, bf16 bfloat16, f32 float32, f64 float64,
 and the integer types); an opaque `--elem-bytes 16` element runs as complex128, the 16-byte type
-both frameworks have (other opaque sizes are skipped). jax runs with jax_enable_x64 for float64
-and complex128, and without preallocation so that torch has room too.
+both frameworks have (other opaque sizes are skipped). jax runs with jax_enable_x64 (for float64
+and complex128) and without preallocation, so that torch has room too.
 
-Method: random data (never zeros), warm-up runs first; bandwidth = 2 x bytes / median time, as
-rearrange_bench reports it. torch: CUDA events around each launch, median of --runs. XLA: --runs
-loops of several launches, each loop ended by block_until_ready and timed on the host clock; the
-median per-launch time. Copy: torch `dst.copy_(src)` timed with events; without torch, a jitted
-`a.copy()` that is checked to write a new buffer. Check: every result is compared bit for bit with
-its own source on --samples random elements (plus the first and last), gathered by index rather
-than by the operation under test. Output: one markdown table row per case and per-element-size
-geometric means, printed and written to $OUT/peers_random.md when OUT is set (rewritten after each
-case, so a run cut short keeps its rows). --dry-run lists the parsed cases and imports nothing.
+Method, per case: one source on the GPU, made once by torch from random bytes in 1..255 (no element
+is zero; floats get their top exponent bit cleared, so no Inf or NaN) and handed to jax zero-copy
+through DLPack (a host copy through jax.device_put only where DLPack fails, named in the check
+column). Each result is checked on its first call (XLA compiles there), then warm-up runs; neither
+is timed. torch and copy: CUDA
+events around each launch, median of --runs. XLA: --runs loops of several launches, each loop
+ended by block_until_ready and timed on the host clock (at most ~8 GB of outputs in flight), the
+median per-launch time. Bandwidth = 2 x bytes / median time, as rearrange_bench reports it.
+Check, on the GPU with torch: each result must be a new buffer of the output shape whose elements
+at --samples random flat output indices (plus the first and last) equal, bit for bit, the source
+elements at the flat source indices computed from them by integer arithmetic (unravel by the
+output shape, permute, dot with the source strides); the copy is compared whole. XLA's result
+comes to torch through DLPack for the check. Output: one markdown table row per case as it
+completes and per-element-size geometric means, printed and written to $OUT/peers_random.md when
+OUT is set (rewritten after each case, so a run cut short keeps its rows); per-phase seconds go to
+stderr. --max-seconds stops starting new cases after that many seconds (the report counts the
+cases not started). --dry-run lists the parsed cases and imports nothing.
 """
 import argparse
 import math
@@ -32,12 +40,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+# Before jax is imported: allocate GPU memory as needed, leaving the rest to torch.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 DTYPES = {  # case-file dtype -> (framework dtype name, bytes)
     "u8": ("uint8", 1), "i8": ("int8", 1), "u16": ("uint16", 2), "i16": ("int16", 2),
     "u32": ("uint32", 4), "i32": ("int32", 4), "u64": ("uint64", 8), "i64": ("int64", 8),
     "f16": ("float16", 2), "bf16": ("bfloat16", 2), "f32": ("float32", 4), "f64": ("float64", 8),
 }
 OPAQUE = {16: "complex128"}  # opaque element bytes -> framework dtype name
+BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64", 16: "int64"}  # integer view for bitwise checks
+FLOAT_PART = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex128": 8}  # bytes per float
+INFLIGHT_BYTES = 8e9  # XLA outputs dispatched ahead of one block_until_ready
 
 
 @dataclass
@@ -48,6 +62,7 @@ class Case:
     dtype: str  # framework dtype name
     elem_bytes: int
     results: dict = field(default_factory=dict)  # "torch"/"xla"/"copy" -> (GB/s, check)
+    seconds: dict = field(default_factory=dict)  # phase -> wall seconds it took
 
     @property
     def numel(self):
@@ -115,23 +130,37 @@ def read_cases(path, only, sizes):
     return cases, skipped
 
 
-def sample_indices(case, samples, seed):
-    """Output and source multi-indices of `samples` random elements, the first and the last."""
-    import numpy as np
+def row_major_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
 
-    lin = np.concatenate([[0, case.numel - 1], np.random.default_rng(seed).integers(0, case.numel, samples)])
-    out_idx = np.unravel_index(lin, case.out_shape)
-    src_idx = [None] * len(case.shape)
-    for d, p in enumerate(case.perm):  # output dim d is source dim perm[d]
-        src_idx[p] = out_idx[d]
-    return out_idx, tuple(src_idx)
+
+def source_index(case, out_lin):
+    """The flat source index of each flat output index in out_lin (row-major both; any integer
+    array type with % and //): unravel by the output shape; output dim d is source dim perm[d]."""
+    strides = row_major_strides(case.shape)
+    src, rest = 0, out_lin
+    for d in reversed(range(len(case.perm))):
+        size = case.out_shape[d]
+        src = src + (rest % size) * strides[case.perm[d]]
+        rest = rest // size
+    return src
 
 
 def gbs(case, ms):
     return 2.0 * case.bytes / (ms * 1e6)
 
 
+def error_text(e):
+    lines = str(e).splitlines() or [""]
+    return f"error: {type(e).__name__}: {lines[0][:120]}"
+
+
 class Torch:
+    """Makes each case's source, checks results, times torch and the copy; all on the GPU."""
     name = "torch"
 
     def __init__(self):
@@ -140,18 +169,45 @@ class Torch:
         if not torch.cuda.is_available():
             raise ImportError("torch has no CUDA device")
         self.torch = torch
+        self.dev = "cuda"
         self.version = torch.__version__
         self.device = torch.cuda.get_device_name()
 
+    def generator(self, seed):
+        return self.torch.Generator(device=self.dev).manual_seed(seed)
+
     def random(self, case, seed):
+        """Random bytes in 1..255 viewed as the case's type and shape; floats kept finite."""
         torch = self.torch
-        dtype = getattr(torch, case.dtype)
-        g = torch.Generator(device="cuda").manual_seed(seed)
-        if dtype.is_complex:
-            return torch.randn(case.shape, dtype=dtype, device="cuda", generator=g)
-        if dtype.is_floating_point:
-            return torch.rand(case.shape, dtype=dtype, device="cuda", generator=g)
-        return torch.randint(1, 127, case.shape, dtype=dtype, device="cuda", generator=g)
+        raw = torch.randint(1, 256, (case.bytes,), dtype=torch.uint8, device=self.dev,
+                            generator=self.generator(seed))
+        part = FLOAT_PART.get(case.dtype)
+        if part:  # the top byte of each little-endian float: clear the top exponent bit
+            raw.view(-1, part)[:, -1] &= 0xBF
+        return raw.view(getattr(torch, case.dtype)).view(case.shape)
+
+    def sample(self, case, samples, seed):
+        """(flat output indices, flat source indices) of the checked elements, on the GPU."""
+        torch = self.torch
+        ends = torch.tensor([0, case.numel - 1], dtype=torch.int64, device=self.dev)
+        picks = torch.randint(0, case.numel, (samples,), dtype=torch.int64, device=self.dev,
+                              generator=self.generator(seed + 0x5EED))
+        out_lin = torch.cat([ends, picks])
+        return out_lin, source_index(case, out_lin)
+
+    def bits(self, t, elem_bytes):
+        """t in row-major element order as integers, one (a row of two for 16 bytes) per element."""
+        flat = t.reshape(-1).view(getattr(self.torch, BITS[elem_bytes]))
+        return flat.view(-1, 2) if elem_bytes == 16 else flat
+
+    def check(self, case, x, y, idx, fresh):
+        if not fresh:
+            return "MISMATCH: result shares the source buffer"
+        if list(y.shape) != case.out_shape:
+            return f"MISMATCH: shape {list(y.shape)}"
+        out_lin, src_lin = idx
+        got, want = self.bits(y, case.elem_bytes)[out_lin], self.bits(x, case.elem_bytes)[src_lin]
+        return "ok" if self.torch.equal(got, want) else "MISMATCH"
 
     def median_ms(self, fn, warmup, runs):
         torch = self.torch
@@ -168,127 +224,137 @@ class Torch:
             times.append(start.elapsed_time(stop))
         return statistics.median(times)
 
-    def gathered_equal(self, x, y, out_idx, src_idx):
-        # Value equality is bit equality here: the random data holds no NaN and no negative zero.
-        torch = self.torch
-
-        def take(t, idx):
-            return t[tuple(torch.as_tensor(i, device=t.device) for i in idx)]
-
-        return torch.equal(take(y, out_idx), take(x, src_idx))
-
-    def copy(self, case, args, seed):
-        x = self.random(case, seed)
-        dst = self.torch.empty_like(x)
-        dst.copy_(x)
-        check = "ok" if self.torch.equal(dst, x) else "MISMATCH"
-        ms = self.median_ms(lambda: dst.copy_(x), args.warmup, args.runs)
-        del x, dst
-        self.torch.cuda.empty_cache()
-        return gbs(case, ms), check
-
-    def rearrange(self, case, args, seed):
-        x = self.random(case, seed)
+    def rearrange(self, case, x, idx, args):
         y = x.permute(case.perm).contiguous()
-        out_idx, src_idx = sample_indices(case, args.samples, seed)
-        fresh = y.data_ptr() != x.data_ptr() and list(y.shape) == case.out_shape
-        check = "ok" if fresh and self.gathered_equal(x, y, out_idx, src_idx) else "MISMATCH"
+        check = self.check(case, x, y, idx, fresh=y.data_ptr() != x.data_ptr())
         del y
         ms = self.median_ms(lambda: x.permute(case.perm).contiguous(), args.warmup, args.runs)
-        del x
-        self.torch.cuda.empty_cache()
         return gbs(case, ms), check
+
+    def copy(self, case, x, args):
+        dst = self.torch.empty_like(x)
+        dst.copy_(x)
+        same = self.torch.equal(self.bits(dst, case.elem_bytes), self.bits(x, case.elem_bytes))
+        ms = self.median_ms(lambda: dst.copy_(x), args.warmup, args.runs)
+        return gbs(case, ms), "ok" if same else "MISMATCH"
+
+    def release(self):
+        """Hands torch's cached blocks back, so that jax can grow into them."""
+        self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
 
 
 class Xla:
+    """Times jnp.transpose under jax.jit on the source torch made; torch checks the result."""
     name = "xla"
 
-    def __init__(self):
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    def __init__(self, gpu):
         import jax
         import jax.numpy as jnp
+        import numpy as np
 
         jax.config.update("jax_enable_x64", True)
         if jax.default_backend() != "gpu":
             raise ImportError(f"jax runs on {jax.default_backend()}, not a GPU")
-        self.jax, self.jnp = jax, jnp
+        self.jax, self.jnp, self.np, self.gpu = jax, jnp, np, gpu
         self.version = jax.__version__
-        self.device = jax.devices()[0].device_kind
 
-    def random(self, case, seed):
-        jax, jnp = self.jax, self.jnp
-        key, dtype = jax.random.PRNGKey(seed), jnp.dtype(getattr(jnp, case.dtype))
-        if jnp.issubdtype(dtype, jnp.complexfloating):
-            return jax.random.normal(key, case.shape, dtype)
-        if jnp.issubdtype(dtype, jnp.floating):
-            return jax.random.uniform(key, case.shape, dtype)
-        return jax.random.randint(key, case.shape, 1, 127, dtype)
+    def from_torch(self, case, x):
+        """(jax array of x's bytes, note): zero-copy through DLPack, else a host copy."""
+        try:
+            xj = self.jax.dlpack.from_dlpack(x)
+            same = xj.unsafe_buffer_pointer() == x.data_ptr()
+            return xj, "" if same else " (dlpack copied the input)"
+        except Exception as e:
+            host = x.reshape(-1).view(self.gpu.torch.uint8).cpu().numpy()
+            host = host.view(self.jnp.dtype(case.dtype)).reshape(case.shape)
+            return self.jax.device_put(host), f" (input by device_put: dlpack {type(e).__name__})"
 
-    def median_ms(self, f, x, case, warmup, runs):
-        for _ in range(warmup):
-            f(x).block_until_ready()
-        # Several launches per host-timed loop hide the launch latency; at most ~16 GB of outputs
-        # can be in flight at once.
-        launches = max(2, min(20, int(16e9 // max(case.bytes, 1))))
+    def to_torch(self, case, y):
+        """(torch tensor of y's bytes, note): zero-copy through DLPack, else through the host."""
+        torch = self.gpu.torch
+        try:
+            return torch.from_dlpack(y), ""
+        except Exception as e:
+            host = self.np.asarray(y).reshape(-1).view(self.np.uint8).copy()
+            t = torch.from_numpy(host).to(self.gpu.dev).view(getattr(torch, case.dtype)).view(list(y.shape))
+            return t, f" (checked through the host: dlpack {type(e).__name__})"
+
+    def median_ms(self, f, xj, case, args):
+        for _ in range(args.warmup):
+            f(xj).block_until_ready()
+        # Several launches per host-timed loop hide the launch latency; outputs in flight stay bounded.
+        launches = max(2, min(20, int(INFLIGHT_BYTES // max(case.bytes, 1))))
         times = []
-        for _ in range(runs):
+        for _ in range(args.runs):
             start = time.perf_counter()
             for _ in range(launches):
-                y = f(x)
+                y = f(xj)
             y.block_until_ready()
             times.append((time.perf_counter() - start) * 1e3 / launches)
             del y
         return statistics.median(times)
 
-    def gathered_equal(self, x, y, out_idx, src_idx):
-        import numpy as np
-
-        got, want = np.asarray(y[out_idx]), np.asarray(x[src_idx])
-        return np.array_equal(got.view(np.uint8), want.view(np.uint8))
-
-    def copy(self, case, args, seed):
-        x = self.random(case, seed)
-        f = self.jax.jit(lambda a: a.copy())
-        y = f(x)
-        if y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer():
-            return None, "jitted copy returned its input: no baseline"
-        check = "ok" if self.jnp.array_equal(x, y) else "MISMATCH"
-        del y
-        ms = self.median_ms(f, x, case, args.warmup, args.runs)
-        return gbs(case, ms), check
-
-    def rearrange(self, case, args, seed):
-        jnp = self.jnp
-        x = self.random(case, seed)
-        perm = tuple(case.perm)
+    def rearrange(self, case, x, idx, args):
+        jnp, perm = self.jnp, tuple(case.perm)
+        xj, note = self.from_torch(case, x)
         f = self.jax.jit(lambda a: jnp.transpose(a, perm))
-        y = f(x)
-        out_idx, src_idx = sample_indices(case, args.samples, seed)
-        ok = list(y.shape) == case.out_shape and self.gathered_equal(x, y, out_idx, src_idx)
-        del y
-        ms = self.median_ms(f, x, case, args.warmup, args.runs)
-        return gbs(case, ms), "ok" if ok else "MISMATCH"
+        start = time.perf_counter()
+        y = f(xj)  # compiles
+        y.block_until_ready()
+        case.seconds["xla compile+1"] = time.perf_counter() - start
+        fresh = y.unsafe_buffer_pointer() != xj.unsafe_buffer_pointer()
+        yt, note_out = self.to_torch(case, y)
+        check = self.gpu.check(case, x, yt, idx, fresh) + note + note_out
+        del yt, y
+        ms = self.median_ms(f, xj, case, args)
+        del xj
+        return gbs(case, ms), check
 
 
 def load_peers():
-    peers = []
-    for peer in (Torch, Xla):
-        try:
-            peers.append(peer())
-        except Exception as e:  # a framework that is missing or broken is skipped, not fatal
-            print(f"{peer.name}: skipped ({type(e).__name__}: {e})")
-    return peers
+    """(Torch, Xla or None); exits when torch cannot run."""
+    try:
+        gpu = Torch()
+    except Exception as e:
+        sys.exit(f"torch cannot run here ({type(e).__name__}: {e}); it makes and checks the data")
+    try:
+        xla = Xla(gpu)
+    except Exception as e:  # a missing or broken jax is skipped, not fatal
+        print(f"xla: skipped ({type(e).__name__}: {e})", flush=True)
+        xla = None
+    return gpu, xla
 
 
-def run_case(case, peers, args, seed):
-    for peer in peers:
-        for kind, method in ((peer.name, peer.rearrange), ("copy", peer.copy)):
-            if kind == "copy" and "copy" in case.results:
-                continue  # one copy baseline per case: torch's when torch runs
-            try:
-                case.results[kind] = method(case, args, seed)
-            except Exception as e:  # e.g. out of memory: report it on the line and go on
-                case.results[kind] = (None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+def run_step(case, kind, fn, *fn_args):
+    start = time.perf_counter()
+    try:
+        case.results[kind] = fn(*fn_args)
+    except Exception as e:  # e.g. out of memory: report it on the line and go on
+        case.results[kind] = (None, error_text(e))
+    case.seconds[kind] = time.perf_counter() - start
+
+
+def run_case(case, gpu, xla, args, seed):
+    """Fills case.results for torch, copy and XLA, all on one source made once."""
+    kinds = ["torch", "copy"] + (["xla"] if xla else [])
+    start = time.perf_counter()
+    try:
+        x = gpu.random(case, seed)
+        idx = gpu.sample(case, args.samples, seed)
+    except Exception as e:
+        for kind in kinds:
+            case.results[kind] = (None, error_text(e))
+        gpu.release()
+        return
+    case.seconds["data"] = time.perf_counter() - start
+    run_step(case, "torch", gpu.rearrange, case, x, idx, args)
+    run_step(case, "copy", gpu.copy, case, x, args)
+    gpu.release()
+    if xla:
+        run_step(case, "xla", xla.rearrange, case, x, idx, args)
+    del x, idx
+    gpu.release()
 
 
 def cell(case, kind):
@@ -355,7 +421,21 @@ def dry_run(cases, skipped):
         print(f"skipped: {s}")
 
 
+def progress(i, n, case, elapsed):
+    """One stderr line per case: where the run stands and where the case's time went."""
+    total = sum(v for k, v in case.seconds.items() if k != "xla compile+1")  # that one is inside "xla"
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in case.seconds.items())
+    print(f"[{i + 1}/{n}] {elapsed:.0f} s elapsed; case {total:.1f} s ({phases})", file=sys.stderr, flush=True)
+
+
+def write_report(out, path, head, cases):
+    if out:
+        with open(os.path.join(out, "peers_random.md"), "w") as f:
+            f.write(report(path, head, cases))
+
+
 def main():
+    started = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cases", help="case file (rearrange_bench --random SEED --emit-cases FILE)")
     parser.add_argument("--dry-run", action="store_true", help="list the parsed cases; import no framework")
@@ -364,28 +444,39 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--samples", type=int, default=1 << 16, help="elements checked per result")
+    parser.add_argument("--max-seconds", type=float, default=480,
+                        help="start no new case after this many seconds (from the script's start)")
     args = parser.parse_args()
     cases, skipped = read_cases(args.cases, args.only, {int(s) for s in args.elem_bytes.split(",")})
     if args.dry_run:
         dry_run(cases, skipped)
         return 0
-    peers = load_peers()
-    if not peers:
-        sys.exit("neither torch nor jax can run here")
-    head = (f"device {peers[0].device}; " + ", ".join(f"{p.name} {p.version}" for p in peers) +
-            f"; {args.warmup} warm-up + {args.runs} timed runs (median); copy baseline: {peers[0].name}; "
-            f"{args.samples} sampled elements checked per result\n")
-    print(head)
+    gpu, xla = load_peers()
+    versions = f"torch {gpu.version}" + (f", jax {xla.version}" if xla else ", no jax")
+    head = (f"device {gpu.device}; {versions}; {args.warmup} warm-up + {args.runs} timed runs (median); "
+            f"copy baseline: torch; one random source per case, made by torch"
+            f"{' and shared with XLA through DLPack' if xla else ''}; "
+            f"{args.samples} sampled elements checked bitwise per result\n")
+    print(head, flush=True)
+    print(case_table([]), end="", flush=True)
     out = os.environ.get("OUT")
+    done = 0
     for i, case in enumerate(cases):
-        run_case(case, peers, args, seed=i + 1)
+        if time.monotonic() - started >= args.max_seconds:
+            break
+        run_case(case, gpu, xla, args, seed=i + 1)
+        done += 1
         print(case_table([case]).splitlines()[-1], flush=True)
-        if out:
-            with open(os.path.join(out, "peers_random.md"), "w") as f:
-                f.write(report(args.cases, head, cases))
+        progress(i, len(cases), case, time.monotonic() - started)
+        write_report(out, args.cases, head, cases)
+    status = (f"{done} of {len(cases)} cases run in {time.monotonic() - started:.0f} s"
+              + (f"; {len(cases) - done} not started (--max-seconds {args.max_seconds:g})" if done < len(cases) else "")
+              + "\n")
+    head += "\n" + status
+    write_report(out, args.cases, head, cases)
     for s in skipped:
         print(f"skipped: {s}")
-    print("\n" + summary_table(cases))
+    print("\n" + status + "\n" + summary_table([c for c in cases if c.results]), flush=True)
     return 0
 
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "ops/rope_host.hpp"
-#include "ops/rope_impl.hpp"
+#include "ops/rope/impl.hpp"
+#include "ops/rope/reference.hpp"
 #include "shapejit/rope.hpp"
 #include "support/device.hpp"
 

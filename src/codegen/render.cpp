@@ -36,9 +36,14 @@ CodeParams& CodeParams::array(std::string_view name, const std::vector<std::int6
   return *this;
 }
 
-std::string render(std::string_view template_name, const CodeParams& params) {
-  return fmt::format("// shapejit generated source: {}\n{}\n// ---- specialization ----\n{}\n{}", template_name,
-                     template_text("prelude.cu"), params.text(), template_text(template_name));
+std::string render(std::initializer_list<std::string_view> pieces, const CodeParams& params) {
+  if (pieces.size() == 0) fail(ErrorCode::internal, "render: no template piece given");
+  const std::string_view first = *pieces.begin();
+  std::string source = fmt::format("// shapejit generated source: {}\n{}\n// ---- specialization ----\n{}\n{}", first,
+                                   template_text("prelude.cu"), params.text(), template_text(first));
+  for (auto piece = pieces.begin() + 1; piece != pieces.end(); ++piece)
+    source += fmt::format("\n// ---- {} ----\n{}", *piece, template_text(*piece));
+  return source;
 }
 
 }  // namespace shapejit::codegen

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +28,8 @@ class CodeParams {
   std::string text_;
 };
 
-/// Complete, self-contained CUDA source: prelude + params + template `template_name`.
-std::string render(std::string_view template_name, const CodeParams& params);
+/// Complete, self-contained CUDA source: the prelude, the params, then each template piece in
+/// order (a kernel composed from pieces of several operators lists them all).
+std::string render(std::initializer_list<std::string_view> pieces, const CodeParams& params);
 
 }  // namespace shapejit::codegen

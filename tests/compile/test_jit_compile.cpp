@@ -16,7 +16,7 @@ namespace {
 jit::Program probe_program() {
   codegen::CodeParams params;
   params.integer("PROBE_OFFSET", 7);
-  return {"probe", codegen::render("probe.cu", params), {}, "probe"};
+  return {"probe", codegen::render({"probe.cu"}, params), {}, "probe"};
 }
 }  // namespace
 

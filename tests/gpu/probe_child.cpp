@@ -13,7 +13,7 @@ int main() {
   try {
     codegen::CodeParams params;
     params.integer("PROBE_OFFSET", 11);
-    const jit::KernelHandle kernel({"probe", codegen::render("probe.cu", params), {}, "probe"});
+    const jit::KernelHandle kernel({"probe", codegen::render({"probe.cu"}, params), {}, "probe"});
     const jit::Driver& d = (jit::ensure_context(), jit::driver());
     constexpr unsigned n = 1000;
     std::vector<float> in(n), out(n);

@@ -41,7 +41,7 @@ namespace {
 shapejit::jit::Program probe_program(int offset) {
   shapejit::codegen::CodeParams params;
   params.integer("PROBE_OFFSET", offset);
-  return {"probe", shapejit::codegen::render("probe.cu", params), {}, "probe"};
+  return {"probe", shapejit::codegen::render({"probe.cu"}, params), {}, "probe"};
 }
 
 // Runs the probe kernel and checks out[i] == in[i] * 2 + offset.

@@ -73,14 +73,14 @@ TEST_CASE("cache keys depend on source, options and arch, and nothing else") {
 TEST_CASE("rendered source is self-contained: prelude, parameters, template") {
   codegen::CodeParams params;
   params.integer("PROBE_OFFSET", 3).flag("CHECKED", true).type("T", "float").array("EXTENTS", {4, 5});
-  const std::string source = codegen::render("probe.cu", params);
+  const std::string source = codegen::render({"probe.cu"}, params);
   CHECK(source.find("#include") == std::string::npos);
   CHECK(source.find("constexpr long long PROBE_OFFSET = 3LL;") != std::string::npos);
   CHECK(source.find("constexpr bool CHECKED = true;") != std::string::npos);
   CHECK(source.find("typedef float T;") != std::string::npos);
   CHECK(source.find("__device__ constexpr long long EXTENTS[] = {4LL, 5LL, };") != std::string::npos);
   CHECK(source.find("sj_fastdiv") < source.find("sj_kernel"));
-  CHECK_THROWS_AS(codegen::render("no_such_template.cu", params), Error);
+  CHECK_THROWS_AS(codegen::render({"no_such_template.cu"}, params), Error);
 }
 
 TEST_CASE("without a usable driver, asking for it is a clear error") {

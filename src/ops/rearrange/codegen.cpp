@@ -85,9 +85,8 @@ std::string rearrange_template(plan::RearrangeFamily family) {
 
 jit::Program rearrange_program(const plan::RearrangeVariant& variant, const std::string& manifest_line) {
   const std::string body_name = rearrange_template(variant.spec.family);
-  std::string source = render("rearrange_common.cu", rearrange_params(variant.spec, variant.args));
-  source += fmt::format("\n// ---- {} ----\n{}", body_name, template_text(body_name));
-  return {fmt::format("rearrange_{}", plan::family_name(variant.spec.family)), std::move(source), {}, manifest_line};
+  return {fmt::format("rearrange_{}", plan::family_name(variant.spec.family)),
+          render({"rearrange_common.cu", body_name}, rearrange_params(variant.spec, variant.args)), {}, manifest_line};
 }
 
 }  // namespace shapejit::codegen

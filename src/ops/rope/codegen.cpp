@@ -61,7 +61,7 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
       .type("pos_t", spec.position ? cuda_type(*spec.position) : "sj_i64")
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int");
-  return {rope_kernel_label(spec), render("rope.cu", params), {}, manifest_line};
+  return {rope_kernel_label(spec), render({"rope.cu"}, params), {}, manifest_line};
 }
 
 }  // namespace shapejit::codegen
