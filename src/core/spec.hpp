@@ -32,12 +32,12 @@
     LIST(SHAPEJIT_VISIT_SPEC_FIELD)                                 \
   }
 
-/// Fails to compile when `Spec` holds a member outside its field list (it would miss the key).
-#define SHAPEJIT_CHECK_SPEC_FIELDS(Spec, LIST)                            \
-  struct Spec##DeclaredFields {                                           \
-    LIST(SHAPEJIT_DECLARE_SPEC_FIELD)                                     \
-  };                                                                      \
-  static_assert(sizeof(Spec) == sizeof(Spec##DeclaredFields), #Spec " has a member outside its field list");
+#define SHAPEJIT_COUNT_SPEC_FIELD(type, name, initial) +1
+/// Fails to compile when `Spec` holds a member outside its field list (it would miss the key):
+/// the aggregate's member count must equal the list's length.
+#define SHAPEJIT_CHECK_SPEC_FIELDS(Spec, LIST)                                                  \
+  static_assert(::shapejit::spec_detail::member_count<Spec>() == (0 LIST(SHAPEJIT_COUNT_SPEC_FIELD)), \
+                #Spec " has a member outside its field list");
 
 namespace shapejit {
 
@@ -53,6 +53,21 @@ namespace spec_detail {
 
 /// XXH3-64 of `bytes`.
 std::uint64_t hash64(std::string_view bytes);
+
+/// Converts to any field type: counts an aggregate's members by how many initializers it takes.
+struct AnyField {
+  template <typename T>
+  operator T() const;
+};
+
+template <typename T, typename... Fields>
+constexpr std::size_t member_count() {
+  if constexpr (requires { T{Fields{}..., AnyField{}}; }) {
+    return member_count<T, Fields..., AnyField>();
+  } else {
+    return sizeof...(Fields);
+  }
+}
 
 /// A field's value as it appears in describe text and JSON (true/false, a number, or a name).
 template <typename T>

@@ -28,7 +28,7 @@ struct DeployOutcome {
   std::size_t failed = 0;
 };
 
-/// Receives progress from the worker threads, one call at a time.
+/// Receives progress from the worker threads, which call it concurrently: implementations lock.
 class DeployProgress {
  public:
   virtual ~DeployProgress() = default;

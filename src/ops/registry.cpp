@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 
 #include "core/errors.hpp"
 
@@ -37,14 +38,21 @@ const ManifestOption* find_option(const Operator& op, std::string_view name) {
   return nullptr;
 }
 
+/// Comma-separated integers; an empty item ("4,,4", "4,") is an error.
+std::vector<std::int64_t> parse_integers(std::string_view text, const std::string& name) {
+  std::vector<std::int64_t> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    out.push_back(parse_integer(text.substr(start, comma - start), name));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
 void check_value(const ManifestOption& option, const std::string& value) {
   if (option.kind == OptionKind::integer) parse_integer(value, option.name);
-  if (option.kind == OptionKind::integers)
-    for (std::string_view rest = value; !rest.empty();) {
-      const std::size_t comma = rest.find(',');
-      parse_integer(rest.substr(0, comma), option.name);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
+  if (option.kind == OptionKind::integers) parse_integers(value, option.name);
   if (!option.choices.empty() && std::find(option.choices.begin(), option.choices.end(), value) == option.choices.end())
     invalid_argument("--{}: {} is not one of {}", option.name, value, fmt::join(option.choices, ", "));
 }
@@ -62,15 +70,14 @@ std::int64_t ManifestArgs::integer(const std::string& name, std::int64_t fallbac
 }
 
 std::vector<std::int64_t> ManifestArgs::integers(const std::string& name) const {
-  std::vector<std::int64_t> out;
   auto it = values.find(name);
-  if (it == values.end()) return out;
-  for (std::string_view rest = it->second; !rest.empty();) {
-    const std::size_t comma = rest.find(',');
-    out.push_back(parse_integer(rest.substr(0, comma), name));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-  }
-  return out;
+  return it == values.end() ? std::vector<std::int64_t>{} : parse_integers(it->second, name);
+}
+
+int ManifestArgs::small_integer(const std::string& name, int fallback) const {
+  const std::int64_t value = integer(name, fallback);
+  if (value < INT32_MIN || value > INT32_MAX) invalid_argument("--{}: {} is out of range", name, value);
+  return static_cast<int>(value);
 }
 
 const std::vector<Operator>& operators() {
@@ -104,7 +111,8 @@ ManifestArgs parse_options(const Operator& op, const std::vector<std::string>& w
       for (const ManifestOption& o : op.options) known.push_back("--" + o.name);
       invalid_argument("{}: unknown option --{}; it takes {}", op.name, name, fmt::join(known, " "));
     }
-    if (args.has(name)) invalid_argument("{}: --{} is given twice", op.name, name);
+    const bool list = option->kind == OptionKind::integers;
+    if (args.has(name) && !list) invalid_argument("{}: --{} is given twice", op.name, name);
     std::string value;
     if (option->kind == OptionKind::flag) {
       if (equals != std::string::npos) invalid_argument("{}: --{} is a flag and takes no value", op.name, name);
@@ -114,6 +122,9 @@ ManifestArgs parse_options(const Operator& op, const std::vector<std::string>& w
       if (i + 1 >= words.size()) invalid_argument("{}: --{} needs a value", op.name, name);
       value = words[++i];
     }
+    // A list may also be given as several words ("--shape 4 4") or repeated options, as on the CLI.
+    while (list && i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0) value += "," + words[++i];
+    if (list && args.has(name)) value = args.values[name] + "," + value;
     args.values[name] = value;
   }
   check_args(op, args);
@@ -130,7 +141,8 @@ void check_args(const Operator& op, const ManifestArgs& args) {
     if (o.required && !args.has(o.name)) invalid_argument("{}: --{} is required ({})", op.name, o.name, o.help);
 }
 
-PlannedLine plan_manifest_line(std::string_view line) {
+PlannedLine plan_manifest_line(std::string_view raw) {
+  const std::string line = strip_comment(raw);
   if (line.size() > kMaxManifestLineBytes)
     invalid_argument("the line is {} characters long; manifest lines are at most {}", line.size(), kMaxManifestLineBytes);
   std::vector<std::string> words = split_words(line);

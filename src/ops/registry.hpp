@@ -45,6 +45,8 @@ class ManifestArgs {
   std::string text(const std::string& name, const std::string& fallback = "") const;
   /// The option as an integer, or `fallback` when absent; throws invalid_argument naming it.
   std::int64_t integer(const std::string& name, std::int64_t fallback = 0) const;
+  /// The option as an int (per-element sizes, dims, access widths); throws when it does not fit.
+  int small_integer(const std::string& name, int fallback = 0) const;
   /// The option as comma-separated integers (empty when absent); throws invalid_argument naming it.
   std::vector<std::int64_t> integers(const std::string& name) const;
 };
@@ -78,7 +80,8 @@ ManifestArgs parse_options(const Operator& op, const std::vector<std::string>& w
 /// required options present. Throws invalid_argument naming the option.
 void check_args(const Operator& op, const ManifestArgs& args);
 
-/// Plans a whole manifest line ("rearrange --dtype f16 --shape ..."), at most kMaxManifestLineBytes long.
+/// Plans a whole manifest line ("rearrange --dtype f16 --shape ..."; a `#` comment is ignored), at
+/// most kMaxManifestLineBytes long.
 PlannedLine plan_manifest_line(std::string_view line);
 
 /// Longer manifest lines are rejected: no real plan needs them, and a runaway line is a broken file.

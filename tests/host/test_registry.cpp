@@ -73,13 +73,25 @@ TEST_CASE("a rope plan's manifest line plans again to the same kernels, options 
                     .programs) == expected);
 }
 
+TEST_CASE("list options take commas, several words or repeats, and a # comment ends the line, as on the CLI") {
+  const std::vector<std::string> expected =
+      sources(ops::plan_manifest_line("rearrange --dtype f16 --shape 6,40,33 --perm 2,0,1").programs);
+  CHECK(sources(ops::plan_manifest_line("rearrange --dtype f16 --shape 6 40 33 --perm 2 0 1").programs) == expected);
+  CHECK(sources(ops::plan_manifest_line("rearrange --dtype f16 --shape 6,40 --shape 33 --perm 2,0,1  # c").programs) ==
+        expected);
+  CHECK_FALSE(ops::plan_manifest_line("rearrange --dtype f32 --shape 8,4 --src-strides -1,8").programs.empty());
+}
+
 TEST_CASE("bad manifest lines are errors naming the operation or option") {
   CHECK(contains(error_of("transpose --dtype f16"), "unknown operation 'transpose'; a manifest line starts with one of: rearrange, rope"));
   CHECK(contains(error_of(""), "empty"));
   CHECK(contains(error_of("rearrange --dtype f16"), "--shape is required"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape 4,x"), "--shape: x is not an integer"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape 4,4 --colour red"), "unknown option --colour"));
-  CHECK(contains(error_of("rearrange --dtype f16 --shape 4 --shape 4"), "--shape is given twice"));
+  CHECK(contains(error_of("rearrange --dtype f16 --dtype f32 --shape 4"), "--dtype is given twice"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4,4,"), "--shape:  is not an integer"));
+  CHECK(contains(error_of("rearrange --dtype f16 --shape 4,4 --perm 4294967296,1"), "--perm: 4294967296 is not a dimension"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --index 4294967360"), "--index"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape 4 --exact=1"), "--exact is a flag"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape"), "--shape needs a value"));
   CHECK(contains(error_of("rearrange f16"), "'f16' is not an option"));

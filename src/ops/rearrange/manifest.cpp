@@ -1,5 +1,6 @@
 // The rearrange manifest line: `rearrange --dtype D | --elem-bytes N --shape ... [--perm ...]
 // [--src-strides ...] [--dst-strides ...] [--exact] [--align N] [--check-pointers]`.
+#include <cstdint>
 #include <numeric>
 
 #include "core/errors.hpp"
@@ -12,7 +13,7 @@ namespace shapejit::ops {
 namespace {
 
 PlannedLine plan_line(const ManifestArgs& args) {
-  const int elem_bytes = static_cast<int>(args.integer("elem-bytes", 0));
+  const int elem_bytes = args.small_integer("elem-bytes", 0);
   if (!args.has("dtype") && elem_bytes == 0) invalid_argument("rearrange: give --dtype or --elem-bytes");
   DType dtype = DType::u8;
   if (args.has("dtype")) {
@@ -26,7 +27,10 @@ PlannedLine plan_line(const ManifestArgs& args) {
   std::iota(perm.begin(), perm.end(), 0);
   if (args.has("perm")) {
     perm.clear();
-    for (std::int64_t p : args.integers("perm")) perm.push_back(static_cast<int>(p));
+    for (std::int64_t p : args.integers("perm")) {
+      if (p < INT32_MIN || p > INT32_MAX) invalid_argument("--perm: {} is not a dimension", p);
+      perm.push_back(static_cast<int>(p));
+    }
   }
   const TensorDesc view = permuted(TensorDesc{shape, args.integers("src-strides"), dtype, elem_bytes}, perm);
   const TensorDesc dst{view.shape, args.integers("dst-strides"), dtype, elem_bytes};

@@ -61,7 +61,8 @@ RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const
   impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
   if (jit::recording()) {
     std::vector<SpecKey> kernels;
-    for (const plan::RearrangeVariant& v : impl->data.variants) kernels.push_back(plan::rearrange_key(v.spec, v.args));
+    for (const plan::RearrangeVariant& v : impl->data.variants)
+      if (v.spec.family != plan::RearrangeFamily::copy) kernels.push_back(plan::rearrange_key(v.spec, v.args));
     jit::record_manifest_line(impl->manifest, kernels);
   }
   RearrangePlan plan;

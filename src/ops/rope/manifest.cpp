@@ -110,8 +110,8 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
   m.inverse = args.has("inverse");
   m.checked = args.has("checked");
   m.check_pointers = args.has("check-pointers");
-  m.overrides = {static_cast<int>(args.integer("access", 16)), static_cast<int>(args.integer("table-access", 16)),
-                 static_cast<int>(args.integer("index", 0))};
+  m.overrides = {args.small_integer("access", 16), args.small_integer("table-access", 16),
+                 args.small_integer("index", 0)};
   return m;
 }
 
