@@ -1,5 +1,5 @@
-// rearrange entry points: plan objects, launch (alignment variant, overlap check), the one-shot
-// plan cache and the kernel registry shared by every plan.
+// rearrange entry points: plan objects, launch (alignment variant, overlap and pointer checks) and
+// the one-shot call.
 #include "shapejit/rearrange.hpp"
 
 #include <fmt/format.h>
@@ -7,7 +7,6 @@
 #include <cstring>
 #include <optional>
 
-#include "ops/rearrange/codegen.hpp"
 #include "core/errors.hpp"
 #include "core/plan_cache.hpp"
 #include "jit/driver.hpp"
@@ -15,6 +14,7 @@
 #include "jit/launch.hpp"
 #include "jit/pointer_check.hpp"
 #include "jit/record.hpp"
+#include "ops/rearrange/codegen.hpp"
 #include "ops/rearrange/plan.hpp"
 
 namespace shapejit {

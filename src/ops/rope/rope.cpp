@@ -3,7 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
-#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "core/byte_range.hpp"
 #include "core/errors.hpp"
