@@ -24,10 +24,10 @@ constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
 constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
 constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
 
-typedef sj_bytes<VEC_A * UNIT> VecA;
-typedef sj_bytes<VEC_B * UNIT> VecB;
-typedef sj_bytes<LOAD_VEC * UNIT> VecLoad;
-typedef sj_bytes<STORE_VEC * UNIT> VecStore;
+typedef sj_bytes<VEC_A * UNIT_BYTES> VecA;
+typedef sj_bytes<VEC_B * UNIT_BYTES> VecB;
+typedef sj_bytes<LOAD_VEC * UNIT_BYTES> VecLoad;
+typedef sj_bytes<STORE_VEC * UNIT_BYTES> VecStore;
 union PackA { VecA v; Unit u[VEC_A]; };
 union PackB { VecB v; Unit u[VEC_B]; };
 
@@ -37,6 +37,23 @@ __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   if (ROWS_BY_A) return a * PITCH + b;
   if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ ((b / VEC_B) % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
   return b * PITCH + a;
+}
+
+// One thread-strided pass over a run of `count` units in VEC-unit pieces: whole pieces go to
+// whole(pass, first unit), the ragged end unit by unit to part(unit).
+template <int VEC, int PASSES, typename Whole, typename Part>
+__device__ __forceinline__ void sj_run_pass(Index count, Whole whole, Part part) {
+#pragma unroll
+  for (int r = 0; r < PASSES; ++r) {
+    const int l = (threadIdx.x + r * THREADS) * VEC;
+    if (l + VEC <= count) {
+      whole(r, l);
+    } else {
+#pragma unroll
+      for (int u = 0; u < VEC; ++u)
+        if (l + u < count) part(l + u);
+    }
+  }
 }
 
 // Composite groups: the source offsets of the tile's A indices and the destination offsets of its
@@ -72,13 +89,10 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
                                         const Index* table_a, SjLoaded& in) {
   if (LOAD_LINEAR) {
     // The tile's rows are back to back in src (A's stride is TILE_B == extent_b): one run.
-    const Index count = sj_linear_count(args, tile);
     const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
-#pragma unroll
-    for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
-      const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
-      if (l + LOAD_VEC <= count) in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l);
-    }
+    sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
+        sj_linear_count(args, tile), [&](int r, int l) { in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l); },
+        [](int) {});  // the ragged end is read in sj_stage
   } else {
 #pragma unroll
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
@@ -100,19 +114,10 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
                                          const SjLoaded& in, Unit* smem) {
   if (LOAD_LINEAR) {
-    const Index count = sj_linear_count(args, tile);
     const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
-#pragma unroll
-    for (int r = 0; r < LOADS_LINEAR_PER_THREAD; ++r) {
-      const int l = (threadIdx.x + r * THREADS) * LOAD_VEC;
-      if (l + LOAD_VEC <= count) {
-        *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r];
-      } else {
-#pragma unroll
-        for (int u = 0; u < LOAD_VEC; ++u)
-          if (l + u < count) smem[l + u] = run[l + u];
-      }
-    }
+    sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
+        sj_linear_count(args, tile), [&](int r, int l) { *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r]; },
+        [&](int i) { smem[i] = run[i]; });
   } else {
 #pragma unroll
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
@@ -138,17 +143,9 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
   if (STORE_LINEAR) {
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
     Unit* run = d + tile.dst_base + tile.b0 * TILE_A;
-#pragma unroll
-    for (int r = 0; r < STORES_LINEAR_PER_THREAD; ++r) {
-      const int l = (threadIdx.x + r * THREADS) * STORE_VEC;
-      if (l + STORE_VEC <= count) {
-        *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]);
-      } else {
-#pragma unroll
-        for (int u = 0; u < STORE_VEC; ++u)
-          if (l + u < count) run[l + u] = smem[l + u];
-      }
-    }
+    sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
+        count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
+        [&](int i) { run[i] = smem[i]; });
   } else {
     PackA out[STORES_PER_THREAD];
 #pragma unroll

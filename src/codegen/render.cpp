@@ -14,6 +14,13 @@ std::string_view template_text(std::string_view name) {
   return it->second;
 }
 
+std::string CodeParams::upper_case(std::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return out;
+}
+
 CodeParams& CodeParams::integer(std::string_view name, std::int64_t value) {
   text_ += fmt::format("constexpr long long {} = {}LL;\n", name, value);
   return *this;

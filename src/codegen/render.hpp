@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace shapejit::codegen {
@@ -22,9 +23,26 @@ class CodeParams {
   /// `__device__ constexpr long long name[] = {...};` (at least one value)
   CodeParams& array(std::string_view name, const std::vector<std::int64_t>& values);
 
+  /// Every bool and integer field of a spec (core/spec.hpp), named in upper case (tile_a ->
+  /// `constexpr long long TILE_A`), in declaration order. Enum and dtype fields are left to the
+  /// operator, which turns them into types or flags.
+  template <typename Spec>
+  CodeParams& fields(const Spec& spec) {
+    spec.visit_fields([this](std::string_view name, const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<T, bool>) {
+        flag(upper_case(name), value);
+      } else if constexpr (std::is_integral_v<T>) {
+        integer(upper_case(name), value);
+      }
+    });
+    return *this;
+  }
+
   const std::string& text() const noexcept { return text_; }
 
  private:
+  static std::string upper_case(std::string_view name);
   std::string text_;
 };
 

@@ -131,9 +131,9 @@ std::string spec_text(const Spec& spec) {
   return out;
 }
 
-/// A JSON object of every declared field.
+/// The members of spec_json without its braces ("\"name\": value, ..."), to merge into a larger object.
 template <typename Spec>
-std::string spec_json(const Spec& spec) {
+std::string spec_json_members(const Spec& spec) {
   std::string out;
   spec.visit_fields([&](std::string_view name, const auto& value) {
     using T = std::decay_t<decltype(value)>;
@@ -141,7 +141,13 @@ std::string spec_json(const Spec& spec) {
     out += fmt::format("{}\"{}\": {}", out.empty() ? "" : ", ", name,
                        spec_detail::quoted_in_json<T> ? fmt::format("\"{}\"", text) : text);
   });
-  return "{" + out + "}";
+  return out;
+}
+
+/// A JSON object of every declared field.
+template <typename Spec>
+std::string spec_json(const Spec& spec) {
+  return "{" + spec_json_members(spec) + "}";
 }
 
 }  // namespace shapejit

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "codegen/render.hpp"
+#include "core/spec.hpp"
 #include "core/fastdiv.hpp"
 #include "jit/driver.hpp"
 #include "jit/program.hpp"
@@ -81,6 +82,19 @@ TEST_CASE("rendered source is self-contained: prelude, parameters, template") {
   CHECK(source.find("__device__ constexpr long long EXTENTS[] = {4LL, 5LL, };") != std::string::npos);
   CHECK(source.find("sj_fastdiv") < source.find("sj_kernel"));
   CHECK_THROWS_AS(codegen::render({"no_such_template.cu"}, params), Error);
+}
+
+namespace {
+#define PROBE_SPEC_FIELDS(X) X(int, tile_a, 64) X(bool, swizzle, true) X(shapejit::DType, data, shapejit::DType::f16)
+struct ProbeSpec {
+  SHAPEJIT_SPEC_FIELDS(PROBE_SPEC_FIELDS)
+};
+}  // namespace
+
+TEST_CASE("a spec's bool and integer fields become upper-case parameters; dtype fields are the operator's") {
+  codegen::CodeParams params;
+  params.fields(ProbeSpec{});
+  CHECK(params.text() == "constexpr long long TILE_A = 64LL;\nconstexpr bool SWIZZLE = true;\n");
 }
 
 TEST_CASE("without a usable driver, asking for it is a clear error") {

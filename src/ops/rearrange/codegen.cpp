@@ -8,16 +8,10 @@
 namespace shapejit::codegen {
 
 CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeKernelArgs& args) {
-  using plan::RearrangeFamily;
   CodeParams p;
-  p.integer("UNIT", s.unit_bytes)
+  p.fields(s)
       .type("Unit", fmt::format("sj_bytes<{}>", s.unit_bytes))
-      .type("Index", s.index64 ? "long long" : "int")
-      .integer("NUM_DIMS", s.num_dims)
-      .integer("THREADS", s.threads)
-      .flag("INDEX64", s.index64)
-      .flag("BOUNDS", s.bounds)
-      .flag("EXACT", s.exact);
+      .type("Index", s.index64 ? "long long" : "int");
 
   std::vector<std::int64_t> extents(static_cast<std::size_t>(s.num_dims), 1), src(extents.size(), 0),
       dst(extents.size(), 0);
@@ -27,7 +21,7 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeK
       src[k] = args.dim[k].src_stride;
       dst[k] = args.dim[k].dst_stride;
     }
-  p.integer("K_NUM_TILES", s.exact ? args.num_tiles : 0)
+  return p.integer("K_NUM_TILES", s.exact ? args.num_tiles : 0)
       .integer("K_EXTENT_A", s.exact ? args.extent_a : 0)
       .integer("K_EXTENT_B", s.exact ? args.extent_b : 0)
       .integer("K_TILES_X", s.exact ? args.tiles_x.value : 1)
@@ -35,40 +29,6 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeK
       .array("K_EXTENT", extents)
       .array("K_SRC_STRIDE", src)
       .array("K_DST_STRIDE", dst);
-
-  switch (s.family) {
-    case RearrangeFamily::row:
-    case RearrangeFamily::gather:
-      p.integer("TILE_X", s.tile_x)
-          .integer("ITEMS_X", s.items_x)
-          .integer("ITEMS_Y", s.items_y)
-          .integer("TILE_Y1", s.tile_y1)
-          .flag("SPLIT_ROWS", s.split_rows)
-          .flag("SRC_INNER_UNIT", s.src_inner_unit)
-          .flag("DST_INNER_UNIT", s.dst_inner_unit);
-      break;
-    case RearrangeFamily::transpose:
-    case RearrangeFamily::packed:
-      p.integer("DIMS_A", s.dims_a)
-          .integer("DIMS_B", s.dims_b)
-          .integer("TILE_A", s.tile_a)
-          .integer("TILE_B", s.tile_b)
-          .integer("VEC_A", s.vec_a)
-          .integer("VEC_B", s.vec_b)
-          .integer("PITCH", s.pitch)
-          .flag("SWIZZLE", s.swizzle)
-          .integer("SWIZZLE_PERIOD", s.swizzle_period)
-          .integer("LOAD_LINEAR", s.load_linear)
-          .integer("STORE_LINEAR", s.store_linear)
-          .integer("MIN_BLOCKS", s.min_blocks);
-      break;
-    case RearrangeFamily::skewed:
-      p.integer("TILE_A", s.tile_a).integer("TILE_B", s.tile_b).integer("VEC", s.vec_a).integer("MIN_BLOCKS", s.min_blocks);
-      break;
-    case RearrangeFamily::copy:
-      break;
-  }
-  return p;
 }
 
 std::string rearrange_template(plan::RearrangeFamily family) {

@@ -157,15 +157,10 @@ std::string describe_json(const RearrangePlanData& p) {
       for (int level = 0; level < kAlignmentLevels; ++level)
         if (p.variant_for_level[static_cast<std::size_t>(level)] == static_cast<int>(i)) levels.push_back(1 << level);
       variants.push_back(fmt::format(
-          "{{\"alignments\": {}, \"family\": \"{}\", \"unit_bytes\": {}, \"dims\": {}, \"key\": \"{}\", "
-          "\"threads\": {}, \"grid\": {}, \"tiles\": {}, \"index_bits\": {}, \"bounds\": {}, \"exact\": {}, "
-          "\"tile_x\": {}, \"items_x\": {}, \"items_y\": {}, \"split_rows\": {}, \"tile_y1\": {}, \"dims_a\": {}, \"dims_b\": {}, \"tile_a\": {}, "
-          "\"tile_b\": {}, \"vec_a\": {}, \"vec_b\": {}, \"load_linear\": {}, \"store_linear\": {}, "
-          "\"swizzle\": {}, \"shared_bytes\": {}, \"copy_bytes\": {}}}",
-          levels, family_name(s.family), s.unit_bytes, dims_json(v.form.dims), kernel_label(s, v.args), s.threads, v.grid,
-          v.args.num_tiles, s.index64 ? 64 : 32, s.bounds, s.exact, s.tile_x, s.items_x, s.items_y, s.split_rows, s.tile_y1, s.dims_a, s.dims_b,
-          s.tile_a, s.tile_b, s.vec_a, s.vec_b, s.load_linear, s.store_linear, s.swizzle, shared_bytes(s),
-          v.copy_bytes));
+          "{{\"alignments\": {}, \"dims\": {}, \"key\": \"{}\", \"grid\": {}, \"tiles\": {}, \"index_bits\": {}, "
+          "\"shared_bytes\": {}, \"copy_bytes\": {}, {}}}",
+          levels, dims_json(v.form.dims), kernel_label(s, v.args), v.grid, v.args.num_tiles, s.index64 ? 64 : 32,
+          shared_bytes(s), v.copy_bytes, spec_json_members(s)));
     }
     out += fmt::format(", \"variants\": [{}]", fmt::join(variants, ", "));
   }

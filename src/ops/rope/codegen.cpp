@@ -43,19 +43,9 @@ std::string rope_kernel_label(const plan::RopeSpec& spec) {
 
 jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifest_line) {
   CodeParams params;
-  params.flag("STYLE_NEOX", spec.style == RopeStyle::neox)
-      .integer("HEAD_DIM", spec.head_dim)
-      .integer("ROTARY_DIM", spec.rotary_dim)
-      .flag("FOUR_D", spec.four_d)
-      .flag("HAS_K", spec.has_k)
-      .flag("INPLACE", spec.inplace)
-      .flag("INVERSE", spec.inverse)
-      .flag("CHECKED", spec.checked)
+  params.fields(spec)
+      .flag("STYLE_NEOX", spec.style == RopeStyle::neox)
       .flag("HAS_POSITIONS", spec.position.has_value())
-      .flag("POSITIONS_BATCHED", spec.positions_batched)
-      .integer("CHUNK", spec.chunk)
-      .integer("ACCESS", spec.access)
-      .integer("TABLE_ACCESS", spec.table_access)
       .type("data_t", cuda_type(spec.data))
       .type("table_t", cuda_type(spec.table))
       .type("pos_t", spec.position ? cuda_type(*spec.position) : "sj_i64")

@@ -251,19 +251,15 @@ std::string json(const RopePlanImpl& plan) {
                            kDescribedArch, jit::kernel_key(*p, kDescribedArch).hex());
   return fmt::format(
       R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
-      R"("spec": {{"data": "{}", "table": "{}", "positions": "{}", "positions_batched": {}, "head_dim": {}, )"
-      R"("rotary_dim": {}, "four_d": {}, "has_k": {}, "inplace": {}, "inverse": {}, "checked": {}, "check_pointers": {}, "index_bits": {}, )"
-      R"("chunk": {}, "access": {}, "table_access": {}}}, "tokens": {}, "heads_q": {}, "heads_k": {}, )"
-      R"("launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, "empty": {}}}, )"
+      R"("spec": {{{}, "positions": "{}", "check_pointers": {}, "index_bits": {}}}, "tokens": {}, "heads_q": {}, )"
+      R"("heads_k": {}, "launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, "empty": {}}}, )"
       R"("kernels": [{}], "manifest": "{}"}})",
       rope_style_name(spec.style), tensor(d.desc.x), tensor(*d.desc.y), d.desc.k ? tensor(*d.desc.k) : "null",
       d.desc.k_out ? tensor(*d.desc.k_out) : "null", tensor(d.desc.table),
-      d.desc.positions ? tensor(*d.desc.positions) : "null", dtype_name(spec.data), dtype_name(spec.table),
-      spec.position ? dtype_name(*spec.position) : "none", spec.positions_batched, spec.head_dim, spec.rotary_dim,
-      spec.four_d, spec.has_k, spec.inplace, spec.inverse, spec.checked, d.desc.check_pointers, spec.wide_index ? 64 : 32, spec.chunk,
-      spec.access, spec.table_access, d.args.tokens, d.heads_q, d.heads_k, d.launch.grid[0], d.launch.grid[1],
-      d.launch.block[0], d.launch.block[1], d.launch.block[2], d.launch.heads_per_thread, d.empty, kernels,
-      plan.manifest);
+      d.desc.positions ? tensor(*d.desc.positions) : "null", spec_json_members(spec),
+      spec.position ? dtype_name(*spec.position) : "none", d.desc.check_pointers, spec.wide_index ? 64 : 32,
+      d.args.tokens, d.heads_q, d.heads_k, d.launch.grid[0], d.launch.grid[1], d.launch.block[0], d.launch.block[1],
+      d.launch.block[2], d.launch.heads_per_thread, d.empty, kernels, plan.manifest);
 }
 
 }  // namespace detail
