@@ -8,11 +8,16 @@ one written by `rearrange_bench --random SEED --emit-cases FILE`; lines with --s
 
   python3 bench/peers_random.py CASES [--dry-run] [--only TEXT] [--elem-bytes 1,2,4,8,16]
                                       [--warmup 3] [--runs 15] [--samples 65536] [--max-seconds 480]
+                                      [--case-seconds 90]
 
 Element types: the line's --dtype (u8 uint8, f16 float16, bf16 bfloat16, f32 float32, f64 float64,
 and the integer types); an opaque `--elem-bytes 16` element runs as complex128, the 16-byte type
 both frameworks have (other opaque sizes are skipped). jax runs with jax_enable_x64 (for float64
 and complex128) and without preallocation, so that torch has room too.
+
+Each case runs in a child process of its own (this script with --case-index), killed with its
+process group after --case-seconds: a framework call that never returns costs one case, which the
+table marks "timeout", and the steps it finished before (torch, copy) keep their figures.
 
 Method, per case: one source on the GPU, made once by torch from random bytes in 1..255 (no element
 is zero; floats get their top exponent bit cleared, so no Inf or NaN) and handed to jax zero-copy
@@ -33,9 +38,12 @@ stderr. --max-seconds stops starting new cases after that many seconds (the repo
 cases not started). --dry-run lists the parsed cases and imports nothing.
 """
 import argparse
+import json
 import math
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -357,6 +365,59 @@ def run_case(case, gpu, xla, args, seed):
     gpu.release()
 
 
+def gpu_name():
+    import torch
+
+    return torch.cuda.get_device_name()
+
+
+def child_main(case, index, args):
+    """Child mode: runs one case and prints each step's result as a JSON line as it completes."""
+    gpu, xla = load_peers()
+
+    class Reporting(dict):
+        def __setitem__(self, kind, result):
+            super().__setitem__(kind, result)
+            print(json.dumps({"kind": kind, "result": list(result)}), flush=True)
+
+    case.results = Reporting()
+    run_case(case, gpu, xla, args, seed=index + 1)
+    print(json.dumps({"seconds": case.seconds}), flush=True)
+    return 0
+
+
+def child_command(index, args):
+    command = [sys.executable, os.path.abspath(__file__), args.cases, "--case-index", str(index),
+               "--elem-bytes", args.elem_bytes, "--warmup", str(args.warmup), "--runs", str(args.runs),
+               "--samples", str(args.samples)]
+    return command + (["--only", args.only] if args.only else [])
+
+
+def run_case_in_child(case, index, args, kinds):
+    """Fills case.results from a child process; a child past --case-seconds is killed, and the
+    steps it had not reported are marked as timed out."""
+    child = subprocess.Popen(child_command(index, args), stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        output, _ = child.communicate(timeout=args.case_seconds)
+        failure = None if child.returncode == 0 else f"error: child exited with {child.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        output, _ = child.communicate()
+        failure = f"timeout after {args.case_seconds:g} s"
+    for line in output.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue  # a framework's own output
+        if "kind" in message:
+            case.results[message["kind"]] = tuple(message["result"])
+        else:
+            case.seconds.update(message.get("seconds", {}))
+    if failure:
+        for kind in kinds:
+            case.results.setdefault(kind, (None, failure))
+
+
 def cell(case, kind):
     value, _ = case.results.get(kind, (None, "-"))
     return "-" if value is None else f"{value:.0f}"
@@ -446,14 +507,21 @@ def main():
     parser.add_argument("--samples", type=int, default=1 << 16, help="elements checked per result")
     parser.add_argument("--max-seconds", type=float, default=480,
                         help="start no new case after this many seconds (from the script's start)")
+    parser.add_argument("--case-seconds", type=float, default=90,
+                        help="kill a case's child process after this many seconds")
+    parser.add_argument("--case-index", type=int, default=None, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
     cases, skipped = read_cases(args.cases, args.only, {int(s) for s in args.elem_bytes.split(",")})
     if args.dry_run:
         dry_run(cases, skipped)
         return 0
+    if args.case_index is not None:
+        return child_main(cases[args.case_index], args.case_index, args)
     gpu, xla = load_peers()
     versions = f"torch {gpu.version}" + (f", jax {xla.version}" if xla else ", no jax")
-    head = (f"device {gpu.device}; {versions}; {args.warmup} warm-up + {args.runs} timed runs (median); "
+    kinds = ["torch", "copy"] + (["xla"] if xla else [])
+    del gpu, xla  # the cases run in child processes
+    head = (f"device {gpu_name()}; {versions}; {args.warmup} warm-up + {args.runs} timed runs (median); "
             f"copy baseline: torch; one random source per case, made by torch"
             f"{' and shared with XLA through DLPack' if xla else ''}; "
             f"{args.samples} sampled elements checked bitwise per result\n")
@@ -464,7 +532,7 @@ def main():
     for i, case in enumerate(cases):
         if time.monotonic() - started >= args.max_seconds:
             break
-        run_case(case, gpu, xla, args, seed=i + 1)
+        run_case_in_child(case, i, args, kinds)
         done += 1
         print(case_table([case]).splitlines()[-1], flush=True)
         progress(i, len(cases), case, time.monotonic() - started)

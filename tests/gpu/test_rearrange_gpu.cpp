@@ -231,6 +231,38 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalig
   }
 }
 
+TEST_CASE("rearrange: 1- and 2-byte transposes with odd pitches take word tiles at every pointer misalignment" *
+          test::gpu_only()) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {{575, 1972}, {1, 0}, DType::u8},  {{1029, 1021}, {1, 0}, DType::u8},      {{200, 1031}, {1, 0}, DType::u8},
+      {{3, 301, 517}, {0, 2, 1}, DType::u8}, {{177, 8, 50, 19}, {2, 0, 3, 1}, DType::u8}, {{301, 512}, {1, 0}, DType::f16},
+      {{65, 7, 132}, {2, 1, 0}, DType::bf16},
+  };
+  std::uint64_t seed = 4099;
+  int words = 0, runs = 0;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const std::size_t elem = dtype_size(c.dtype);
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
+      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
+        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
+        words += plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::words;
+        ++runs;
+        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+      }
+  }
+  MESSAGE(words << " of " << runs << " runs on word tiles");
+  CHECK(words >= runs / 2);
+}
+
 TEST_CASE("rearrange: a transpose of more than 2^31 u8 elements uses 64-bit indices and is exact" *
           test::gpu_only()) {
   const std::int64_t n = 46341;  // n * n > 2^31

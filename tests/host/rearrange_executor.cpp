@@ -1,6 +1,7 @@
 #include "rearrange_executor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 
@@ -299,6 +300,95 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   }
 }
 
+// The words template. A word is 4 bytes (W units); misalignments come from the real addresses.
+using Word = std::array<std::uint8_t, 4>;
+
+void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const RearrangeKernelArgs& a = v.args;
+  const int u = s.unit_bytes, w = 4 / u;
+  if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)
+    throw std::logic_error("words: A must be unit-stride in dst and B in src");
+  if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");
+  const std::int64_t ea = a.extent_a, eb = a.extent_b, sa = a.dim[0].src_stride, db = a.dim[1].dst_stride;
+  const int words_a = s.tile_a / w, groups_a = words_a + (s.skew_store ? 1 : 0), words_b = s.tile_b / w;
+  const int lanes_b = std::min(words_b, 32 / w), bands_b = (words_b + lanes_b - 1) / lanes_b;
+  if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
+  auto misalignment = [&](const std::uint8_t* base, std::int64_t offset) {
+    return static_cast<int>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
+                             static_cast<std::uintptr_t>(offset)) %
+                            static_cast<std::uintptr_t>(w));
+  };
+  auto read_word = [](const std::uint8_t* at) {
+    check_vector(at, 4);
+    Word word;
+    std::memcpy(word.data(), at, 4);
+    return word;
+  };
+  auto funnel = [&](const Word& low, const Word& high, int shift) {
+    std::uint8_t pair[8];
+    std::memcpy(pair, low.data(), 4);
+    std::memcpy(pair + 4, high.data(), 4);
+    Word out;
+    std::memcpy(out.data(), pair + shift * u, 4);
+    return out;
+  };
+  auto load_word = [&](std::int64_t row, std::int64_t b) {
+    const int m = s.skew_load ? misalignment(src, row + b) : 0;
+    if (b - m >= 0 && b - m + (m ? 2 : 1) * w <= eb) {
+      const std::uint8_t* at = src + (row + b - m) * u;
+      return m ? funnel(read_word(at), read_word(at + 4), m) : read_word(at);
+    }
+    Word word{};
+    for (int x = 0; x < w; ++x)
+      if (b + x < eb) copy_units(word.data() + x * u, src + (row + b + x) * u, 1, u);
+    return word;
+  };
+  std::vector<Word> smem(static_cast<std::size_t>(s.tile_b * s.pitch));
+  auto shared = [&](int position) -> Word& {
+    if (position < 0 || position >= static_cast<int>(smem.size())) throw std::logic_error("words: shared memory out of range");
+    return smem[static_cast<std::size_t>(position)];
+  };
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2, true);
+    std::fill(smem.begin(), smem.end(), Word{0xee, 0xee, 0xee, 0xee});
+    const std::int64_t a_base = a0 - (s.skew_store ? w : 0);
+    for (int item = 0; item < lanes_b * groups_a * bands_b; ++item) {
+      const int lane = item % lanes_b, rest = item / lanes_b;
+      const int g = rest % groups_a, k = rest / groups_a * lanes_b + lane;
+      if (k >= words_b) continue;
+      const std::int64_t b = b0 + std::int64_t{k} * w;
+      std::vector<Word> rows(static_cast<std::size_t>(w), Word{0xee, 0xee, 0xee, 0xee});
+      if (b < eb)
+        for (int i = 0; i < w; ++i) {
+          const std::int64_t ai = a_base + std::int64_t{g} * w + i;
+          if (ai >= 0 && ai < ea) rows[static_cast<std::size_t>(i)] = load_word(src_base + ai * sa, b);
+        }
+      for (int j = 0; j < w; ++j) {
+        Word column;
+        for (int i = 0; i < w; ++i) std::memcpy(column.data() + i * u, rows[static_cast<std::size_t>(i)].data() + j * u, static_cast<std::size_t>(u));
+        shared((k * w + j) * s.pitch + g) = column;
+      }
+    }
+    for (int item = 0; item < s.tile_b * words_a; ++item) {
+      const int lb = item / words_a, j = item % words_a;
+      if (b0 + lb >= eb) continue;
+      const std::int64_t row = dst_base + (b0 + lb) * db;
+      const int skew = s.skew_store ? misalignment(dst, row) : 0;
+      const std::int64_t x = a0 - skew + std::int64_t{j} * w;
+      const int at = lb * s.pitch + j;
+      const Word out = s.skew_store ? funnel(shared(at), shared(at + 1), w - skew) : shared(at);
+      if (x >= 0 && x + w <= ea) {
+        check_vector(dst + (row + x) * u, 4);
+        std::memcpy(dst + (row + x) * u, out.data(), 4);
+      } else {
+        for (int y = 0; y < w; ++y)
+          if (x + y >= 0 && x + y < ea) copy_units(dst + (row + x + y) * u, out.data() + y * u, 1, u);
+      }
+    }
+  }
+}
+
 void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   switch (v.spec.family) {
     case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
@@ -307,6 +397,7 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
     case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;
+    case RearrangeFamily::words: execute_words(v, dst, src); return;
   }
 }
 

@@ -38,6 +38,7 @@ std::string rearrange_template(plan::RearrangeFamily family) {
     case plan::RearrangeFamily::transpose:
     case plan::RearrangeFamily::packed: return "rearrange_tiled.cu";
     case plan::RearrangeFamily::skewed: return "rearrange_skewed.cu";
+    case plan::RearrangeFamily::words: return "rearrange_words.cu";
     case plan::RearrangeFamily::copy: break;
   }
   fail(ErrorCode::internal, "the rearrange copy family is a memcpy and has no kernel template");

@@ -445,6 +445,75 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   return v;
 }
 
+// ---- words ----------------------------------------------------------------------------------
+
+constexpr std::int64_t kWordBytes = 4;
+constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words along B a tile holds at most
+
+// Whether every row of one side starts word-aligned: the pointer is, and so is every stride except
+// the one along the row.
+bool rows_word_aligned(const RearrangeDims& dims, std::size_t along, bool src_side, std::int64_t align_bytes,
+                       std::int64_t unit) {
+  if (align_bytes < kWordBytes) return false;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (i != along && !divides(kWordBytes, (src_side ? dims[i].src_stride : dims[i].dst_stride) * unit)) return false;
+  return true;
+}
+
+// A transpose of 1- or 2-byte units that fixed tiles would move narrower than a word on one side
+// at least (odd row pitches, misaligned pointers), with B unit-stride in the source and both
+// groups long enough to fill words. 2-byte rows misaligned on both sides go to skewed tiles (16-byte
+// vectors) instead.
+bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim) {
+  const std::int64_t unit = form.unit_bytes;
+  const bool narrow_a = tiled.vec_a * unit < kWordBytes;
+  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b * unit < kWordBytes;
+  return (unit == 1 || unit == 2) && (narrow_a || narrow_b) && form.dims[b_dim].src_stride == 1 &&
+         form.dims[a_dim].extent >= 16 && form.dims[b_dim].extent >= 8;
+}
+
+// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. A tile
+// is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32 row
+// groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks of
+// W x W units, four per thread.
+RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
+                            std::int64_t src_align, std::int64_t dst_align) {
+  const std::int64_t unit = form.unit_bytes, word = kWordBytes / unit;
+  const RearrangeDim& a = form.dims[a_dim];
+  const RearrangeDim& b = form.dims[b_dim];
+  RearrangeSpec s;
+  s.family = RearrangeFamily::words;
+  s.unit_bytes = static_cast<int>(unit);
+  s.threads = kThreads;
+  s.num_dims = static_cast<int>(form.dims.size());
+  s.index64 = needs_index64(form.dims);
+  s.bounds = true;
+  s.exact = exact;
+  s.skew_load = !rows_word_aligned(form.dims, b_dim, true, src_align, unit);
+  s.skew_store = !rows_word_aligned(form.dims, a_dim, false, dst_align, unit);
+  const std::int64_t words_a = std::min(ceil_div(a.extent + (s.skew_store ? word - 1 : 0), word),
+                                        kWordTileWords - (s.skew_store ? 1 : 0));
+  s.tile_a = static_cast<int>(words_a * word);
+  s.tile_b = static_cast<int>(std::min(kWordTileWords, ceil_div(b.extent, word)) * word);
+  s.pitch = static_cast<int>((words_a + (s.skew_store ? 1 : 0)) | 1);
+  s.min_blocks = 4;
+
+  RearrangeVariant v{form, s, {}, 0, 0};
+  RearrangeKernelArgs& args = v.args;
+  args.extent_a = a.extent;
+  args.extent_b = b.extent;
+  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + (s.skew_store ? word - 1 : 0), s.tile_a));
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
+  int k = 0;
+  args.dim[k++] = kernel_dim(a);
+  args.dim[k++] = kernel_dim(b);
+  for (std::size_t i = form.dims.size(); i-- > 0;)
+    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
 }  // namespace
 
 std::string_view family_name(RearrangeFamily family) {
@@ -455,6 +524,7 @@ std::string_view family_name(RearrangeFamily family) {
     case RearrangeFamily::packed: return "packed";
     case RearrangeFamily::gather: return "gather";
     case RearrangeFamily::skewed: return "skewed";
+    case RearrangeFamily::words: return "words";
   }
   return "?";
 }
@@ -483,6 +553,7 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align);
       if (wants_skewed_tiles(v.spec, units, inner, *b)) return plan_skewed(units, inner, *b, exact);
+      if (wants_word_tiles(v.spec, units, inner, *b)) return plan_words(units, inner, *b, exact, src_align, dst_align);
       // A tile smaller than a unit per thread is better walked in destination order.
       if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
     }
@@ -523,6 +594,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
     case RearrangeFamily::skewed:
       key += fmt::format(".a{}.b{}.v{}.mb{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks);
       break;
+    case RearrangeFamily::words:
+      key += fmt::format(".a{}.b{}.p{}.mb{}{}{}", s.tile_a, s.tile_b, s.pitch, s.min_blocks, s.skew_load ? ".sl" : "",
+                         s.skew_store ? ".ss" : "");
+      break;
   }
   if (s.exact) {
     key += fmt::format(".exact.n{}.ea{}.eb{}", args.num_tiles, args.extent_a, args.extent_b);
@@ -538,6 +613,7 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
+  if (s.family == RearrangeFamily::words) return s.tile_b * s.pitch * static_cast<int>(kWordBytes);
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;

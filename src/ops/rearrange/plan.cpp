@@ -48,6 +48,12 @@ std::string variant_text(const RearrangeVariant& v) {
                          "to aligned {}-unit vectors on both sides, {} outer dims, {} threads, shared memory {} bytes\n",
                          s.tile_a, s.tile_b, s.vec_a, s.num_dims - 2, s.threads, shared_bytes(s));
       break;
+    case RearrangeFamily::words:
+      out += fmt::format("  family words: tile {} (A, dst-contiguous) x {} (B, src-contiguous) units moved as aligned "
+                         "32-bit words on both sides{}{}, {} outer dims, {} threads, shared memory {} bytes\n",
+                         s.tile_a, s.tile_b, s.skew_load ? ", source rows funnel-shifted" : "",
+                         s.skew_store ? ", destination rows skewed" : "", s.num_dims - 2, s.threads, shared_bytes(s));
+      break;
   }
   out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
                      s.exact ? "exact (extents and strides baked in)" : "extents and strides at run time");
