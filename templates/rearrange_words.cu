@@ -1,4 +1,4 @@
-// rearrange words: a transpose of 1- or 2-byte units that moves aligned 32-bit words on both sides
+// rearrange words: a transpose of 1-byte units that moves aligned 32-bit words on both sides
 // whatever the row pitches, so odd extents and strides cost no narrow accesses.
 // dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims, innermost first.
 //
@@ -9,7 +9,8 @@
 // [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < W is the row's misalignment (0 without
 // SKEW_STORE); its words are aligned in dst, and each is funnel-shifted out of two shared words.
 // So a tile loads one extra group of W rows before a0 when stores are skewed.
-constexpr int W = 4 / UNIT_BYTES;                    // units per word
+static_assert(UNIT_BYTES == 1, "word tiles move 1-byte units");
+constexpr int W = 4;                                 // units per word
 constexpr int WORDS_A = TILE_A / W;                  // store words per destination row of a tile
 constexpr int GROUPS_A = WORDS_A + (SKEW_STORE ? 1 : 0);  // groups of W source rows a tile loads
 constexpr int WORDS_B = TILE_B / W;                  // load words per source row of a tile
@@ -39,19 +40,15 @@ __device__ __forceinline__ SjWord sj_funnel(SjWord low, SjWord high, int shift) 
   return __funnelshift_rc(low, high, (unsigned)(shift * UNIT_BYTES * 8));
 }
 
-// Row-major W x W block (w[i] = W units of row i) -> column-major (out[j] = unit j of every row).
+// Row-major 4 x 4 byte block (w[i] = the 4 bytes of row i) -> column-major (out[j] = byte j of
+// every row), by byte permutes.
 __device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord (&out)[W]) {
-  if constexpr (W == 4) {
-    const SjWord lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
-    const SjWord lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
-    out[0] = __byte_perm(lo01, lo23, 0x5410);
-    out[1] = __byte_perm(lo01, lo23, 0x7632);
-    out[2] = __byte_perm(hi01, hi23, 0x5410);
-    out[3] = __byte_perm(hi01, hi23, 0x7632);
-  } else {
-    out[0] = __byte_perm(w[0], w[1], 0x5410);
-    out[1] = __byte_perm(w[0], w[1], 0x7632);
-  }
+  const SjWord lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+  const SjWord lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+  out[0] = __byte_perm(lo01, lo23, 0x5410);
+  out[1] = __byte_perm(lo01, lo23, 0x7632);
+  out[2] = __byte_perm(hi01, hi23, 0x5410);
+  out[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
 // Load item -> (row group g, word k along B). Consecutive items walk LANES_B words, then groups.
@@ -63,52 +60,85 @@ __device__ __forceinline__ SjBlock sj_block(int item) {
   return {rest % GROUPS_A, rest / GROUPS_A * LANES_B + lane};
 }
 
-// The word of units [b, b + W) of the source row at unit offset `row`: one aligned word, two
-// funnel-shifted (SKEW_LOAD), or unit by unit at the row's ends.
-__device__ __forceinline__ SjWord sj_load_word(const Unit* __restrict__ s, unsigned src_misalignment, Index row,
-                                               Index b, Index extent_b) {
+// Where the word of units [b, b + W) of the source row at unit offset `row` comes from: the
+// aligned word at b - m and, when the row is misaligned (m > 0, SKEW_LOAD only), the next one.
+// `whole`: both lie inside the row; else the units are read one by one at staging.
+struct SjSource {
+  int m;
+  bool whole;
+};
+__device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
   const int m = SKEW_LOAD ? sj_word_misalignment(src_misalignment, row + b) : 0;
-  if (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b) {
-    const SjWord* at = reinterpret_cast<const SjWord*>(s + row + b - m);
-    return m ? sj_funnel(at[0], at[1], m) : at[0];
-  }
-  SjWordUnits w;
-  w.word = 0;
-#pragma unroll
-  for (int u = 0; u < W; ++u)
-    if (b + u < extent_b) w.u[u] = s[row + b + u];
-  return w.word;
+  return {m, b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b};
 }
 
-// Issues the tile's loads: LOADS_PER_THREAD blocks of W rows x one word.
+// A load block: W source rows (row offsets) of one word column b, with what each row needs.
+struct SjLoadBlock {
+  bool valid;
+  Index b;
+  Index row[W];
+  bool row_valid[W];
+};
+__device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const SjTile& tile, int item) {
+  const SjBlock blk = sj_block(item);
+  SjLoadBlock lb;
+  lb.b = tile.b0 + blk.k * W;
+  lb.valid = !(LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) && blk.k < WORDS_B && lb.b < sj_extent_b(args);
+  const Index a_base = tile.a0 - (SKEW_STORE ? W : 0) + blk.g * W;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    lb.row[i] = tile.src_base + (a_base + i) * sj_src_stride(args, 0);
+    lb.row_valid[i] = lb.valid && a_base + i >= 0 && a_base + i < sj_extent_a(args);
+  }
+  return lb;
+}
+
+// Issues the tile's loads, the aligned words only and all of them before any is used (the
+// funnel shifts wait for sj_stage), so every thread keeps its loads in flight together.
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
-                                        const SjTile& tile, SjWord (&in)[LOADS_PER_THREAD][W]) {
-  const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
-  const Index a_base = tile.a0 - (SKEW_STORE ? W : 0);
+                                        const SjTile& tile, SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1]) {
+  const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
-    const int item = threadIdx.x + r * THREADS;
-    const SjBlock blk = sj_block(item);
-    const Index b = tile.b0 + blk.k * W;
-    if ((LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) || blk.k >= WORDS_B || b >= extent_b) continue;
+    const SjLoadBlock lb = sj_load_block(args, tile, threadIdx.x + r * THREADS);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const Index a = a_base + blk.g * W + i;
-      if (a >= 0 && a < extent_a)
-        in[r][i] = sj_load_word(s, src_misalignment, tile.src_base + a * sj_src_stride(args, 0), b, extent_b);
+      const SjSource from = sj_source(src_misalignment, lb.row[i], lb.b, extent_b);
+      const SjWord* at = reinterpret_cast<const SjWord*>(s + lb.row[i] + lb.b - from.m);
+      if (lb.row_valid[i] && from.whole) in[r][i][0] = at[0];
+      if (SKEW_LOAD && lb.row_valid[i] && from.whole && from.m) in[r][i][SKEW_LOAD ? 1 : 0] = at[1];
     }
   }
 }
 
-// Transposes each loaded block and writes its W words: word g of tile rows kW .. kW + W - 1.
-__device__ __forceinline__ void sj_stage(const SjTile& tile, const SjWord (&in)[LOADS_PER_THREAD][W], SjWord* smem) {
+// Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes it and writes
+// its W words: word g of tile rows kW .. kW + W - 1.
+__device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+                                         const SjTile& tile, const SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1],
+                                         SjWord* smem) {
+  const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     const int item = threadIdx.x + r * THREADS;
-    const SjBlock blk = sj_block(item);
-    if ((LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) || blk.k >= WORDS_B) continue;
+    const SjLoadBlock lb = sj_load_block(args, tile, item);
+    if (!lb.valid) continue;
+    SjWord rows[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      const SjSource from = sj_source(src_misalignment, lb.row[i], lb.b, extent_b);
+      rows[i] = from.m ? sj_funnel(in[r][i][0], in[r][i][SKEW_LOAD ? 1 : 0], from.m) : in[r][i][0];
+      if (lb.row_valid[i] && !from.whole) {
+        SjWordUnits w;
+        w.word = 0;
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          if (lb.b + u < extent_b) w.u[u] = s[lb.row[i] + lb.b + u];
+        rows[i] = w.word;
+      }
+    }
     SjWord out[W];
-    sj_transpose_block(in[r], out);
+    sj_transpose_block(rows, out);
+    const SjBlock blk = sj_block(item);
 #pragma unroll
     for (int j = 0; j < W; ++j) smem[(blk.k * W + j) * PITCH + blk.g] = out[j];
   }
@@ -139,8 +169,8 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
   }
 }
 
-// Tiles count along A first (rows of the destination are written whole by the blocks in flight);
-// tiles beyond the grid are walked by a grid-stride loop.
+// One tile per block (tiles beyond the grid are walked by a grid-stride loop), tiles counting along
+// A first: the blocks in flight then write whole destination rows.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ SjWord smem[TILE_B * PITCH];
@@ -150,9 +180,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2, true);
-    SjWord in[LOADS_PER_THREAD][W];
+    SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
     sj_load(args, s, src_misalignment, tile, in);
-    sj_stage(tile, in, smem);
+    sj_stage(args, s, src_misalignment, tile, in, smem);
     __syncthreads();
     sj_store(args, d, dst_misalignment, tile, smem);
     __syncthreads();

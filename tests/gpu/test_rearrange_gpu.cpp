@@ -231,7 +231,7 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalig
   }
 }
 
-TEST_CASE("rearrange: 1- and 2-byte transposes with odd pitches take word tiles at every pointer misalignment" *
+TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every pointer misalignment" *
           test::gpu_only()) {
   struct Case {
     std::vector<std::int64_t> shape;
@@ -239,9 +239,8 @@ TEST_CASE("rearrange: 1- and 2-byte transposes with odd pitches take word tiles 
     DType dtype;
   };
   const Case cases[] = {
-      {{575, 1972}, {1, 0}, DType::u8},  {{1029, 1021}, {1, 0}, DType::u8},      {{200, 1031}, {1, 0}, DType::u8},
-      {{3, 301, 517}, {0, 2, 1}, DType::u8}, {{177, 8, 50, 19}, {2, 0, 3, 1}, DType::u8}, {{301, 512}, {1, 0}, DType::f16},
-      {{65, 7, 132}, {2, 1, 0}, DType::bf16},
+      {{575, 1972}, {1, 0}, DType::u8},     {{1029, 1021}, {1, 0}, DType::u8},     {{200, 1031}, {1, 0}, DType::u8},
+      {{3, 301, 517}, {0, 2, 1}, DType::u8}, {{65, 7, 1249, 154}, {3, 2, 0, 1}, DType::u8}, {{4099, 65}, {1, 0}, DType::u8},
   };
   std::uint64_t seed = 4099;
   int words = 0, runs = 0;

@@ -300,13 +300,14 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   }
 }
 
-// The words template. A word is 4 bytes (W units); misalignments come from the real addresses.
+// The words template: 1-byte units in 4-byte words; misalignments come from the real addresses.
 using Word = std::array<std::uint8_t, 4>;
 
 void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
-  const int u = s.unit_bytes, w = 4 / u;
+  const int u = s.unit_bytes, w = 4;
+  if (u != 1) throw std::logic_error("words: units must be bytes");
   if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)
     throw std::logic_error("words: A must be unit-stride in dst and B in src");
   if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");

@@ -447,56 +447,60 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 
 // ---- words ----------------------------------------------------------------------------------
 
-constexpr std::int64_t kWordBytes = 4;
+constexpr std::int64_t kWordBytes = 4;  // = units per word: word tiles move 1-byte units
 constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words along B a tile holds at most
+// Shorter groups leave most of a tile's lanes idle: on an H100, u8 lines with a B group of 12 to 50
+// units fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
+constexpr std::int64_t kWordTileMinExtent = 64;
 
-// Whether every row of one side starts word-aligned: the pointer is, and so is every stride except
-// the one along the row.
-bool rows_word_aligned(const RearrangeDims& dims, std::size_t along, bool src_side, std::int64_t align_bytes,
-                       std::int64_t unit) {
+// Whether every row of one side (1-byte units) starts word-aligned: the pointer is, and so is every
+// stride except the one along the row.
+bool rows_word_aligned(const RearrangeDims& dims, std::size_t along, bool src_side, std::int64_t align_bytes) {
   if (align_bytes < kWordBytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
-    if (i != along && !divides(kWordBytes, (src_side ? dims[i].src_stride : dims[i].dst_stride) * unit)) return false;
+    if (i != along && !divides(kWordBytes, src_side ? dims[i].src_stride : dims[i].dst_stride)) return false;
   return true;
 }
 
-// A transpose of 1- or 2-byte units that fixed tiles would move narrower than a word on one side
-// at least (odd row pitches, misaligned pointers), with B unit-stride in the source and both
-// groups long enough to fill words. 2-byte rows misaligned on both sides go to skewed tiles (16-byte
-// vectors) instead.
+// A transpose of 1-byte units, one dim in each group, that fixed tiles would move narrower than a
+// word on one side at least (odd row pitches, misaligned pointers), with B unit-stride in the
+// source and both dims long enough to fill a tile. (2-byte units in words of two lost on an H100:
+// f16 [222, 4953, 168] 0,2,1 went from 75% to 67% of copy; their fixed tiles already move pairs.)
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim) {
-  const std::int64_t unit = form.unit_bytes;
-  const bool narrow_a = tiled.vec_a * unit < kWordBytes;
-  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b * unit < kWordBytes;
-  return (unit == 1 || unit == 2) && (narrow_a || narrow_b) && form.dims[b_dim].src_stride == 1 &&
-         form.dims[a_dim].extent >= 16 && form.dims[b_dim].extent >= 8;
+  const bool narrow_a = tiled.vec_a < kWordBytes;
+  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b < kWordBytes;
+  return form.unit_bytes == 1 && tiled.family == RearrangeFamily::transpose && (narrow_a || narrow_b) &&
+         form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kWordTileMinExtent &&
+         form.dims[b_dim].extent >= kWordTileMinExtent;
 }
 
 // dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. A tile
 // is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32 row
 // groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks of
-// W x W units, four per thread.
+// W x W units, four per thread (half as many along B with funnel-shifted loads).
 RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align) {
-  const std::int64_t unit = form.unit_bytes, word = kWordBytes / unit;
+  const std::int64_t word = kWordBytes;  // units per word
   const RearrangeDim& a = form.dims[a_dim];
   const RearrangeDim& b = form.dims[b_dim];
   RearrangeSpec s;
   s.family = RearrangeFamily::words;
-  s.unit_bytes = static_cast<int>(unit);
+  s.unit_bytes = 1;
   s.threads = kThreads;
   s.num_dims = static_cast<int>(form.dims.size());
   s.index64 = needs_index64(form.dims);
   s.bounds = true;
   s.exact = exact;
-  s.skew_load = !rows_word_aligned(form.dims, b_dim, true, src_align, unit);
-  s.skew_store = !rows_word_aligned(form.dims, a_dim, false, dst_align, unit);
+  s.skew_load = !rows_word_aligned(form.dims, b_dim, true, src_align);
+  s.skew_store = !rows_word_aligned(form.dims, a_dim, false, dst_align);
   const std::int64_t words_a = std::min(ceil_div(a.extent + (s.skew_store ? word - 1 : 0), word),
                                         kWordTileWords - (s.skew_store ? 1 : 0));
   s.tile_a = static_cast<int>(words_a * word);
-  s.tile_b = static_cast<int>(std::min(kWordTileWords, ceil_div(b.extent, word)) * word);
+  // Funnel-shifted loads hold two words per row until staging: half as many per thread, or they spill.
+  const std::int64_t max_words_b = s.skew_load ? kWordTileWords / 2 : kWordTileWords;
+  s.tile_b = static_cast<int>(std::min(max_words_b, ceil_div(b.extent, word)) * word);
   s.pitch = static_cast<int>((words_a + (s.skew_store ? 1 : 0)) | 1);
-  s.min_blocks = 4;
+  s.min_blocks = 3;  // a thread holds up to 32 loaded words: at four blocks per SM they spill
 
   RearrangeVariant v{form, s, {}, 0, 0};
   RearrangeKernelArgs& args = v.args;
