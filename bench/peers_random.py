@@ -520,11 +520,11 @@ def main():
     gpu, xla = load_peers()
     versions = f"torch {gpu.version}" + (f", jax {xla.version}" if xla else ", no jax")
     kinds = ["torch", "copy"] + (["xla"] if xla else [])
-    del gpu, xla  # the cases run in child processes
     head = (f"device {gpu_name()}; {versions}; {args.warmup} warm-up + {args.runs} timed runs (median); "
             f"copy baseline: torch; one random source per case, made by torch"
             f"{' and shared with XLA through DLPack' if xla else ''}; "
             f"{args.samples} sampled elements checked bitwise per result\n")
+    del gpu, xla  # the cases run in child processes
     print(head, flush=True)
     print(case_table([]), end="", flush=True)
     out = os.environ.get("OUT")
