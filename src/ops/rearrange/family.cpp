@@ -390,6 +390,27 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 
 // ---- skewed ----------------------------------------------------------------------------------
 
+// Arguments of the families whose groups are one dim each (skewed, words): dim[0] = A, dim[1] = B,
+// then the outer dims innermost first; tiles count ceil((extent_a + a_lead) / tile_a) along A,
+// as a destination row's owned ranges start up to a_lead units before the row.
+RearrangeKernelArgs single_dim_tile_args(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
+                                         const RearrangeSpec& s, std::int64_t a_lead) {
+  const RearrangeDim& a = form.dims[a_dim];
+  const RearrangeDim& b = form.dims[b_dim];
+  RearrangeKernelArgs args;
+  args.extent_a = a.extent;
+  args.extent_b = b.extent;
+  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + a_lead, s.tile_a));
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
+  int k = 0;
+  args.dim[k++] = kernel_dim(a);
+  args.dim[k++] = kernel_dim(b);
+  for (std::size_t i = form.dims.size(); i-- > 0;)
+    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
+  return args;
+}
+
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 
 // A transpose that fixed tiles could move only in accesses narrower than 8 bytes on both sides
@@ -426,22 +447,10 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   s.min_blocks = 3;
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  RearrangeKernelArgs& args = v.args;
-  const RearrangeDim& a = form.dims[a_dim];
-  const RearrangeDim& b = form.dims[b_dim];
-  args.extent_a = a.extent;
-  args.extent_b = b.extent;
-  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
-  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + vec - 1, s.tile_a));
-  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
-  int k = 0;
-  args.dim[k++] = kernel_dim(a);
-  args.dim[k++] = kernel_dim(b);
-  for (std::size_t i = form.dims.size(); i-- > 0;)
-    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
+  v.args = single_dim_tile_args(form, a_dim, b_dim, s, vec - 1);
   // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
   // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
-  v.grid = grid_for(args.num_tiles);
+  v.grid = grid_for(v.args.num_tiles);
   return v;
 }
 
@@ -505,18 +514,8 @@ RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::s
   s.min_blocks = 3;  // a thread holds up to 32 loaded words: at four blocks per SM they spill
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  RearrangeKernelArgs& args = v.args;
-  args.extent_a = a.extent;
-  args.extent_b = b.extent;
-  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
-  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + (s.skew_store ? word - 1 : 0), s.tile_a));
-  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
-  int k = 0;
-  args.dim[k++] = kernel_dim(a);
-  args.dim[k++] = kernel_dim(b);
-  for (std::size_t i = form.dims.size(); i-- > 0;)
-    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
-  v.grid = grid_for(args.num_tiles);
+  v.args = single_dim_tile_args(form, a_dim, b_dim, s, s.skew_store ? word - 1 : 0);
+  v.grid = grid_for(v.args.num_tiles);
   return v;
 }
 
