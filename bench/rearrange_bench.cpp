@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -273,12 +274,15 @@ TargetClass target_class(const BenchCase& c) {
   return {"elements of 4+ bytes", 0.80, 0.90};
 }
 
-/// The specialization key of the kernel the plan launches on aligned pointers (its family first),
-/// from the plan's JSON; "?" when it does not say.
+/// The specialization key of the kernel the plan launches on 16-byte aligned pointers (its family
+/// first), from the plan's JSON; "?" when it does not say.
 std::string kernel_of(const RearrangePlan& plan) {
   const auto j = nlohmann::json::parse(plan.json(), nullptr, false);
-  if (!j.is_object() || !j.contains("variants") || j["variants"].empty()) return "?";
-  return j["variants"][0].value("key", "?");
+  if (!j.is_object() || !j.contains("variants")) return "?";
+  for (const auto& v : j["variants"])
+    for (const auto& align : v.value("alignments", nlohmann::json::array()))
+      if (align == 16) return v.value("key", "?");
+  return "?";
 }
 
 /// Device buffers shared by every line: a random source and a destination, each as large as the
@@ -353,6 +357,13 @@ struct LineResult {
   double compile_ms = 0;  ///< NVRTC time of the line's first launch (0: its kernel was already loaded)
   double gbs = 0, copy = 0;
   double ratio() const { return gbs / copy; }
+};
+
+/// --tune: the measured plan of a line beside its default plan.
+struct TunedResult {
+  std::string kernel, check;
+  double plan_ms = 0;  ///< plan creation with measuring (candidates' compiles included)
+  double gbs = 0;
 };
 
 std::string percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
@@ -450,6 +461,34 @@ Table exact_table(const std::vector<BenchCase>& cases, Buffers& buffers, const T
   return table;
 }
 
+/// The tuned plan of every line against its default: lines, then how many lost and what lines
+/// under 85% of copy gained.
+std::string tune_report(const std::vector<LineResult>& results, const std::vector<TunedResult>& tuned) {
+  Table table{{"suite", "type", "shape", "perm", "default kernel", "default of copy", "tuned kernel", "tuned of copy",
+               "tuned/default", "tune ms", "check"}, {}};
+  std::vector<double> gains_under_85, default_ratios, tuned_ratios;
+  int slower = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const LineResult& r = results[i];
+    const TunedResult& t = tuned[i];
+    const double tuned_ratio = t.gbs / r.copy;
+    default_ratios.push_back(r.ratio());
+    tuned_ratios.push_back(tuned_ratio);
+    if (r.ratio() < 0.85) gains_under_85.push_back(100.0 * (tuned_ratio - r.ratio()));
+    slower += t.gbs < 0.98 * r.gbs;
+    table.rows.push_back({r.c->suite, r.c->type, r.c->shape, r.c->perm, r.kernel, percent(r.ratio()), t.kernel,
+                          percent(tuned_ratio), fmt::format("{:.3f}", t.gbs / r.gbs), fmt::format("{:.0f}", t.plan_ms),
+                          t.check});
+  }
+  double mean_gain = 0;
+  for (double g : gains_under_85) mean_gain += g / static_cast<double>(gains_under_85.size());
+  return fmt::format("{}\ngeomean of copy: default {}, tuned {}; tuned more than 2% slower than default on {} of {} "
+                     "lines; {} lines under 85% by default gained {:.1f} points on average\n",
+                     table.markdown(), percent(bench::geometric_mean(default_ratios)),
+                     percent(bench::geometric_mean(tuned_ratios)), slower, results.size(), gains_under_85.size(),
+                     mean_gain);
+}
+
 /// Writes the cases as a case file, one line each, under a comment saying how they were made.
 void emit_cases(const std::string& path, const std::vector<BenchCase>& cases, const std::string& made_by) {
   std::string text = fmt::format("# {} rearrange cases from: {}\n", cases.size(), made_by);
@@ -465,7 +504,7 @@ int main(int argc, char** argv) {
   Timing timing;
   int samples = 1 << 16, count = 24;
   std::uint64_t seed = 0;
-  bool plan_only = false;
+  bool plan_only = false, tune = false;
   app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
   CLI::Option* random = app.add_option("--random", seed, "Run suite random-SEED, generated from this seed, instead");
   app.add_option("--count", count, "Random-volume cases per element size (--random)")
@@ -478,6 +517,7 @@ int main(int argc, char** argv) {
   app.add_option("--runs", timing.runs, "Timed runs per line (the median is reported)")->check(CLI::Range(1, 10000));
   app.add_option("--samples", samples, "Elements checked per line")->check(CLI::Range(0, 1 << 26));
   app.add_flag("--plan-only", plan_only, "Only the plan-creation host times (no GPU needed)");
+  app.add_flag("--tune", tune, "Also plan each line with tune (measured planning) and compare it with the default");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -492,7 +532,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} cases to {}\n", cases.size(), emit_path);
       return 0;
     }
-    const std::string file_suffix = random_suite ? fmt::format("_random-{}", seed) : "";
+    const std::string file_suffix = (random_suite ? fmt::format("_random-{}", seed) : "") + (tune ? "_tune" : "");
     std::vector<double> plan_us;
     const Table plan_times = plan_time_table(cases, plan_us);
     const std::string plan_summary = plan_time_summary(plan_us);
@@ -519,6 +559,7 @@ int main(int argc, char** argv) {
     Table lines{{"suite", "type", "shape", "perm", "src strides", "kernel", "GB/s", "copy GB/s", "of copy", "target", "check", "compile ms"}, {}};
     fmt::print("{}\n", fmt::join(lines.header, " | "));
     std::vector<LineResult> results;
+    std::vector<TunedResult> tuned;
     std::map<std::string, std::string> compiled;  // suite -> counter deltas
     std::string suite_now;
     CounterDelta delta;
@@ -535,6 +576,18 @@ int main(int argc, char** argv) {
       r.gbs = plan_bandwidth(plan, c, buffers, timing);
       r.copy = copy_gbs(c.bytes());
       results.push_back(r);
+      if (tune) {
+        RearrangeOptions options;
+        options.tune = true;
+        const auto start = std::chrono::steady_clock::now();
+        const RearrangePlan measured = plan_rearrange(c.dst, c.src, options);
+        TunedResult t{kernel_of(measured), sampled_check(measured, c, buffers, samples)};
+        t.plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        t.gbs = plan_bandwidth(measured, c, buffers, timing);
+        fmt::print("  tuned: {} {:.0f}% of copy ({:.0f} ms to plan), {}\n", t.kernel, 100.0 * t.gbs / r.copy, t.plan_ms,
+                   t.check);
+        tuned.push_back(t);
+      }
       lines.rows.push_back(row_of(r));
       fmt::print("{}\n", fmt::join(lines.rows.back(), " | "));
       std::fflush(stdout);
@@ -546,13 +599,18 @@ int main(int argc, char** argv) {
     const std::string summaries = summary(results);
     // The random suites skip exact mode: slow, a second plan, kernel and timing per case.
     const std::optional<Table> exact =
-        random_suite ? std::nullopt : std::optional<Table>(exact_table(cases, buffers, timing, samples));
+        random_suite || tune ? std::nullopt : std::optional<Table>(exact_table(cases, buffers, timing, samples));
 
     const std::string head = fmt::format("device {}, {} warm-up + {} timed runs per line (median), {} sampled elements "
                                          "checked per line on a poisoned destination\n",
                                          device, timing.warmup, timing.runs, samples);
     report += fmt::format("\n## Bandwidth\n\n{}\n{}\n{}\n## Kernels compiled\n\n{}", head, lines.markdown(), summaries, kernels);
     if (exact) report += "\n## Exact mode\n\n" + exact->markdown();
+    if (tune) {
+      const std::string tuned_text = tune_report(results, tuned);
+      report += "\n## Measured planning (tune)\n\n" + tuned_text;
+      fmt::print("\n## Measured planning (tune)\n{}", tuned_text);
+    }
     fmt::print("{}\n## Kernels compiled\n{}\n{}\n{}{}", exact ? "\n## Exact mode\n" + exact->text() : "", kernels, summaries,
                plan_summary, head);
     if (const std::string dir = bench::output_dir(); !dir.empty())

@@ -17,7 +17,7 @@ extern "C" {
 typedef struct sj_rearrange_plan_t* sj_rearrange_plan;
 
 /** Planning options; pass NULL for the defaults (exact = 0, assumed_alignment = 16,
- *  check_pointers = 0). */
+ *  check_pointers = 0, tune = 0). */
 typedef struct sj_rearrange_options {
   /** Nonzero: bake every extent and stride into the kernel (one compile per shape). */
   int exact;
@@ -28,6 +28,10 @@ typedef struct sj_rearrange_options {
    *  (or managed memory) and that each view lies inside its pointer's allocation; a violation is
    *  SJ_INVALID_ARGUMENT naming the argument, and nothing is launched. */
   int check_pointers;
+  /** Nonzero: measured planning. The candidate kernels are timed on scratch buffers on the current
+   *  device and the fastest is launched; the choice is kept in a tuning record in the cache
+   *  directory, which later plans with `tune` use without measuring (see RearrangeOptions::tune). */
+  int tune;
 } sj_rearrange_options;
 
 /** Plans copying every logical element of `src` into `dst`: equal shapes and element sizes, each

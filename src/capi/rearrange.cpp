@@ -36,6 +36,7 @@ sj_status sj_rearrange_plan_create(sj_rearrange_plan* plan, const sj_tensor_desc
       opts.exact = options->exact != 0;
       opts.assumed_alignment = options->assumed_alignment;
       opts.check_pointers = options->check_pointers != 0;
+      opts.tune = options->tune != 0;
     }
     auto created = std::make_unique<sj_rearrange_plan_t>();
     created->plan = shapejit::plan_rearrange(shapejit::capi::to_desc(dst, "dst"), shapejit::capi::to_desc(src, "src"),

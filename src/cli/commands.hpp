@@ -7,10 +7,11 @@
 
 namespace shapejit::cli {
 
-/// Adds `doctor`, `cache`, `plan` and `precompile` to the tool.
+/// Adds `doctor`, `cache`, `plan`, `precompile` and `tune` to the tool.
 void add_doctor_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_precompile_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 
 }  // namespace shapejit::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   shapejit::cli::add_cache_command(app);
   shapejit::cli::add_plan_command(app);
   shapejit::cli::add_precompile_command(app);
+  shapejit::cli::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -36,24 +36,21 @@ std::vector<jit::DeployJob> collect_jobs(const PrecompileOptions& options, std::
   std::vector<jit::DeployJob> jobs;
   std::set<std::string> queued;
   for (const std::string& file : options.manifests) {
-    std::ifstream in(file);
-    std::error_code ec;
-    if (!in || fs::is_directory(file, ec)) {
-      fmt::print(stderr, "{}: cannot be read (--manifest takes a file of `shapejit plan` lines)\n", file);
+    std::vector<ops::ManifestLine> manifest;
+    try {
+      manifest = ops::read_manifest(file);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}\n", e.what());
       ++failed_lines;
       continue;
     }
-    std::string raw;
-    for (int number = 1; std::getline(in, raw); ++number) {
-      const std::string line = ops::strip_comment(raw);
-      if (line.empty()) continue;
+    for (const ops::ManifestLine& line : manifest) {
       ++lines;
-      const std::string where = fmt::format("{}:{}", file, number);
       try {
-        for (jit::DeployJob& job : ops::deploy_jobs(line, where, options.archs))
+        for (jit::DeployJob& job : ops::deploy_jobs(line.text, line.where, options.archs))
           if (queued.insert(job.key.hex()).second) jobs.push_back(std::move(job));
       } catch (const std::exception& e) {
-        fmt::print(stderr, "{}: {}\n", where, e.what());
+        fmt::print(stderr, "{}: {}\n", line.where, e.what());
         ++failed_lines;
       }
     }

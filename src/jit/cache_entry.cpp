@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "jit/byte_order.hpp"
+
 namespace shapejit::jit {
 namespace {
 
@@ -13,22 +15,6 @@ constexpr char kMagic[8] = {'S', 'J', 'C', 'U', 'B', 'I', 'N', '\0'};
 constexpr std::size_t kChecksumOffset = 72;
 constexpr std::size_t kTextField = 16;
 
-void put_u32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-void put_u64(std::uint8_t* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-std::uint32_t get_u32(const std::uint8_t* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::uint32_t{p[i]} << (8 * i);
-  return v;
-}
-std::uint64_t get_u64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
-  return v;
-}
 void put_text(std::uint8_t* p, const std::string& s) {
   std::memset(p, 0, kTextField);
   std::memcpy(p, s.data(), std::min(s.size(), kTextField - 1));

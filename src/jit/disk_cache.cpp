@@ -42,6 +42,15 @@ std::string errno_text(const char* what, const fs::path& path) {
   return fmt::format("{} {}: {}", what, path.string(), std::strerror(errno));
 }
 
+// The process may not grow files past RLIMIT_FSIZE; writing past it would raise SIGXFSZ.
+bool fits_file_size_limit(std::size_t bytes) {
+  struct rlimit limit{};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  return bytes <= limit.rlim_cur;
+}
+
+}  // namespace
+
 bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& out, std::string& problem) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -67,14 +76,38 @@ bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& out, std::
   return true;
 }
 
-// The process may not grow files past RLIMIT_FSIZE; writing past it would raise SIGXFSZ.
-bool fits_file_size_limit(std::size_t bytes) {
-  struct rlimit limit{};
-  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
-  return bytes <= limit.rlim_cur;
+std::string write_file_atomically(const fs::path& final_path, std::span<const std::uint8_t> bytes) {
+  std::error_code ec;
+  fs::create_directories(final_path.parent_path(), ec);
+  if (ec) return fmt::format("cannot create {}: {}", final_path.parent_path().string(), ec.message());
+  if (!fits_file_size_limit(bytes.size()))
+    return fmt::format("a file of {} bytes exceeds this process's file size limit", bytes.size());
+  static std::atomic<std::uint64_t> serial{0};
+  const fs::path temp = final_path.string() + fmt::format("{}{}.{}", kTempMarker, ::getpid(), serial++);
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_text("cannot create", temp);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  std::string problem;
+  if (done != bytes.size()) problem = errno_text("cannot write", temp);
+  if (::close(fd) != 0 && problem.empty()) problem = errno_text("cannot write", temp);
+  if (problem.empty() && ::rename(temp.c_str(), final_path.c_str()) != 0) {
+    // A directory squatting on the entry's name: replace it.
+    if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
+      fs::remove_all(final_path, ec);
+      if (::rename(temp.c_str(), final_path.c_str()) != 0) problem = errno_text("cannot rename into", final_path);
+    } else {
+      problem = errno_text("cannot rename into", final_path);
+    }
+  }
+  if (!problem.empty()) ::unlink(temp.c_str());
+  return problem;
 }
-
-}  // namespace
 
 CacheDir::CacheDir(fs::path root) : root_(std::move(root)) {}
 
@@ -101,37 +134,7 @@ CacheDir::Lookup CacheDir::read(const CacheKey& key) const {
 }
 
 std::string CacheDir::write(const CacheKey& key, std::span<const std::uint8_t> bytes) const {
-  const fs::path final_path = entry_path(key);
-  std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
-  if (ec) return fmt::format("cannot create {}: {}", final_path.parent_path().string(), ec.message());
-  if (!fits_file_size_limit(bytes.size()))
-    return fmt::format("an entry of {} bytes exceeds this process's file size limit", bytes.size());
-  static std::atomic<std::uint64_t> serial{0};
-  const fs::path temp = final_path.string() + fmt::format("{}{}.{}", kTempMarker, ::getpid(), serial++);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_text("cannot create", temp);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  std::string problem;
-  if (done != bytes.size()) problem = errno_text("cannot write", temp);
-  if (::close(fd) != 0 && problem.empty()) problem = errno_text("cannot write", temp);
-  if (problem.empty() && ::rename(temp.c_str(), final_path.c_str()) != 0) {
-    // A directory squatting on the entry's name: replace it.
-    if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
-      fs::remove_all(final_path, ec);
-      if (::rename(temp.c_str(), final_path.c_str()) != 0) problem = errno_text("cannot rename into", final_path);
-    } else {
-      problem = errno_text("cannot rename into", final_path);
-    }
-  }
-  if (!problem.empty()) ::unlink(temp.c_str());
-  return problem;
+  return write_file_atomically(entry_path(key), bytes);
 }
 
 void CacheDir::remove(const CacheKey& key) const {

@@ -72,6 +72,13 @@ class CacheDir {
   std::filesystem::path root_;
 };
 
+/// Reads a whole regular file into `out`; false (with `problem` set) when it cannot.
+bool read_whole_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out, std::string& problem);
+
+/// Writes `bytes` to a unique temp file beside `final_path`, then renames it into place, so readers
+/// see the old file or the whole new one. Returns "" on success or the reason; never throws.
+std::string write_file_atomically(const std::filesystem::path& final_path, std::span<const std::uint8_t> bytes);
+
 /// The user cache: $SHAPEJIT_CACHE_DIR, else $XDG_CACHE_HOME/shapejit, else ~/.cache/shapejit.
 std::optional<std::filesystem::path> user_cache_root();
 /// Read-only deployment caches from $SHAPEJIT_CACHE_PATH (':'-separated), searched first.

@@ -20,27 +20,30 @@ std::string CacheKey::hex() const {
   return out;
 }
 
-CacheKey kernel_key(const Program& program, const std::string& arch) {
-  std::vector<std::string> options = program.options;
-  std::sort(options.begin(), options.end());
+CacheKey hash_fields(const std::vector<std::string_view>& fields) {
   // Each field is length-prefixed so that no two field lists hash the same bytes.
   std::string material;
-  auto add = [&material](std::string_view field) {
+  for (std::string_view field : fields) {
     material += std::to_string(field.size());
     material += ':';
     material += field;
-  };
-  add("shapejit-key-schema-" + std::to_string(kKeySchema));
-  add(version());
-  add(arch);
-  for (const std::string& o : options) add(o);
-  add(program.source);
+  }
   const XXH128_hash_t h = XXH3_128bits(material.data(), material.size());
   XXH128_canonical_t canonical;
   XXH128_canonicalFromHash(&canonical, h);
   CacheKey key;
   std::copy(std::begin(canonical.digest), std::end(canonical.digest), key.bytes.begin());
   return key;
+}
+
+CacheKey kernel_key(const Program& program, const std::string& arch) {
+  std::vector<std::string> options = program.options;
+  std::sort(options.begin(), options.end());
+  const std::string schema = "shapejit-key-schema-" + std::to_string(kKeySchema);
+  std::vector<std::string_view> fields = {schema, version(), arch};
+  fields.insert(fields.end(), options.begin(), options.end());
+  fields.push_back(program.source);
+  return hash_fields(fields);
 }
 
 }  // namespace shapejit::jit

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shapejit::jit {
@@ -27,6 +28,9 @@ struct CacheKey {
   std::string hex() const;
   bool operator==(const CacheKey&) const = default;
 };
+
+/// XXH3-128 of `fields`, each length-prefixed (no two lists of fields hash the same bytes).
+CacheKey hash_fields(const std::vector<std::string_view>& fields);
 
 /// Key of `program` compiled for `arch`: source, normalized options, arch, library version and
 /// key schema. No paths and nothing random, so every machine computes the same key.

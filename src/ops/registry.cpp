@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <fstream>
 
 #include "core/errors.hpp"
 
@@ -141,7 +142,7 @@ void check_args(const Operator& op, const ManifestArgs& args) {
     if (o.required && !args.has(o.name)) invalid_argument("{}: --{} is required ({})", op.name, o.name, o.help);
 }
 
-PlannedLine plan_manifest_line(std::string_view raw) {
+ParsedLine parse_manifest_line(std::string_view raw) {
   const std::string line = strip_comment(raw);
   if (line.size() > kMaxManifestLineBytes)
     invalid_argument("the line is {} characters long; manifest lines are at most {}", line.size(), kMaxManifestLineBytes);
@@ -149,7 +150,25 @@ PlannedLine plan_manifest_line(std::string_view raw) {
   if (words.empty()) invalid_argument("the manifest line is empty; it starts with an operation name");
   const Operator& op = find_operator(words.front());
   words.erase(words.begin());
-  return op.plan(parse_options(op, words));
+  return {&op, parse_options(op, words)};
+}
+
+PlannedLine plan_manifest_line(std::string_view line) {
+  const ParsedLine parsed = parse_manifest_line(line);
+  return parsed.op->plan(parsed.args);
+}
+
+std::vector<ManifestLine> read_manifest(const std::string& file) {
+  std::ifstream in(file);
+  std::error_code ec;
+  if (!in || std::filesystem::is_directory(file, ec))
+    invalid_argument("{}: cannot be read (a manifest is a file of `shapejit plan` lines)", file);
+  std::vector<ManifestLine> lines;
+  std::string raw;
+  for (int number = 1; std::getline(in, raw); ++number)
+    if (std::string line = strip_comment(raw); !line.empty())
+      lines.push_back({std::move(line), fmt::format("{}:{}", file, number)});
+  return lines;
 }
 
 std::vector<jit::DeployJob> deploy_jobs(std::string_view line, const std::string& where,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -64,6 +65,9 @@ struct Operator {
   std::string_view summary;
   std::vector<ManifestOption> options;
   PlannedLine (*plan)(const ManifestArgs& args);  ///< throws shapejit::Error for a line that does not plan
+  /// Measured planning of a line on the current device, its tuning record written under `out`;
+  /// returns what was chosen, as text. nullptr: the operator has nothing to tune.
+  std::string (*tune)(const ManifestArgs& args, const std::filesystem::path& out) = nullptr;
 };
 
 /// Every registered operator.
@@ -79,6 +83,25 @@ ManifestArgs parse_options(const Operator& op, const std::vector<std::string>& w
 /// Checks given options against `op`: known names, values of the right kind, allowed choices,
 /// required options present. Throws invalid_argument naming the option.
 void check_args(const Operator& op, const ManifestArgs& args);
+
+/// A manifest line split into its operator and options.
+struct ParsedLine {
+  const Operator* op;
+  ManifestArgs args;
+};
+
+/// Parses a whole manifest line (a `#` comment is ignored), at most kMaxManifestLineBytes long.
+/// Throws invalid_argument naming what is wrong.
+ParsedLine parse_manifest_line(std::string_view line);
+
+/// One manifest line without its comment, and where it is ("llm.manifest:12").
+struct ManifestLine {
+  std::string text;
+  std::string where;
+};
+
+/// The non-blank lines of a manifest file; throws invalid_argument when it cannot be read.
+std::vector<ManifestLine> read_manifest(const std::string& file);
 
 /// Plans a whole manifest line ("rearrange --dtype f16 --shape ..."; a `#` comment is ignored), at
 /// most kMaxManifestLineBytes long.

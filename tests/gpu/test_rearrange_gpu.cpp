@@ -4,6 +4,7 @@
 // elements, the C API and streams.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "../host/rearrange_executor.hpp"
+#include "../test_support.hpp"
 #include "gpu.hpp"
 #include "shapejit/rearrange.h"
 #include "shapejit/rearrange.hpp"
@@ -260,6 +262,38 @@ TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every po
   }
   MESSAGE(words << " of " << runs << " runs on word tiles");
   CHECK(words >= runs / 2);
+}
+
+TEST_CASE("rearrange: tune times the candidates, records the fastest, and a later plan reuses the record" *
+          test::gpu_only()) {
+  const test::TempDir cache;
+  ::setenv("SHAPEJIT_CACHE_DIR", cache.path.c_str(), 1);
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+  };
+  const Case cases[] = {{{1029, 1021}, {1, 0}, DType::u8},
+                        {{25, 25, 10, 10, 14, 21, 5}, {4, 3, 1, 0, 6, 2, 5}, DType::f16},
+                        {{196, 182, 206, 27}, {1, 3, 2, 0}, DType::u8}};
+  std::uint64_t seed = 77;
+  RearrangeOptions tune;
+  tune.tune = true;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const std::string measured = plan_rearrange(dst, view, tune).describe();
+    INFO(measured);
+    CHECK(measured.find("tuning: measured: ") != std::string::npos);
+    const std::string failure = check_on_gpu(dst, view, 0, 0, ++seed, tune);
+    CHECK_MESSAGE(failure.empty(), failure);
+    CHECK(plan_rearrange(dst, view, tune).describe().find("tuning: from a record: ") != std::string::npos);
+  }
+  int records = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(cache.path))
+    records += f.path().extension() == ".sjt";
+  CHECK(records == 3);
+  ::unsetenv("SHAPEJIT_CACHE_DIR");
 }
 
 TEST_CASE("rearrange: a transpose of more than 2^31 u8 elements uses 64-bit indices and is exact" *

@@ -15,7 +15,7 @@ int shapejit_c_api_check(void) {
   if (text == NULL || strstr(text, "transpose") == NULL) return 2;
   if (sj_rearrange_plan_destroy(plan) != SJ_OK) return 3;
 
-  const sj_rearrange_options checked = {0, 16, 1};
+  const sj_rearrange_options checked = {0, 16, 1, 0};
   if (sj_rearrange_plan_create(&plan, &dst, &src, &checked) != SJ_OK || plan == NULL) return 8;
   text = sj_rearrange_plan_describe(plan);
   if (text == NULL || strstr(text, "pointers checked") == NULL) return 9;

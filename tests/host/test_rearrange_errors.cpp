@@ -101,7 +101,7 @@ TEST_CASE("the C API returns status codes and a thread-local message, never an e
   dst.strides = nullptr;
   const std::int64_t transposed[] = {1, 4};
   src.strides = transposed;
-  sj_rearrange_options options{0, 16, 0};
+  sj_rearrange_options options{0, 16, 0, 0};
   REQUIRE(sj_rearrange_plan_create(&plan, &dst, &src, &options) == SJ_OK);
   CHECK(std::string(sj_last_error()).empty());
   CHECK(contains(sj_rearrange_plan_describe(plan), "rearrange"));

@@ -39,14 +39,13 @@ struct Modes {
   int split_rows = 0, load_linear = 0, store_linear = 0;
 } g_modes;
 
-std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst, const TensorDesc& src,
-                                                           std::mt19937_64& rng, bool exact = false) {
-  RearrangeOptions options;
-  options.exact = exact;
-  const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, src, options);
+// Runs plan `p` of `dst <- src` on the CPU for base pointers aligned to each of `alignments`.
+std::vector<plan::RearrangeFamily> check_plan(const plan::RearrangePlanData& p, const TensorDesc& dst,
+                                              const TensorDesc& src, std::mt19937_64& rng,
+                                              std::initializer_list<std::size_t> alignments) {
   std::vector<plan::RearrangeFamily> families;
   if (p.empty) return families;
-  for (std::size_t align : {16u, 8u, 4u, 2u, 1u}) {
+  for (std::size_t align : alignments) {
     HostView in(p.src_range, align, 0);
     fill_random(in.storage, rng);
     HostView out(p.dst_range, align, 0xa5), expected(p.dst_range, align, 0xa5);
@@ -69,6 +68,29 @@ std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst
       FAIL_CHECK("mismatch at alignment " << align << "\n" << plan::describe(p));
       return families;
     }
+  }
+  return families;
+}
+
+std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst, const TensorDesc& src,
+                                                           std::mt19937_64& rng, bool exact = false) {
+  RearrangeOptions options;
+  options.exact = exact;
+  return check_plan(plan::plan_rearrange_data(dst, src, options), dst, src, rng, {16, 8, 4, 2, 1});
+}
+
+// Every tuning candidate of `dst <- src`, launched on aligned pointers as a tuned plan would.
+// Returns the candidates' families.
+std::vector<plan::RearrangeFamily> check_tuning_candidates(const TensorDesc& dst, const TensorDesc& src,
+                                                           std::mt19937_64& rng) {
+  const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, src, {});
+  std::vector<plan::RearrangeFamily> families;
+  for (const plan::RearrangeVariant& c : plan::tuning_candidates(p)) {
+    plan::RearrangePlanData tuned = p;
+    plan::choose_variant(tuned, c);
+    INFO("candidate " << plan::candidate_name(c));
+    check_plan(tuned, dst, src, rng, {16});
+    families.push_back(c.spec.family);
   }
   return families;
 }
@@ -167,6 +189,33 @@ TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive 
   CHECK(g_modes.split_rows > 20);
   CHECK(g_modes.load_linear > 2);
   CHECK(g_modes.store_linear > 5);
+}
+
+TEST_CASE("every tuning candidate of random views matches the naive copy") {
+  std::mt19937_64 rng(20261123);
+  std::map<plan::RearrangeFamily, int> seen;
+  int plans_with_choices = 0;
+  auto count = [&](const std::vector<plan::RearrangeFamily>& families) {
+    for (plan::RearrangeFamily f : families) ++seen[f];
+    plans_with_choices += families.size() > 1;
+  };
+  for (int i = 0; i < 400; ++i) {
+    const RandomCase c = random_case(rng);
+    INFO("case " << i << ": shape " << c.src.shape.size() << " dims, elem " << c.src.elem_bytes);
+    count(check_tuning_candidates(c.dst, c.src, rng));
+  }
+  // Transposes long enough for the skewed and word families, with odd pitches.
+  for (const PermuteCase& c : std::vector<PermuteCase>{{{70, 131}, {1, 0}, 1}, {{67, 3, 129}, {2, 1, 0}, 2},
+                                                       {{130, 65}, {1, 0}, 4}, {{9, 64, 71}, {0, 2, 1}, 1}}) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    count(check_tuning_candidates({view.shape, {}, DType::u8, c.elem}, view, rng));
+  }
+  CHECK(plans_with_choices > 200);
+  for (const auto& [family, runs] : seen) MESSAGE(plan::family_name(family) << ": " << runs << " candidate runs");
+  for (plan::RearrangeFamily f : {plan::RearrangeFamily::row, plan::RearrangeFamily::transpose,
+                                  plan::RearrangeFamily::packed, plan::RearrangeFamily::gather,
+                                  plan::RearrangeFamily::skewed, plan::RearrangeFamily::words})
+    CHECK(seen[f] > 0);
 }
 
 TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {

@@ -342,7 +342,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 }
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
-                            std::int64_t src_align, std::int64_t dst_align) {
+                            std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
   TiledChoice c;
   // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
   // (128 bytes) and 16 store vectors in registers; for units under 4 bytes whole groups first, then
@@ -356,7 +356,7 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
            shared_bytes(s) <= kMaxStaticShared;
   };
   bool found = false;
-  for (std::int64_t volume = tile_volume(form.unit_bytes); !found; volume /= 2)
+  for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
       c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align);
@@ -556,7 +556,7 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
   if (dims[inner].src_stride == 1 && dims[inner].dst_stride == 1) return plan_rows(units, exact);
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
-      RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align);
+      RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align, tile_volume(units.unit_bytes));
       if (wants_skewed_tiles(v.spec, units, inner, *b)) return plan_skewed(units, inner, *b, exact);
       if (wants_word_tiles(v.spec, units, inner, *b)) return plan_words(units, inner, *b, exact, src_align, dst_align);
       // A tile smaller than a unit per thread is better walked in destination order.
@@ -564,6 +564,39 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     }
   }
   return plan_rows(units, exact);
+}
+
+std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                                                std::int64_t dst_align) {
+  std::vector<RearrangeVariant> out{plan_variant(units, exact, src_align, dst_align)};
+  if (out.front().spec.family == RearrangeFamily::copy) return out;
+  auto add = [&out](RearrangeVariant v) {
+    for (const RearrangeVariant& seen : out)
+      if (seen.spec == v.spec && seen.form == v.form && seen.grid == v.grid) return;
+    out.push_back(std::move(v));
+  };
+  // The same kernel walking one tile per block, or four: the grid is a launch choice, not code.
+  for (std::int64_t per_block : {1, 4}) {
+    RearrangeVariant v = out.front();
+    v.grid = grid_for(ceil_div(v.args.num_tiles, per_block));
+    add(std::move(v));
+  }
+  const RearrangeDims& dims = units.dims;
+  const std::size_t inner = dims.size() - 1;
+  if (dims[inner].dst_stride == 1 && dims[inner].src_stride != 1) {
+    if (const auto b = source_inner_dim(dims, inner)) {
+      const std::int64_t volume = tile_volume(units.unit_bytes);
+      for (std::int64_t v : {volume, volume / 4})
+        add(plan_tiled(units, inner, *b, exact, src_align, dst_align, v));
+      const bool long_dims = dims[inner].extent >= kSkewedTile && dims[*b].extent >= kSkewedTile;
+      if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
+        add(plan_skewed(units, inner, *b, exact));
+      if (long_dims && dims[*b].src_stride == 1 && units.unit_bytes == 1)
+        add(plan_words(units, inner, *b, exact, src_align, dst_align));
+    }
+  }
+  add(plan_rows(units, exact));
+  return out;
 }
 
 SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {

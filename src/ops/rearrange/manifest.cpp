@@ -1,18 +1,21 @@
 // The rearrange manifest line: `rearrange --dtype D | --elem-bytes N --shape ... [--perm ...]
-// [--src-strides ...] [--dst-strides ...] [--exact] [--align N] [--check-pointers]`.
+// [--src-strides ...] [--dst-strides ...] [--exact] [--align N] [--check-pointers] [--tune]`.
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <numeric>
 
 #include "core/errors.hpp"
 #include "ops/rearrange/codegen.hpp"
 #include "ops/rearrange/plan.hpp"
+#include "ops/rearrange/tune.hpp"
 #include "ops/registry.hpp"
 #include "shapejit/rearrange.hpp"
 
 namespace shapejit::ops {
 namespace {
 
-PlannedLine plan_line(const ManifestArgs& args) {
+plan::RearrangePlanData plan_data(const ManifestArgs& args) {
   const int elem_bytes = args.small_integer("elem-bytes", 0);
   if (!args.has("dtype") && elem_bytes == 0) invalid_argument("rearrange: give --dtype or --elem-bytes");
   DType dtype = DType::u8;
@@ -38,17 +41,39 @@ PlannedLine plan_line(const ManifestArgs& args) {
   options.exact = args.has("exact");
   options.assumed_alignment = static_cast<std::size_t>(args.integer("align", 16));
   options.check_pointers = args.has("check-pointers");
-  const RearrangePlan plan = plan_rearrange(dst, view, options);
+  options.tune = args.has("tune");
+  return plan::plan_rearrange_data(dst, view, options);
+}
 
-  PlannedLine result{plan.describe(), plan.json(), {}};
-  for (const plan::RearrangeVariant& v : plan.impl().data.variants) {
+// Planning a line measures nothing: a tuned line lists every candidate it may choose, and its
+// programs are all of them, so a deployment holds whichever kernel a tuning record names.
+PlannedLine plan_line(const ManifestArgs& args) {
+  const plan::RearrangePlanData data = plan_data(args);
+  const std::string manifest = plan::manifest_line(data);
+  std::vector<plan::RearrangeVariant> variants = data.variants;
+  std::string text = plan::describe(data);
+  if (data.options.tune) {
+    const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(data);
+    text += fmt::format("tuning candidates ({}), timed by `shapejit tune` or a plan with tune on a GPU:\n",
+                        candidates.size());
+    for (const plan::RearrangeVariant& c : candidates) text += fmt::format("  {}\n", plan::candidate_name(c));
+    variants.insert(variants.end(), candidates.begin(), candidates.end());
+  }
+  PlannedLine result{text, plan::describe_json(data), {}};
+  for (const plan::RearrangeVariant& v : variants) {
     if (v.spec.family == plan::RearrangeFamily::copy) continue;
-    jit::Program program = codegen::rearrange_program(v, plan.manifest_line());
+    jit::Program program = codegen::rearrange_program(v, manifest);
     bool seen = false;
     for (const jit::Program& p : result.programs) seen = seen || p.source == program.source;
     if (!seen) result.programs.push_back(std::move(program));
   }
   return result;
+}
+
+std::string tune_line(const ManifestArgs& args, const std::filesystem::path& out) {
+  plan::RearrangePlanData data = plan_data(args);
+  plan::tune_plan(data, {false, out});
+  return data.tuning.empty() ? "nothing to tune" : data.tuning;
 }
 
 }  // namespace
@@ -69,8 +94,11 @@ const Operator& rearrange_operator() {
           {"align", OptionKind::integer, "Alignment in bytes assumed for both base pointers (1 to 16, default 16)"},
           {"check-pointers", OptionKind::flag,
            "Verify at each launch that dst and src are memory of the stream's device holding their views"},
+          {"tune", OptionKind::flag,
+           "Measured planning: choose among the candidate kernels by timing them (precompile builds them all)"},
       },
       plan_line,
+      tune_line,
   };
   return op;
 }

@@ -5,6 +5,8 @@
 
 #include <bit>
 
+#include "core/env.hpp"
+
 namespace shapejit::plan {
 namespace {
 
@@ -61,6 +63,22 @@ std::string variant_text(const RearrangeVariant& v) {
   return out + fmt::format("  key: {}\n", kernel_label(s, v.args));
 }
 
+struct Alignments {
+  std::int64_t src, dst;
+};
+
+// Alignment in bytes of the pointers a kernel starts from, for base pointers aligned to 2^level.
+Alignments alignments_at(const RearrangePlanData& p, int level) {
+  const std::int64_t base = std::int64_t{1} << level;
+  return {std::min(base, alignment_of(p.elements.src_offset * p.elem_bytes)),
+          std::min(base, alignment_of(p.elements.dst_offset * p.elem_bytes))};
+}
+
+RearrangeVariant planned_variant(const RearrangePlanData& p, int level) {
+  const Alignments a = alignments_at(p, level);
+  return plan_variant(fold_into_units(p.elements, a.src, a.dst), p.options.exact, a.src, a.dst);
+}
+
 }  // namespace
 
 RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
@@ -70,6 +88,7 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
   p.dst = dst;
   p.src = src;
   p.options = options;
+  p.options.tune = options.tune || env_flag("SHAPEJIT_TUNE");
   p.elem_bytes = static_cast<std::int64_t>(dst.element_size());
   for (std::int64_t e : dst.shape) p.empty = p.empty || e == 0;
   if (p.empty) return p;
@@ -78,14 +97,9 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
   p.dst_range = byte_range(dst);
   p.same_layout = dst.effective_strides() == src.effective_strides();
 
-  const std::int64_t src_offset_bytes = p.elements.src_offset * p.elem_bytes;
-  const std::int64_t dst_offset_bytes = p.elements.dst_offset * p.elem_bytes;
   const int top = level_of(options.assumed_alignment);
   for (int level = top; level >= 0; --level) {
-    const std::int64_t src_align = std::min(std::int64_t{1} << level, alignment_of(src_offset_bytes));
-    const std::int64_t dst_align = std::min(std::int64_t{1} << level, alignment_of(dst_offset_bytes));
-    RearrangeVariant v = plan_variant(fold_into_units(p.elements, src_align, dst_align), options.exact, src_align,
-                                      dst_align);
+    RearrangeVariant v = planned_variant(p, level);
     int index = -1;
     for (std::size_t i = 0; i < p.variants.size() && index < 0; ++i)
       if (p.variants[i].form == v.form && p.variants[i].spec == v.spec) index = static_cast<int>(i);
@@ -98,6 +112,48 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
   for (int level = top + 1; level < kAlignmentLevels; ++level)
     p.variant_for_level[static_cast<std::size_t>(level)] = p.variant_for_level[static_cast<std::size_t>(top)];
   return p;
+}
+
+std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& p) {
+  if (p.empty) return {};
+  const int top = level_of(p.options.assumed_alignment);
+  const Alignments a = alignments_at(p, top);
+  std::vector<RearrangeVariant> out =
+      candidate_variants(fold_into_units(p.elements, a.src, a.dst), p.options.exact, a.src, a.dst);
+  for (int level = top - 1; level >= 0; --level) {
+    RearrangeVariant v = planned_variant(p, level);
+    bool seen = false;
+    for (const RearrangeVariant& c : out) seen = seen || (c.form == v.form && c.spec == v.spec && c.grid == v.grid);
+    if (!seen) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+void choose_variant(RearrangePlanData& p, const RearrangeVariant& chosen) {
+  const int top = level_of(p.options.assumed_alignment);
+  const int replaced = p.variant_for_level[static_cast<std::size_t>(top)];
+  bool still_used = false;
+  for (int level = 0; level < top; ++level) still_used = still_used || p.variant_for_level[static_cast<std::size_t>(level)] == replaced;
+  int index = replaced;
+  if (still_used) {
+    index = static_cast<int>(p.variants.size());
+    p.variants.push_back(chosen);
+  } else {
+    p.variants[static_cast<std::size_t>(replaced)] = chosen;
+  }
+  for (int level = top; level < kAlignmentLevels; ++level) p.variant_for_level[static_cast<std::size_t>(level)] = index;
+}
+
+std::string candidate_name(const RearrangeVariant& v) {
+  const std::int64_t per_block = v.grid == 0 ? 0 : (v.args.num_tiles + v.grid - 1) / v.grid;
+  return fmt::format("{} tiles/block {}", kernel_label(v.spec, v.args), per_block);
+}
+
+jit::LaunchDims launch_dims(const RearrangeVariant& v) {
+  jit::LaunchDims dims;
+  dims.grid[0] = v.grid;
+  dims.block[0] = static_cast<unsigned>(v.spec.threads);
+  return dims;
 }
 
 const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std::uintptr_t address_bits) {
@@ -120,6 +176,7 @@ std::string manifest_line(const RearrangePlanData& p) {
   line += fmt::format(" --shape {} --src-strides {} --dst-strides {}", join(shape), join(src), join(dst));
   if (p.options.assumed_alignment != 16) line += fmt::format(" --align {}", p.options.assumed_alignment);
   if (p.options.exact) line += " --exact";
+  if (p.options.tune) line += " --tune";
   return line;
 }
 
@@ -130,6 +187,7 @@ std::string describe(const RearrangePlanData& p) {
   if (p.empty) return out + "  empty (a zero extent): nothing is launched\n";
   out += fmt::format("canonical form (extent:src:dst, elements): {}, base offsets src {} dst {}\n",
                      format_dims(p.elements.dims), p.elements.src_offset, p.elements.dst_offset);
+  if (!p.tuning.empty()) out += fmt::format("tuning: {}\n", p.tuning);
   for (std::size_t i = 0; i < p.variants.size(); ++i) {
     std::vector<int> levels;
     for (int level = 0; level < kAlignmentLevels; ++level)
@@ -169,6 +227,7 @@ std::string describe_json(const RearrangePlanData& p) {
           shared_bytes(s), v.copy_bytes, spec_json_members(s)));
     }
     out += fmt::format(", \"variants\": [{}]", fmt::join(variants, ", "));
+    if (p.options.tune) out += fmt::format(", \"tuning\": \"{}\"", p.tuning);
   }
   return out + "}";
 }

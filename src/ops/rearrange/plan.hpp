@@ -12,11 +12,8 @@
 #include "ops/rearrange/canonical.hpp"
 #include "ops/rearrange/checks.hpp"
 #include "ops/rearrange/spec.hpp"
+#include "jit/launch.hpp"
 #include "shapejit/rearrange.hpp"
-
-namespace shapejit::jit {
-class KernelHandle;
-}
 
 namespace shapejit::plan {
 
@@ -33,6 +30,7 @@ struct RearrangePlanData {
   bool same_layout = false;  ///< equal strides: the same pointer on both sides is a no-op
   std::vector<RearrangeVariant> variants;  ///< distinct variants, the widest alignment first
   std::array<int, kAlignmentLevels> variant_for_level{};  ///< index into variants by log2(alignment)
+  std::string tuning;  ///< with tune: how the aligned variant was chosen (record, measurement, or why not)
 };
 
 /// Validates and plans copying `src` into `dst` (throws shapejit::Error on bad input).
@@ -41,6 +39,21 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
 /// The variant to launch for base pointers whose addresses OR'ed together are `address_bits`
 /// (their common alignment is its lowest set bit; above the assumed alignment it makes no difference).
 const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std::uintptr_t address_bits);
+
+/// The variants measured planning times for pointers aligned as the plan assumes: the planned one
+/// first, then candidate_variants of its units, then the variants planned for less aligned
+/// pointers (smaller units), no two alike.
+std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& plan);
+
+/// Makes `chosen` (one of tuning_candidates) the variant launched on pointers aligned as the plan
+/// assumes.
+void choose_variant(RearrangePlanData& plan, const RearrangeVariant& chosen);
+
+/// A candidate's name in tuning records: its kernel label and the tiles each block walks.
+std::string candidate_name(const RearrangeVariant& v);
+
+/// Launch shape of a kernel variant.
+jit::LaunchDims launch_dims(const RearrangeVariant& v);
 
 /// The `shapejit plan` line (without "shapejit plan") that reproduces every kernel of the plan: its
 /// canonical form in elements, so every view with that form records the same line. "" when the

@@ -16,6 +16,7 @@
 #include "jit/record.hpp"
 #include "ops/rearrange/codegen.hpp"
 #include "ops/rearrange/plan.hpp"
+#include "ops/rearrange/tune.hpp"
 
 namespace shapejit {
 namespace {
@@ -57,6 +58,7 @@ const detail::RearrangePlanImpl& RearrangePlan::impl() const {
 RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
   auto impl = std::make_shared<detail::RearrangePlanImpl>();
   impl->data = plan::plan_rearrange_data(dst, src, options);
+  if (impl->data.options.tune) plan::tune_plan(impl->data);
   impl->manifest = plan::manifest_line(impl->data);
   impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
   if (jit::recording()) {
@@ -100,9 +102,7 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
     return;
   }
   const std::size_t index = static_cast<std::size_t>(&v - p.variants.data());
-  jit::LaunchDims dims;
-  dims.grid[0] = v.grid;
-  dims.block[0] = static_cast<unsigned>(v.spec.threads);
+  const jit::LaunchDims dims = plan::launch_dims(v);
   void* args[] = {&d, &s, const_cast<plan::RearrangeKernelArgs*>(&v.args)};
   kernel_of(im, index).launch(context, dims, stream, args);
 }

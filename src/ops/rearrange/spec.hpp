@@ -113,6 +113,12 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor);
 /// `src_align` and `dst_align`: alignment in bytes of the pointers the kernel starts from.
 RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align, std::int64_t dst_align);
 
+/// Every variant worth timing for one canonical form: plan_variant's first, then the same kernel
+/// with other tiles per block, tiles of other sizes and the other families that can move the form
+/// (no two alike). Each is a correct plan of the form; measured planning picks among them.
+std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                                                std::int64_t dst_align);
+
 /// The specialization key: a hash of every spec field and, in exact mode, the baked extents and
 /// strides. Kernels are registered under it.
 SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
