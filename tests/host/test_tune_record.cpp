@@ -7,7 +7,9 @@
 
 #include <fstream>
 
+#include "jit/driver.hpp"
 #include "jit/tune_record.hpp"
+#include "ops/registry.hpp"
 #include "shapejit/core.hpp"
 #include "shapejit/rearrange.hpp"
 #include "test_support.hpp"
@@ -174,4 +176,35 @@ TEST_CASE("tune with nothing to measure on keeps the planned variant and says wh
   const std::string text = tuned.describe();
   const std::size_t line = text.find("tuning: ");
   CHECK(text.substr(0, line) + text.substr(text.find('\n', line) + 1) == plain.describe());
+}
+
+TEST_CASE("shapejit plan --tune lists the candidates a tuned line may launch") {
+  const test::CommandResult r = test::run_command(test::built_path("../src/cli/shapejit") +
+                                                  " plan rearrange --dtype u8 --shape 1029,1021 --perm 1,0 --tune");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("tuning candidates (") != std::string::npos);
+  CHECK(r.output.find("tiles/block 1") != std::string::npos);
+}
+
+TEST_CASE("shapejit tune without a GPU says it needs one" * doctest::skip(jit::driver_available())) {
+  TempDir tmp;
+  const std::string manifest = (tmp.path / "m.manifest").string();
+  std::ofstream(manifest) << "rearrange --dtype u8 --shape 1029,1021 --perm 1,0 --tune\n";
+  const test::CommandResult r = test::run_command(test::built_path("../src/cli/shapejit") + " tune --manifest " +
+                                                  manifest + " --out " + (tmp.path / "out").string());
+  CHECK(r.status == 1);
+  CHECK(r.output.find("needs a GPU") != std::string::npos);
+}
+
+TEST_CASE("a tuned manifest line carries every candidate's program, so precompile builds them all") {
+  const ops::PlannedLine plain = ops::plan_manifest_line("rearrange --dtype u8 --shape 1029,1021 --perm 1,0");
+  const ops::PlannedLine tuned = ops::plan_manifest_line("rearrange --dtype u8 --shape 1029,1021 --perm 1,0 --tune");
+  REQUIRE(plain.programs.size() == 1);
+  CHECK(tuned.programs.size() >= 3);
+  bool has_planned = false;
+  for (const jit::Program& p : tuned.programs) {
+    has_planned = has_planned || p.source == plain.programs[0].source;
+    CHECK(p.manifest_line.find(" --tune") != std::string::npos);
+  }
+  CHECK(has_planned);
 }
