@@ -285,6 +285,17 @@ std::string kernel_of(const RearrangePlan& plan) {
   return "?";
 }
 
+/// The candidate a tuned plan launches (kernel key and tiles per block), from its JSON's tuning
+/// text ("measured: CHOICE on DEVICE, ..." or "from a record: ..."); the kernel key otherwise.
+std::string tuned_kernel_of(const RearrangePlan& plan) {
+  const auto j = nlohmann::json::parse(plan.json(), nullptr, false);
+  const std::string tuning = j.is_object() ? j.value("tuning", "") : "";
+  const std::size_t start = tuning.find(": "), end = tuning.find(" on ");
+  if (start == std::string::npos || end == std::string::npos || tuning.rfind("not measured", 0) == 0)
+    return kernel_of(plan);
+  return tuning.substr(start + 2, end - start - 2);
+}
+
 /// Device buffers shared by every line: a random source and a destination, each as large as the
 /// largest line needs, with host copies for checking.
 struct Buffers {
@@ -581,7 +592,7 @@ int main(int argc, char** argv) {
         options.tune = true;
         const auto start = std::chrono::steady_clock::now();
         const RearrangePlan measured = plan_rearrange(c.dst, c.src, options);
-        TunedResult t{kernel_of(measured), sampled_check(measured, c, buffers, samples)};
+        TunedResult t{tuned_kernel_of(measured), sampled_check(measured, c, buffers, samples)};
         t.plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         t.gbs = plan_bandwidth(measured, c, buffers, timing);
         fmt::print("  tuned: {} {:.0f}% of copy ({:.0f} ms to plan), {}\n", t.kernel, 100.0 * t.gbs / r.copy, t.plan_ms,
