@@ -187,16 +187,23 @@ def _from_array_interface(obj: Any, cai: dict, name: str) -> View:
     return View(int(cai["data"][0]), TensorSpec(shape, strides, code, elem_bytes), -1)
 
 
+def _not_cuda(name: str, device_type: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{name} is not in CUDA memory (DLPack device type {device_type}): shapejit runs on CUDA "
+        "devices", 1)
+
+
 def _from_dlpack(obj: Any, stream: int, name: str) -> View:
-    try:
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is not None and device()[0] not in _DLPACK_CUDA:
+        raise _not_cuda(name, device()[0])
+    try:  # the producer orders its pending work before our stream (1: the legacy default stream)
         capsule = obj.__dlpack__(stream=stream if stream != 0 else 1)
     except TypeError:
         capsule = obj.__dlpack__()
     ptr, shape, strides, code, elem_bytes, device_type, device_id = _ext.dlpack_view(capsule)
     if device_type not in _DLPACK_CUDA:
-        raise InvalidArgumentError(
-            f"{name} is not in CUDA memory (DLPack device type {device_type}): shapejit runs on "
-            "CUDA devices", 1)
+        raise _not_cuda(name, device_type)
     shape = tuple(shape)
     strides = contiguous_strides(shape) if strides is None else tuple(strides)
     if code < 0:
