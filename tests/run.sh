@@ -25,7 +25,7 @@ if [ -f "$build/python/interpreter.txt" ] && [ -f "$build/python/shapejit/__init
   py=$(cat "$build/python/interpreter.txt")
   log=$(mktemp)
   PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -v -rs -p no:cacheprovider \
-    "$(dirname "$0")/python" 2>&1 | tee "$log"
+    "$(dirname "$0")/python" 2>&1 | tee "$log" | grep -vE "^[^ ]+::[^ ]+ (PASSED|SKIPPED)"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   line=$(grep -E '^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$log" | tail -1)
   if [ -z "$line" ]; then
@@ -36,7 +36,9 @@ if [ -f "$build/python/interpreter.txt" ] && [ -f "$build/python/shapejit/__init
     passed=$((passed + p)) failed=$((failed + f + e)) skipped=$((skipped + s))
     if [ "$s" -gt 0 ]; then
       echo "python: $s skipped (no GPU, or no torch, CuPy or JAX):"
-      grep -E ' SKIPPED' "$log" | sed -E 's/^([^ ]+) SKIPPED \((.*)\).*/  skipped: \1 (\2)/' | head -200
+      grep -E '^[^ ]+::[^ ]+ SKIPPED' "$log" | sed -E 's/^([^ ]+) SKIPPED.*/  skipped: \1/' | head -300
+      grep -E '^SKIPPED \[' "$log" | sed -E 's/^SKIPPED \[[0-9]+\] [^ ]+: //' | sort | uniq -c |
+        sed -E 's/^ *([0-9]+) (.*)/  why: \2 (\1 places)/'
     fi
   fi
   rm -f "$log"

@@ -192,7 +192,7 @@ def permute(x: ArrayLike, dims: Sequence[int], *, out: Optional[ArrayLike] = Non
     t = _views.torch_integration or _views.load_torch()
     if t is not None and isinstance(x, t.Tensor):
         return t.permute(x, dims, out=out, stream=stream)
-    s = stream_handle(stream) if stream is not None else _views.default_stream(x)
+    s = _launch_stream(stream, x)
     v = view_of(x, "x", s)
     src = permuted(v.spec, permutation(dims, len(v.spec.shape)))
     if out is None:
@@ -208,9 +208,9 @@ def copy_(dst: ArrayLike, src: ArrayLike, *, stream: StreamLike = None) -> Array
     broadcasts, and may have negative strides where its producer allows them) on the current
     stream of dst's device (torch), CuPy's current stream (CuPy) or ``stream``. Returns ``dst``."""
     t = _views.torch_integration or _views.load_torch()
-    if t is not None and isinstance(dst, t.Tensor):
+    if t is not None and isinstance(dst, t.Tensor) and isinstance(src, t.Tensor):
         return t.copy_(dst, src, stream=stream)
-    s = stream_handle(stream) if stream is not None else _views.default_stream(dst)
+    s = _launch_stream(stream, dst)
     d = view_of(dst, "dst", s)
     v = view_of(src, "src", s)
     src_spec = broadcast(v.spec, d.spec.shape, "src")
@@ -364,7 +364,7 @@ def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: Ar
     if t is not None and isinstance(q, t.Tensor):
         return t.rope(q, k, cos, sin, positions, offset, style, rotary_dim, inplace, inverse, out,
                       k_out, checked, stream)
-    s = stream_handle(stream) if stream is not None else _views.default_stream(q)
+    s = _launch_stream(stream, q)
     views = {name: view_of(a, name, s) for name, a in
              (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions),
               ("out", out), ("k_out", k_out)) if a is not None}

@@ -356,7 +356,7 @@ def _rope_out_fake(q: Tensor, k: Optional[Tensor], out: Tensor, k_out: Optional[
 # The public calls for torch tensors (shapejit.permute, copy_, rope route here)
 
 
-def permute(x: Tensor, dims: Sequence[int], out: Optional[Tensor], stream: Any) -> Tensor:
+def permute(x: Tensor, dims: Sequence[int], out: Optional[Tensor] = None, stream: Any = None) -> Tensor:
     axes = _ops.permutation(dims, x.dim())
     if _needs_ops(x):
         _graph_only_arguments(stream, "under torch.compile or autograd")
@@ -366,10 +366,7 @@ def permute(x: Tensor, dims: Sequence[int], out: Optional[Tensor], stream: Any) 
     return _permute_eager(x, axes, out, stream)
 
 
-def copy_(dst: Tensor, src: Any, stream: Any) -> Tensor:
-    if not isinstance(src, Tensor):
-        raise InvalidArgumentError(f"src ({type(src).__name__}): copy_ into a torch tensor takes a "
-                                   "torch tensor", 1)
+def copy_(dst: Tensor, src: Tensor, stream: Any = None) -> Tensor:
     if _is_compiling():
         _graph_only_arguments(stream, "under torch.compile")
         torch.ops.shapejit.copy_(dst, src)
