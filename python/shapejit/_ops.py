@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from . import _shapejit as _ext
 from . import _views
 from ._errors import InvalidArgumentError
-from ._views import TensorSpec, View, broadcast, spec_of, stream_handle, view_of
+from ._views import TensorSpec, broadcast, spec_of, stream_handle, view_of
 
 #: Anything a plan or call accepts as a tensor: a torch tensor, an object with
 #: ``__cuda_array_interface__`` or ``__dlpack__``, or (for planning) a :class:`TensorSpec`.
