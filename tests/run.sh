@@ -20,6 +20,32 @@ for suite in host compile gpu; do
     comm -23 <(names --no-skip) <(names) | sed 's/^/  skipped: /' | head -200
   fi
 done
+echo "== python tests"
+if [ -f "$build/python/interpreter.txt" ] && [ -f "$build/python/shapejit/__init__.py" ]; then
+  py=$(cat "$build/python/interpreter.txt")
+  log=$(mktemp)
+  PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -v -rs -p no:cacheprovider \
+    "$(dirname "$0")/python" 2>&1 | tee "$log" | grep -vE "^[^ ]+::[^ ]+ (PASSED|SKIPPED)"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  line=$(grep -E '^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$log" | tail -1)
+  if [ -z "$line" ]; then
+    echo "python: no pytest summary"; status=1
+  else
+    count() { echo "$line" | grep -oE "[0-9]+ $1" | grep -oE '[0-9]+' || echo 0; }
+    p=$(count passed) f=$(count failed) e=$(count error) s=$(count skipped)
+    passed=$((passed + p)) failed=$((failed + f + e)) skipped=$((skipped + s))
+    if [ "$s" -gt 0 ]; then
+      echo "python: $s skipped (no GPU, or no torch, CuPy or JAX):"
+      grep -E '^[^ ]+::[^ ]+ SKIPPED' "$log" | sed -E 's/^([^ ]+) SKIPPED.*/  skipped: \1/' | head -300
+      grep -E '^SKIPPED \[' "$log" | sed -E 's/^SKIPPED \[[0-9]+\] [^ ]+: //' | sort | uniq -c |
+        sed -E 's/^ *([0-9]+) (.*)/  why: \2 (\1 places)/'
+    fi
+  fi
+  rm -f "$log"
+else
+  echo "python: the package was not built in $build (meson found no nanobind or Python headers; see"
+  echo "        'Python extension' in meson's output, or configure with -Dpython=enabled): not run"
+fi
 echo "== fuzz (cache entry parser, bounded time)"
 bash "$(dirname "$0")/fuzz/run.sh" "$build" || status=1
 echo "tests: $passed passed, $failed failed, $skipped skipped"

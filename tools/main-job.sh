@@ -16,6 +16,15 @@ if "$cli" doctor | grep -q '^device 0:'; then
   run_example "$build/examples/permute" --elem-bytes 12 --shape 1000,3,7 --perm 2,0,1
   run_example "$build/examples/views"
   run_example "$build/examples/rope_llama"
+  # The Python examples, when the package was built and its interpreter has torch with a GPU.
+  py=$(cat "$build/python/interpreter.txt" 2>/dev/null || true)
+  if [ -n "$py" ] && "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+    run_example "$py" examples/python/permute.py
+    run_example "$py" examples/python/llama_decode.py
+  else
+    echo "== examples/python not run: the Python package was not built, or its interpreter has no torch with a GPU"
+  fi
 else
   reason=$("$cli" doctor | sed -n 's/^driver: *not usable: //p')
   echo "NO GPU FOUND (${reason:-no CUDA device}): the examples need one and are not run."

@@ -87,6 +87,13 @@ void set_offline(bool offline) noexcept;
 /// Whether NVRTC is forbidden.
 bool offline() noexcept;
 
+/// Starts record mode for the whole process: every plan that needs kernels not yet recorded
+/// appends its manifest line to the file at `path` (what SHAPEJIT_RECORD=path does at start). An
+/// empty path stops recording.
+void set_record_file(std::string_view path);
+/// The file record mode appends to; "" when record mode is off.
+std::string record_file();
+
 /// Plans a manifest line (the arguments of `shapejit plan`, e.g. "rearrange --dtype f16 --shape
 /// 8,4 --perm 1,0": what precompile reads and record mode writes) and returns the plan's
 /// description, as text or as a JSON document. Throws shapejit::Error (invalid_argument) naming

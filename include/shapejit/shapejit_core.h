@@ -56,6 +56,10 @@ const char* sj_version(void);
 /** Forbid (nonzero) or allow (0) NVRTC in this process; a cache miss then fails with SJ_OFFLINE_MISS. */
 void sj_set_offline(int offline);
 
+/** Start record mode (append the manifest line of every plan needing kernels not yet recorded to
+ *  the file at `path`, as SHAPEJIT_RECORD does at start); NULL or "" stops it. */
+void sj_set_record_file(const char* path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,4 +44,6 @@ sj_status sj_describe_manifest_line(const char* line, int json, char* buffer, si
 
 void sj_set_offline(int offline) { shapejit::set_offline(offline != 0); }
 
+void sj_set_record_file(const char* path) { shapejit::set_record_file(path ? path : ""); }
+
 }  // extern "C"

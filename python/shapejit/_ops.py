@@ -1,0 +1,400 @@
+"""Plans and one-shot calls: copy (rearrange), permute and rope.
+
+Plans (:func:`plan_copy`, :func:`plan_rope`) are made once from specs or arrays and launched many
+times; one-shot calls (:func:`permute`, :func:`copy_`, :func:`rope`) plan through a cache keyed by
+every shape, stride and dtype. Torch tensors go to ``_torch.py``, which reads them directly and
+registers the torch.library ops; everything else arrives here through ``_views.view_of``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Union
+
+from . import _shapejit as _ext
+from . import _views
+from ._errors import InvalidArgumentError
+from ._views import TensorSpec, broadcast, spec_of, stream_handle, view_of
+
+#: Anything a plan or call accepts as a tensor: a torch tensor, an object with
+#: ``__cuda_array_interface__`` or ``__dlpack__``, or (for planning) a :class:`TensorSpec`.
+ArrayLike = Any
+#: A stream: an int CUstream handle, a torch.cuda.Stream, a CuPy stream, or None (the default).
+StreamLike = Any
+
+_STYLES = ("neox", "gptj")
+
+
+# ------------------------------------------------------------------------------------------------
+# Plan cache of the one-shot calls
+
+
+_plans: dict[tuple, Any] = {}
+_PLAN_CACHE_LIMIT = 4096
+
+
+def cached_plan(key: tuple, make: Callable[[], Any]) -> Any:
+    """The plan cached under ``key``, made by ``make()`` on a miss (the cache is emptied when it
+    holds more than a few thousand plans)."""
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= _PLAN_CACHE_LIMIT:
+            _plans.clear()
+        plan = _plans[key] = make()
+    return plan
+
+
+def clear_plan_cache() -> None:
+    """Forgets every plan the one-shot calls made (kernels stay loaded)."""
+    _plans.clear()
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _mismatch(name: str, got: TensorSpec, planned: TensorSpec) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{name}: shape {got.shape}, strides {got.strides}, dtype {got.dtype} differ from the "
+        f"plan's shape {planned.shape}, strides {planned.strides}, dtype {planned.dtype}", 1)
+
+
+def _pointer(obj: Any, planned: TensorSpec, name: str, stream: int) -> int:
+    """The device pointer of ``obj`` after checking it against the planned spec; ints are taken
+    as trusted pointers."""
+    if type(obj) is int:
+        return obj
+    t = _views.torch_integration
+    if t is not None and isinstance(obj, t.Tensor):
+        return t.pointer(obj, planned, name)
+    v = view_of(obj, name, stream)
+    if v.spec[:3] != planned[:3] or v.spec.itemsize != planned.itemsize:
+        raise _mismatch(name, v.spec, planned)
+    return v.ptr
+
+
+def _launch_stream(stream: StreamLike, first: Any) -> int:
+    """The stream handle a launch uses: the one given, else the default for ``first``'s kind
+    (torch: the current stream of its device)."""
+    if stream is not None:
+        return stream_handle(stream)
+    t = _views.torch_integration
+    if t is not None and isinstance(first, t.Tensor):
+        return t.current_stream(first)
+    if type(first) is int:
+        return 0
+    return _views.default_stream(first)
+
+
+def permutation(dims: Sequence[int], rank: int) -> tuple[int, ...]:
+    """``dims`` as non-negative axes, checked to be a permutation of range(rank)."""
+    try:
+        axes = tuple(int(d) + rank if int(d) < 0 else int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"dims {dims!r} is not a sequence of ints", 1) from None
+    if sorted(axes) != list(range(rank)):
+        raise InvalidArgumentError(
+            f"dims {tuple(dims)} is not a permutation of the {rank} dimensions", 1)
+    return axes
+
+
+def permuted(s: TensorSpec, axes: tuple[int, ...]) -> TensorSpec:
+    """The view of ``s`` whose dimension i is ``s``'s dimension axes[i]."""
+    return TensorSpec(tuple(s.shape[a] for a in axes), tuple(s.strides[a] for a in axes),
+                      s.code, s.elem_bytes)
+
+
+def _check_style(style: str) -> None:
+    if style not in _STYLES:
+        raise InvalidArgumentError(
+            f"style {style!r} is not a rope style: use 'neox' (half-split) or 'gptj' (interleaved)", 1)
+
+
+def _desc(s: Optional[TensorSpec]) -> Optional[tuple]:
+    return None if s is None else s.desc()
+
+
+# ------------------------------------------------------------------------------------------------
+# Copy
+
+
+class CopyPlan:
+    """A planned copy of one strided view into another (shapejit's rearrange).
+
+    Immutable and reusable from several threads. ``dst`` and ``src`` are the planned specs.
+    """
+
+    __slots__ = ("_plan", "dst", "src")
+
+    def __init__(self, plan: Any, dst: TensorSpec, src: TensorSpec) -> None:
+        self._plan = plan
+        self.dst = dst
+        self.src = src
+
+    def launch(self, dst: ArrayLike, src: ArrayLike, *, stream: StreamLike = None) -> None:
+        """Copies ``src`` into ``dst`` on ``stream`` (default: the current torch stream of dst's
+        device for torch tensors, CuPy's current stream for CuPy arrays, else the legacy default
+        stream). Arrays must match the planned specs (checked); ints are device pointers taken
+        on trust, the lowest-overhead form."""
+        s = _launch_stream(stream, dst)
+        self._plan.launch(_pointer(dst, self.dst, "dst", s), _pointer(src, self.src, "src", s), s)
+
+    def describe(self) -> str:
+        """Canonical form, kernel family and parameters, launch shape and specialization key."""
+        return self._plan.describe()
+
+    def json(self) -> str:
+        """:meth:`describe` as a JSON document."""
+        return self._plan.json()
+
+    def manifest_line(self) -> str:
+        """The ``shapejit plan`` manifest line that reproduces this plan's kernels."""
+        return self._plan.manifest_line()
+
+    def __repr__(self) -> str:
+        return f"CopyPlan({self.manifest_line()!r})"
+
+
+def _make_copy_plan(dst: TensorSpec, src: TensorSpec, exact: bool = False,
+                    assumed_alignment: int = 16, check_pointers: bool = False) -> CopyPlan:
+    plan = _ext.plan_rearrange(dst.desc(), src.desc(), exact, assumed_alignment, check_pointers)
+    return CopyPlan(plan, dst, src)
+
+
+def plan_copy(dst: ArrayLike, src: ArrayLike, *, exact: bool = False, assumed_alignment: int = 16,
+              check_pointers: bool = False) -> CopyPlan:
+    """Plans copying ``src`` into ``dst``: two strided views of one shape and element size
+    (``src`` broadcasts to dst's shape). Either may be a :class:`TensorSpec`, a torch tensor or a
+    CUDA array; only their shapes, strides and dtypes are read.
+
+    ``exact`` bakes every extent and stride into the kernel (one compile per shape);
+    ``assumed_alignment`` is the pointer alignment in bytes the plan assumes (less aligned
+    pointers take a narrower variant); ``check_pointers`` asks the driver about both pointers
+    before each launch. Raises InvalidArgumentError naming what is wrong."""
+    d = spec_of(dst, "dst")
+    s = broadcast(spec_of(src, "src"), d.shape, "src")
+    return _make_copy_plan(d, s, exact, assumed_alignment, check_pointers)
+
+
+def _output_required(name: str, obj: Any) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{name}= is required here ({type(obj).__name__} input): shapejit allocates outputs only "
+        "for torch tensors", 1)
+
+
+def permute(x: ArrayLike, dims: Sequence[int], *, out: Optional[ArrayLike] = None,
+            stream: StreamLike = None) -> ArrayLike:
+    """A contiguous copy of ``x`` with its dimensions permuted, like
+    ``x.permute(dims).contiguous()``: output dimension i is input dimension dims[i] (negative
+    dims count from the end).
+
+    Torch tensors get a new tensor (or fill ``out``) on the current stream of their device; other
+    CUDA arrays need ``out`` (a contiguous array of the permuted shape). Returns the output."""
+    t = _views.torch_integration or _views.load_torch()
+    if t is not None and isinstance(x, t.Tensor):
+        return t.permute(x, dims, out=out, stream=stream)
+    s = _launch_stream(stream, x)
+    v = view_of(x, "x", s)
+    src = permuted(v.spec, permutation(dims, len(v.spec.shape)))
+    if out is None:
+        raise _output_required("out", x)
+    o = view_of(out, "out", s)
+    plan = cached_plan(("copy", o.spec, src), lambda: _make_copy_plan(o.spec, src))
+    plan._plan.launch(o.ptr, v.ptr, s)
+    return out
+
+
+def copy_(dst: ArrayLike, src: ArrayLike, *, stream: StreamLike = None) -> ArrayLike:
+    """Copies ``src`` into ``dst`` (any two strided views of one shape and element size; ``src``
+    broadcasts, and may have negative strides where its producer allows them) on the current
+    stream of dst's device (torch), CuPy's current stream (CuPy) or ``stream``. Returns ``dst``."""
+    t = _views.torch_integration or _views.load_torch()
+    if t is not None and isinstance(dst, t.Tensor) and isinstance(src, t.Tensor):
+        return t.copy_(dst, src, stream=stream)
+    s = _launch_stream(stream, dst)
+    d = view_of(dst, "dst", s)
+    v = view_of(src, "src", s)
+    src_spec = broadcast(v.spec, d.spec.shape, "src")
+    plan = cached_plan(("copy", d.spec, src_spec), lambda: _make_copy_plan(d.spec, src_spec))
+    plan._plan.launch(d.ptr, v.ptr, s)
+    return dst
+
+
+# ------------------------------------------------------------------------------------------------
+# Rope
+
+
+class RopePlan:
+    """A planned rope: q (and k) rotated by the cos/sin tables, in one launch.
+
+    Immutable and reusable from several threads. The attributes hold the planned specs (``k``,
+    ``out``, ``k_out`` and ``positions`` may be None) and options.
+    """
+
+    __slots__ = ("_plan", "q", "k", "out", "k_out", "table", "positions", "inplace", "checked")
+
+    def __init__(self, plan: Any, q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
+                 k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
+                 inplace: bool, checked: bool) -> None:
+        self._plan = plan
+        self.q, self.k, self.out, self.k_out = q, k, out, k_out
+        self.table, self.positions = table, positions
+        self.inplace, self.checked = inplace, checked
+
+    def launch(self, q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,
+               positions: Optional[ArrayLike] = None, offset: int = 0, out: Optional[ArrayLike] = None,
+               k_out: Optional[ArrayLike] = None, stream: StreamLike = None) -> Any:
+        """Rotates q (and k) on ``stream`` (default as for :meth:`CopyPlan.launch`). Arrays must
+        match the planned specs (checked); ints are device pointers taken on trust. Without
+        ``positions`` the position of sequence index s is ``s + offset``.
+
+        Returns the outputs: ``out`` (and ``k_out``); for torch tensors missing outputs are
+        allocated (contiguous), for an in-place plan they are q and k."""
+        s = _launch_stream(stream, q)
+        if (k is None) != (self.k is None):
+            raise InvalidArgumentError("k: pass k exactly when the plan was made with k", 1)
+        if (positions is None) != (self.positions is None):
+            raise InvalidArgumentError(
+                "positions: pass positions exactly when the plan was made with positions", 1)
+        if self.inplace:
+            out, k_out = q, k
+        else:
+            out = self._output(out, q, self.q, "out")
+            if k is not None:
+                k_out = self._output(k_out, k, self.k, "k_out")
+        y_spec = self.out or self.q
+        ko_spec = self.k_out or self.k
+        self._plan.launch(
+            self.checked,
+            _pointer(q, self.q, "q", s),
+            _pointer(out, y_spec, "out", s),
+            0 if k is None else _pointer(k, self.k, "k", s),
+            0 if k is None else _pointer(k_out, ko_spec, "k_out", s),
+            _pointer(cos, self.table, "cos", s),
+            _pointer(sin, self.table, "sin", s),
+            0 if positions is None else _pointer(positions, self.positions, "positions", s),
+            int(offset), s)
+        return out if k is None else (out, k_out)
+
+    def _output(self, given: Any, like: Any, planned: TensorSpec, name: str) -> Any:
+        if given is not None:
+            return given
+        t = _views.torch_integration
+        if t is not None and isinstance(like, t.Tensor):
+            return t.empty_contiguous(like)
+        raise _output_required(name, like)
+
+    def describe(self) -> str:
+        """Shapes, specialization, launch shape, kernels and their keys, as text."""
+        return self._plan.describe()
+
+    def json(self) -> str:
+        """:meth:`describe` as a JSON document."""
+        return self._plan.json()
+
+    def manifest_line(self) -> str:
+        """The ``shapejit plan`` manifest line that reproduces this plan's kernels."""
+        return self._plan.manifest_line()
+
+    def __repr__(self) -> str:
+        return f"RopePlan({self.manifest_line()!r})"
+
+
+def make_rope_plan(q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
+                   k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
+                   style: str, rotary_dim: Optional[int], inplace: bool, inverse: bool,
+                   checked: bool, check_pointers: bool = False) -> RopePlan:
+    """Plans a rope from specs (the outputs None: contiguous, or q and k when in place)."""
+    _check_style(style)
+    if inplace and (out is not None or k_out is not None):
+        raise InvalidArgumentError("out, k_out: an in-place rope writes q and k; pass neither", 1)
+    if k_out is not None and k is None:
+        raise InvalidArgumentError("k_out: given without k", 1)
+    plan = _ext.plan_rope(style, q.desc(), _desc(out), _desc(k), _desc(k_out), table.desc(),
+                          _desc(positions), int(rotary_dim or 0), inplace, inverse, checked,
+                          check_pointers)
+    return RopePlan(plan, q, k, out, k_out, table, positions, inplace, checked)
+
+
+def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
+              positions: Optional[ArrayLike] = None, style: str = "neox",
+              rotary_dim: Optional[int] = None, inplace: bool = False, inverse: bool = False,
+              out: Optional[ArrayLike] = None, k_out: Optional[ArrayLike] = None,
+              checked: bool = False, check_pointers: bool = False) -> RopePlan:
+    """Plans a rope over q ([seq, heads, dhead] or [batch, seq, heads, dhead]) and optionally k
+    (same batch, seq and dhead, its own head count). Every argument may be a :class:`TensorSpec`,
+    a torch tensor or a CUDA array; only shapes, strides and dtypes are read.
+
+    ``cos`` gives the layout of both tables ([P, W], W >= rotary_dim / 2); ``positions`` ([seq]
+    or [batch, seq], any integer dtype) or None (position = sequence index + offset); ``style``
+    "neox" (half-split) or "gptj" (interleaved); ``rotary_dim`` the leading elements rotated
+    (None: all); ``inplace`` writes q and k; ``inverse`` rotates backwards; ``out``/``k_out``
+    the output layouts (None: contiguous); ``checked`` makes each launch wait and raise for a
+    position outside the table; ``check_pointers`` asks the driver about every pointer first."""
+    return make_rope_plan(
+        spec_of(q, "q"), None if k is None else spec_of(k, "k"),
+        None if out is None else spec_of(out, "out"), None if k_out is None else spec_of(k_out, "k_out"),
+        spec_of(cos, "cos"), None if positions is None else spec_of(positions, "positions"),
+        style, rotary_dim, inplace, inverse, checked, check_pointers)
+
+
+def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,
+         positions: Optional[ArrayLike] = None, offset: int = 0, style: str = "neox",
+         rotary_dim: Optional[int] = None, inplace: bool = False, inverse: bool = False,
+         out: Optional[ArrayLike] = None, k_out: Optional[ArrayLike] = None,
+         checked: bool = False, stream: StreamLike = None) -> Any:
+    """Rotary position embedding of q (and k in the same launch).
+
+    For each token with position p and each pair i < R/2 (R = rotary_dim, default dhead), "neox"
+    rotates (x[i], x[i + R/2]) and "gptj" rotates (x[2i], x[2i+1]) by the angle whose cosine and
+    sine are cos[p, i] and sin[p, i]; elements past R pass through. Positions come from
+    ``positions`` ([seq] or [batch, seq], any integer dtype) or are ``s + offset``.
+
+    q, k: [seq, heads, dhead] or [batch, seq, heads, dhead], f16/bf16/f32/f64, any strides with
+    dhead contiguous. cos, sin: [P, W >= R/2] tables (see :func:`rope_tables`), any float dtype.
+    ``inplace`` overwrites q and k; otherwise results go to ``out``/``k_out`` or, for torch
+    tensors, to new contiguous tensors. ``inverse`` rotates backwards (the gradient).
+    ``checked`` waits for the launch and raises InvalidArgumentError naming the first token whose
+    position is outside the table (else such tokens become NaN); it synchronizes, so it is not
+    for CUDA graphs.
+
+    Torch tensors run on the current stream of q's device; under torch.compile and autograd the
+    call becomes the ``shapejit::rope`` ops (the backward pass is the inverse rotation).
+    Returns q's output, or (q's, k's) when k is given."""
+    t = _views.torch_integration or _views.load_torch()
+    if t is not None and isinstance(q, t.Tensor):
+        return t.rope(q, k, cos, sin, positions, offset, style, rotary_dim, inplace, inverse, out,
+                      k_out, checked, stream)
+    s = _launch_stream(stream, q)
+    views = {name: view_of(a, name, s) for name, a in
+             (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions),
+              ("out", out), ("k_out", k_out)) if a is not None}
+    if not inplace and out is None:
+        raise _output_required("out", q)
+    if not inplace and k is not None and k_out is None:
+        raise _output_required("k_out", q)
+    if views["sin"].spec != views["cos"].spec:
+        raise _mismatch("sin", views["sin"].spec, views["cos"].spec)
+
+    def sp(name: str) -> Optional[TensorSpec]:
+        v = views.get(name)
+        return None if v is None else v.spec
+
+    def ptr(name: str, fallback: int = 0) -> int:
+        v = views.get(name)
+        return fallback if v is None else v.ptr
+
+    key = ("rope", sp("q"), sp("k"), sp("out"), sp("k_out"), sp("cos"), sp("positions"), style,
+           rotary_dim, inplace, inverse, checked)
+    plan = cached_plan(key, lambda: make_rope_plan(
+        sp("q"), sp("k"), sp("out"), sp("k_out"), sp("cos"), sp("positions"), style, rotary_dim,
+        inplace, inverse, checked))
+    y = ptr("q") if inplace else ptr("out")
+    ko = ptr("k") if inplace else ptr("k_out")
+    plan._plan.launch(checked, ptr("q"), y, ptr("k"), ko, ptr("cos"), ptr("sin"), ptr("positions"),
+                      int(offset), s)
+    if inplace:
+        return q if k is None else (q, k)
+    return out if k is None else (out, k_out)
+
+
+Plan = Union[CopyPlan, RopePlan]

@@ -1,0 +1,370 @@
+"""GPU tests with PyTorch: permute and copy against torch, rope against a float64 reference,
+autograd, torch.compile and CUDA graphs. Each test is skipped by name without torch or a GPU."""
+
+import random
+
+import pytest
+
+import shapejit
+from gpu import GPU_COUNT, requires_torch_gpu, requires_two_gpus, torch
+
+pytestmark = requires_torch_gpu
+
+DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+          "bool", "complex64", "complex128", "uint16", "uint32", "uint64", "float8_e4m3fn"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+POSITION_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"]
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-12}
+
+
+def torch_dtype(name):
+    dt = getattr(torch, name, None)
+    if dt is None:
+        pytest.skip(f"this torch has no {name}")
+    return dt
+
+
+def random_tensor(shape, dtype, device="cuda"):
+    """Random bits (0/1 for bool) of any dtype: compare results as bytes."""
+    numel = 1
+    for e in shape:
+        numel *= e
+    if dtype == torch.bool:
+        return torch.randint(0, 2, tuple(shape), device=device).bool()
+    raw = torch.randint(0, 256, (numel * dtype.itemsize,), dtype=torch.uint8, device=device)
+    return raw.view(dtype).reshape(shape)
+
+
+def bits(t):
+    """t viewed as signed integers of its element size (torch copies those for every size), so
+    references work for dtypes torch supports only partly (uint16, uint32, uint64, float8)."""
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    if t.dtype == torch.bool or t.dtype.is_complex or t.dtype.itemsize not in ints:
+        return t
+    return t.view(ints[t.dtype.itemsize])
+
+
+def as_bytes(t):
+    return bits(t).contiguous().view(torch.uint8) if t.dtype != torch.bool else t.contiguous().to(torch.uint8)
+
+
+def random_view(rng, dtype, rank):
+    """A strided view (slices with steps, then a permutation) into a bigger random buffer."""
+    shape = [rng.randint(1, 9) for _ in range(rank)]
+    steps = [rng.choice([1, 1, 2, 3]) for _ in range(rank)]
+    base = random_tensor([e * s + rng.randint(0, 2) for e, s in zip(shape, steps)], dtype)
+    view = base[tuple(slice(0, e * s, s) for e, s in zip(shape, steps))]
+    perm = list(range(rank))
+    rng.shuffle(perm)
+    return base, view.permute(perm)
+
+
+# ------------------------------------------------------------------------------------------------
+# permute and copy_
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_permute_matches_torch(name):
+    dtype = torch_dtype(name)
+    rng = random.Random(name)
+    for _ in range(20):
+        rank = rng.randint(1, 5)
+        _, x = random_view(rng, dtype, rank)
+        dims = list(range(rank))
+        rng.shuffle(dims)
+        got = shapejit.permute(x, dims)
+        assert got.is_contiguous() and got.shape == x.permute(dims).shape
+        assert torch.equal(as_bytes(got), as_bytes(x.permute(dims)))
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_copy_matches_torch(name):
+    dtype = torch_dtype(name)
+    rng = random.Random("copy" + name)
+    for _ in range(20):
+        rank = rng.randint(1, 5)
+        dst_base, dst = random_view(rng, dtype, rank)
+        src = random_tensor(list(reversed(dst.shape)), dtype).permute(*reversed(range(rank)))
+        if rng.random() < 0.3:  # broadcast along a dimension
+            src = src.narrow(0, 0, 1)
+        expected_base = bits(dst_base).clone()
+        expected_base.as_strided(dst.shape, dst.stride(), dst.storage_offset()).copy_(bits(src))
+        assert shapejit.copy_(dst, src) is dst
+        torch.cuda.synchronize()
+        assert torch.equal(as_bytes(dst_base), as_bytes(expected_base.view(dtype) if dtype != torch.bool else expected_base))
+
+
+def test_copy_errors():
+    a = torch.zeros(4, 4, device="cuda")
+    with pytest.raises(shapejit.InvalidArgumentError, match="does not convert"):
+        shapejit.copy_(a, torch.zeros(4, 4, device="cuda", dtype=torch.float16))
+    with pytest.raises(shapejit.InvalidArgumentError, match="broadcast"):
+        shapejit.copy_(a, torch.zeros(3, device="cuda"))
+    with pytest.raises(shapejit.InvalidArgumentError, match="is on cpu"):
+        shapejit.copy_(a, torch.zeros(4, 4))
+    with pytest.raises(shapejit.InvalidArgumentError, match="autograd"):
+        shapejit.copy_(a, torch.zeros(4, 4, device="cuda", requires_grad=True))
+
+
+def test_permute_out_and_cpu_tensors():
+    x = torch.randn(3, 4, 5, device="cuda")
+    out = torch.empty(5, 3, 4, device="cuda")
+    assert shapejit.permute(x, (-1, 0, 1), out=out) is out
+    assert torch.equal(out, x.permute(2, 0, 1))
+    with pytest.raises(shapejit.InvalidArgumentError, match="is on cpu"):
+        shapejit.permute(torch.zeros(2, 3), (1, 0))
+
+
+def test_copy_plan_with_tensors():
+    x = torch.randn(8, 16, 32, device="cuda", dtype=torch.float16)
+    view = x.permute(2, 0, 1)
+    out = torch.empty(view.shape, device="cuda", dtype=torch.float16)
+    plan = shapejit.plan_copy(out, view)
+    plan.launch(out, view)
+    assert torch.equal(out, view)
+    plan.launch(out.data_ptr(), view.data_ptr(), stream=torch.cuda.current_stream())
+    with pytest.raises(shapejit.InvalidArgumentError, match="differ from the plan"):
+        plan.launch(out, x)
+
+
+# ------------------------------------------------------------------------------------------------
+# rope
+
+
+def rope_reference(x, cos, sin, positions, style, rotary_dim, inverse=False):
+    """y = x rotated pairwise by cos/sin[position], in float64, rounded to x's dtype."""
+    half = rotary_dim // 2
+    c = cos.double()[positions][..., :half].unsqueeze(-2)
+    s = sin.double()[positions][..., :half].unsqueeze(-2)
+    if inverse:
+        s = -s
+    y = x.double().clone()
+    if style == "neox":
+        x0, x1 = y[..., :half].clone(), y[..., half:rotary_dim].clone()
+        y[..., :half], y[..., half:rotary_dim] = x0 * c - x1 * s, x0 * s + x1 * c
+    else:
+        x0, x1 = y[..., 0:rotary_dim:2].clone(), y[..., 1:rotary_dim:2].clone()
+        y[..., 0:rotary_dim:2], y[..., 1:rotary_dim:2] = x0 * c - x1 * s, x0 * s + x1 * c
+    return y.to(x.dtype)
+
+
+def assert_close(got, want):
+    tol = TOLERANCE[str(want.dtype).removeprefix("torch.")]
+    torch.testing.assert_close(got.double(), want.double(), rtol=tol, atol=tol)
+
+
+def tables(rows=64, dim=64, dtype=None):
+    """cos and sin [rows, dim / 2] on the GPU (default float32)."""
+    cos, sin = shapejit.rope_tables(rows, dim, theta=10000.0, dtype="f32", device="cuda")
+    return cos.to(dtype or torch.float32), sin.to(dtype or torch.float32)
+
+
+@pytest.mark.parametrize("style", ["neox", "gptj"])
+@pytest.mark.parametrize("name", FLOATS)
+def test_rope_matches_reference(style, name):
+    dtype = torch_dtype(name)
+    cos, sin = tables()
+    q = torch.randn(2, 5, 4, 64, device="cuda").to(dtype)
+    k = torch.randn(2, 5, 2, 64, device="cuda").to(dtype)
+    pos = torch.randint(0, 64, (2, 5), device="cuda")
+    q_out, k_out = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos, style=style)
+    assert_close(q_out, rope_reference(q, cos, sin, pos, style, 64))
+    assert_close(k_out, rope_reference(k, cos, sin, pos, style, 64))
+    q_only = shapejit.rope(q, cos=cos, sin=sin, positions=pos, style=style)
+    assert torch.equal(q_only, q_out)
+
+
+@pytest.mark.parametrize("name", POSITION_DTYPES)
+def test_rope_position_dtypes(name):
+    dtype = torch_dtype(name)
+    cos, sin = tables(rows=100)
+    q = torch.randn(7, 3, 64, device="cuda")
+    pos = torch.randint(0, 100, (7,), device="cuda").to(dtype)
+    got = shapejit.rope(q, cos=cos, sin=sin, positions=pos)
+    assert_close(got, rope_reference(q, cos, sin, pos.long(), "neox", 64))
+
+
+@pytest.mark.parametrize("style", ["neox", "gptj"])
+def test_rope_strided_in_place_on_a_fused_qkv(style):
+    cos, sin = tables(dtype=torch.bfloat16)
+    qkv = torch.randn(3, 9, 8 + 2 + 2, 64, device="cuda", dtype=torch.bfloat16)
+    before = qkv.clone()
+    q, k = qkv[:, :, :8], qkv[:, :, 8:10]
+    pos = torch.arange(9, device="cuda", dtype=torch.int32)
+    result = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos, style=style, inplace=True)
+    assert result[0] is q and result[1] is k
+    assert_close(q, rope_reference(before[:, :, :8], cos, sin, pos.long(), style, 64))
+    assert_close(k, rope_reference(before[:, :, 8:10], cos, sin, pos.long(), style, 64))
+    assert torch.equal(qkv[:, :, 10:], before[:, :, 10:])
+
+
+def test_rope_partial_rotary_offset_and_out():
+    cos, sin = tables(rows=128, dim=32)
+    q = torch.randn(6, 4, 64, device="cuda", dtype=torch.float16)
+    out = torch.empty(6, 4, 64, device="cuda", dtype=torch.float16)
+    assert shapejit.rope(q, cos=cos, sin=sin, offset=7, rotary_dim=32, out=out, style="gptj") is out
+    pos = torch.arange(7, 13, device="cuda")
+    assert_close(out, rope_reference(q, cos, sin, pos, "gptj", 32))
+    assert torch.equal(out[..., 32:], q[..., 32:])
+
+
+def test_rope_inverse_round_trip():
+    cos, sin = tables(dtype=torch.float64)
+    q = torch.randn(2, 5, 4, 64, device="cuda", dtype=torch.float64)
+    pos = torch.randint(0, 64, (5,), device="cuda")
+    y = shapejit.rope(q, cos=cos, sin=sin, positions=pos)
+    torch.testing.assert_close(shapejit.rope(y, cos=cos, sin=sin, positions=pos, inverse=True), q)
+
+
+def test_rope_checked_names_a_bad_position():
+    cos, sin = tables(rows=16)
+    q = torch.randn(4, 2, 64, device="cuda")
+    pos = torch.tensor([0, 3, 99, 1], device="cuda")
+    with pytest.raises(shapejit.InvalidArgumentError, match="position"):
+        shapejit.rope(q, cos=cos, sin=sin, positions=pos, checked=True)
+    shapejit.rope(q, cos=cos, sin=sin, positions=pos.clamp(max=15), checked=True)
+
+
+def test_rope_plan_launch_with_tensors():
+    cos, sin = tables()
+    q = torch.randn(64, 1, 32, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(64, 1, 8, 64, device="cuda", dtype=torch.bfloat16)
+    pos = torch.randint(0, 64, (64, 1), device="cuda")
+    plan = shapejit.plan_rope(q, k, cos=cos, positions=pos)
+    q_out, k_out = plan.launch(q, k, cos=cos, sin=sin, positions=pos)
+    want_q, want_k = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+    assert torch.equal(q_out, want_q) and torch.equal(k_out, want_k)
+    with pytest.raises(shapejit.InvalidArgumentError, match="differ from the plan"):
+        plan.launch(q[:32], k[:32], cos=cos, sin=sin, positions=pos[:32])
+
+
+def test_rope_errors_name_the_argument():
+    cos, sin = tables()
+    q = torch.randn(4, 2, 64, device="cuda")
+    with pytest.raises(shapejit.InvalidArgumentError, match="sin"):
+        shapejit.rope(q, cos=cos, sin=sin.double(), inplace=True)
+    with pytest.raises(shapejit.InvalidArgumentError, match="is on cpu"):
+        shapejit.rope(q, cos=cos.cpu(), sin=sin.cpu())
+    with pytest.raises(shapejit.InvalidArgumentError):
+        shapejit.rope(q[..., :63], cos=cos, sin=sin)
+
+
+def test_tables_on_the_device():
+    cos, sin = shapejit.rope_tables(32, 16, dtype="bf16", device="cuda")
+    ref_cos, ref_sin = shapejit.rope_tables(32, 16, dtype="f64")
+    assert cos.dtype == torch.bfloat16 and cos.is_cuda
+    torch.testing.assert_close(cos.double().cpu(), torch.from_numpy(ref_cos), rtol=8e-3, atol=8e-3)
+    torch.testing.assert_close(sin.double().cpu(), torch.from_numpy(ref_sin), rtol=8e-3, atol=8e-3)
+
+
+# ------------------------------------------------------------------------------------------------
+# autograd, torch.compile, CUDA graphs
+
+
+def test_rope_gradcheck_f64():
+    cos, sin = tables(rows=16, dtype=torch.float64)
+    pos = torch.tensor([3, 0, 15], device="cuda")
+    q = torch.randn(3, 2, 64, device="cuda", dtype=torch.float64, requires_grad=True)
+    k = torch.randn(3, 1, 64, device="cuda", dtype=torch.float64, requires_grad=True)
+    for style in ("neox", "gptj"):
+        assert torch.autograd.gradcheck(
+            lambda a, b: shapejit.rope(a, b, cos=cos, sin=sin, positions=pos, style=style), (q, k))
+        assert torch.autograd.gradcheck(
+            lambda a: shapejit.rope(a, cos=cos, sin=sin, positions=pos, rotary_dim=32), (q,))
+
+
+def test_permute_gradcheck_f64():
+    x = torch.randn(3, 4, 5, device="cuda", dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: shapejit.permute(a, (2, 0, 1)), (x,))
+
+
+def test_autograd_refuses_in_place():
+    cos, sin = tables()
+    q = torch.randn(4, 2, 64, device="cuda", requires_grad=True)
+    with pytest.raises(shapejit.InvalidArgumentError, match="autograd"):
+        shapejit.rope(q, cos=cos, sin=sin, inplace=True)
+
+
+def test_torch_compile_fullgraph():
+    cos, sin = tables()
+
+    def block(q, k, pos):
+        q, k = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+        return shapejit.permute(q, (0, 2, 1, 3)), k * 2
+
+    compiled = torch.compile(block, fullgraph=True)
+    for seq in (1, 1, 3):
+        q = torch.randn(2, seq, 4, 64, device="cuda", dtype=torch.float16)
+        k = torch.randn(2, seq, 2, 64, device="cuda", dtype=torch.float16)
+        pos = torch.randint(0, 64, (2, seq), device="cuda")
+        for got, want in zip(compiled(q, k, pos), block(q, k, pos)):
+            assert torch.equal(got, want)
+
+
+def test_torch_compile_in_place_and_backward():
+    cos, sin = tables(dtype=torch.float32)
+
+    def in_place(q, pos):
+        shapejit.rope(q, cos=cos, sin=sin, positions=pos, inplace=True)
+        return q + 1
+
+    q = torch.randn(5, 3, 64, device="cuda")
+    pos = torch.arange(5, device="cuda")
+    want = rope_reference(q, cos, sin, pos, "neox", 64) + 1
+    torch.testing.assert_close(torch.compile(in_place, fullgraph=True)(q.clone(), pos), want)
+
+    def loss(q):
+        return (shapejit.rope(q, cos=cos, sin=sin, positions=pos) ** 2).sum()
+
+    a = q.clone().requires_grad_()
+    b = q.clone().requires_grad_()
+    loss(a).backward()
+    torch.compile(loss, fullgraph=True)(b).backward()
+    torch.testing.assert_close(a.grad, b.grad)
+    torch.testing.assert_close(a.grad, 2 * q)  # a rotation keeps the norm: d|Rq|^2/dq = 2q
+
+
+def test_cuda_graph_capture():
+    cos, sin = tables(dtype=torch.bfloat16)
+    q = torch.randn(8, 1, 32, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(8, 1, 8, 64, device="cuda", dtype=torch.bfloat16)
+    pos = torch.randint(0, 64, (8, 1), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: plan and load the kernels before capturing
+        shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+        shapejit.permute(q, (0, 2, 1, 3))
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q_out, k_out = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+        moved = shapejit.permute(q_out, (0, 2, 1, 3))
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        pos.copy_(torch.randint(0, 64, (8, 1), device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(q_out, rope_reference(q, cos, sin, pos, "neox", 64))
+        assert_close(k_out, rope_reference(k, cos, sin, pos, "neox", 64))
+        assert torch.equal(moved, q_out.permute(0, 2, 1, 3))
+
+
+# ------------------------------------------------------------------------------------------------
+# Several GPUs
+
+
+@requires_two_gpus
+def test_tensors_on_the_second_gpu_run_there():
+    assert GPU_COUNT >= 2
+    torch.cuda.set_device(0)
+    cos, sin = tables()
+    cos1, sin1 = cos.to("cuda:1"), sin.to("cuda:1")
+    q = torch.randn(4, 3, 64, device="cuda:1")
+    pos = torch.arange(4, device="cuda:1")
+    got = shapejit.rope(q, cos=cos1, sin=sin1, positions=pos)
+    assert got.device == q.device
+    assert_close(got, rope_reference(q, cos1, sin1, pos, "neox", 64))
+    x = torch.randn(5, 6, device="cuda:1")
+    assert torch.equal(shapejit.permute(x, (1, 0)), x.t())
+    with pytest.raises(shapejit.InvalidArgumentError, match="one device"):
+        shapejit.rope(q, cos=cos, sin=sin, positions=pos)
