@@ -30,15 +30,20 @@ def torch_rope(x, cos, sin, positions):
     return torch.cat([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).to(x.dtype)
 
 
-def attention_step(q, k, v, cache_k, cache_v, positions, length, cos, sin):
-    """One decode step (the tokens of all sequences at position length - 1): rotate the new q and
-    k, append k and v to the cache, attend over the first ``length`` cache entries."""
+def attention_step(q, k, v, cache_k, cache_v, positions, cos, sin):
+    """One decode step, each sequence's new token at its position: rotate the new q and k, write k
+    and v into the cache at that position, attend over the cache entries up to it. Shapes never
+    change from step to step, so the compiled graph is reused."""
     q, k = shapejit.rope(q, k, cos=cos, sin=sin, positions=positions)
-    cache_k[:, length - 1] = k[:, 0]
-    cache_v[:, length - 1] = v[:, 0]
-    keys = cache_k[:, :length].repeat_interleave(q.shape[2] // k.shape[2], dim=2)
-    values = cache_v[:, :length].repeat_interleave(q.shape[2] // k.shape[2], dim=2)
+    slot = positions[:, 0]
+    batch = torch.arange(q.shape[0], device=q.device)
+    cache_k[batch, slot] = k[:, 0]
+    cache_v[batch, slot] = v[:, 0]
+    keys = cache_k.repeat_interleave(q.shape[2] // k.shape[2], dim=2)
+    values = cache_v.repeat_interleave(q.shape[2] // k.shape[2], dim=2)
     scores = torch.einsum("bshd,bthd->bhst", q.float(), keys.float()) / q.shape[-1] ** 0.5
+    visible = torch.arange(cache_k.shape[1], device=q.device)[None, :] <= slot[:, None]
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
     return torch.einsum("bhst,bthd->bshd", scores.softmax(-1), values.float()).to(q.dtype), q, k
 
 
@@ -54,14 +59,14 @@ def main() -> None:
 
     cache_k = torch.zeros(args.batch, args.steps, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
     cache_v = torch.zeros_like(cache_k)
-    step_fn = torch.compile(attention_step, fullgraph=True, dynamic=True)
+    step_fn = torch.compile(attention_step, fullgraph=True)
     worst = 0.0
     for step in range(args.steps):
         q = torch.randn(args.batch, 1, heads, dim, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(args.batch, 1, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
         v = torch.randn_like(k)
         positions = torch.full((args.batch, 1), step, device="cuda", dtype=torch.int64)
-        _, q_rot, k_rot = step_fn(q, k, v, cache_k, cache_v, positions, step + 1, cos, sin)
+        _, q_rot, k_rot = step_fn(q, k, v, cache_k, cache_v, positions, cos, sin)
         for got, x in ((q_rot, q), (k_rot, k)):
             worst = max(worst, (got.float() - torch_rope(x, cos, sin, positions).float()).abs().max().item())
     print(f"{args.steps} decode steps, batch {args.batch}: q {heads} heads, k {kv_heads} heads; "

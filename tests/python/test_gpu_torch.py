@@ -45,7 +45,11 @@ def bits(t):
 
 
 def as_bytes(t):
-    return bits(t).contiguous().view(torch.uint8) if t.dtype != torch.bool else t.contiguous().to(torch.uint8)
+    """The bytes of t in row-major order (a fresh tensor: contiguous() keeps odd strides of size-1 dims)."""
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8).flatten()
+    b = bits(t)
+    return torch.empty(b.shape, dtype=b.dtype, device=b.device).copy_(b).view(torch.uint8)
 
 
 def random_view(rng, dtype, rank):

@@ -1,0 +1,76 @@
+"""Host time per call of shapejit from Python on torch tensors: plan.launch with tensors and with
+integer device pointers, and the one-shot calls, for the decode rope [64, 1, 32/8, 128] bf16 (q and
+k, i32 positions) and the attention permute [64, 512, 32, 128] f16 -> dims 0,2,1,3.
+
+    python bench/python/host_time.py [--calls 20000]
+
+Each figure is the median over 5 rounds of the wall time of --calls back-to-back calls divided by
+--calls (launches are asynchronous; the GPU drains between rounds, not inside them). Needs torch
+and a CUDA GPU.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import shapejit
+
+
+def host_us(fn, calls: int) -> float:
+    """Median host microseconds per call of fn."""
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        rounds.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(rounds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    args = parser.parse_args()
+    dev = "cuda"
+    q = torch.randn(64, 1, 32, 128, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(64, 1, 8, 128, device=dev, dtype=torch.bfloat16)
+    cos, sin = shapejit.rope_tables(4096, 128, theta=10000.0, dtype="f32", device=dev)
+    pos = torch.randint(0, 4096, (64, 1), device=dev, dtype=torch.int32)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    plan = shapejit.plan_rope(q, k, cos=cos, positions=pos)
+    ptrs = [t.data_ptr() for t in (q, k, cos, sin, pos, q_out, k_out)]
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = [
+        ("rope decode, plan.launch(tensors)",
+         lambda: plan.launch(q, k, cos=cos, sin=sin, positions=pos, out=q_out, k_out=k_out)),
+        ("rope decode, plan.launch(device pointers)",
+         lambda: plan.launch(ptrs[0], ptrs[1], cos=ptrs[2], sin=ptrs[3], positions=ptrs[4], out=ptrs[5],
+                             k_out=ptrs[6], stream=stream)),
+        ("rope decode, shapejit.rope(..., out=, k_out=)",
+         lambda: shapejit.rope(q, k, cos=cos, sin=sin, positions=pos, out=q_out, k_out=k_out)),
+        ("rope decode, shapejit.rope(...) allocating outputs",
+         lambda: shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)),
+    ]
+    x = torch.randn(64, 512, 32, 128, device=dev, dtype=torch.float16)
+    y = torch.empty(64, 32, 512, 128, device=dev, dtype=torch.float16)
+    view = x.permute(0, 2, 1, 3)
+    copy_plan = shapejit.plan_copy(y, view)
+    rows += [
+        ("permute [64,512,32,128] f16, plan.launch(tensors)", lambda: copy_plan.launch(y, view)),
+        ("permute, plan.launch(device pointers)",
+         lambda: copy_plan.launch(y.data_ptr(), x.data_ptr(), stream=stream)),
+        ("permute, shapejit.permute(x, dims)", lambda: shapejit.permute(x, (0, 2, 1, 3))),
+    ]
+    print(f"| call | host us per call (median of 5 x {args.calls}) |\n|---|---|")
+    for name, fn in rows:
+        print(f"| {name} | {host_us(fn, args.calls):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
