@@ -4,11 +4,13 @@
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace shapejit::test {
 
@@ -31,6 +33,24 @@ struct TempDir {
 inline std::string built_path(const std::string& relative) {
   static const std::filesystem::path tests_dir = std::filesystem::canonical("/proc/self/exe").parent_path();
   return (tests_dir / relative).lexically_normal().string();
+}
+
+/// Runs `work` in `count` forked processes at once (each exits with its return value) and checks
+/// that every one exits normally with status 0.
+template <typename Work>
+void run_in_processes(int count, Work work) {
+  std::vector<pid_t> children;
+  for (int p = 0; p < count; ++p) {
+    const pid_t pid = ::fork();
+    if (pid == 0) std::_Exit(work(p));
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
 }
 
 struct CommandResult {

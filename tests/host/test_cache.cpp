@@ -164,24 +164,13 @@ TEST_CASE("a file size limit hit while writing leaves no entry and the process a
 
 TEST_CASE("two processes filling one cache with the same keys leave only valid entries") {
   TempDir tmp;
-  std::vector<pid_t> children;
-  for (int p = 0; p < 2; ++p) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const CacheDir dir(tmp.path);
-      for (int round = 0; round < 20; ++round)
-        for (int i = 0; i < 30; ++i)
-          if (!dir.write(key_of(i), entry_of(i)).empty()) std::_Exit(4);
-      std::_Exit(0);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
+  test::run_in_processes(2, [&](int) {
+    const CacheDir dir(tmp.path);
+    for (int round = 0; round < 20; ++round)
+      for (int i = 0; i < 30; ++i)
+        if (!dir.write(key_of(i), entry_of(i)).empty()) return 4;
+    return 0;
+  });
   const CacheDir dir(tmp.path);
   const VerifyReport report = dir.verify(false);
   CHECK(report.checked == 30);

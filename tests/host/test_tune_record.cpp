@@ -2,8 +2,6 @@
 // order (deployment caches before the user cache), concurrent writers, and planning with `tune` on
 // a machine without a GPU (the planned variant is kept and the plan says why).
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -124,30 +122,19 @@ TEST_CASE("records are found in deployment caches first; damaged ones are skippe
 
 TEST_CASE("processes writing the same tuning records at once leave only whole records") {
   TempDir tmp;
-  std::vector<pid_t> children;
-  for (int p = 0; p < 3; ++p) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      for (int round = 0; round < 30; ++round)
-        for (int i = 0; i < 10; ++i) {
-          TuneRecord r = sample_record(i);
-          r.choice_us = p + round;  // every writer writes different bytes under one key
-          if (!store_tune_record(tmp.path, r).empty()) std::_Exit(4);
-          const auto path = tune_record_path(tmp.path, tune_record_key(r.op, r.shape_class, r.device));
-          std::ifstream in(path, std::ios::binary);
-          const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-          if (!usable(decode_tune_record(bytes))) std::_Exit(5);
-        }
-      std::_Exit(0);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
+  test::run_in_processes(3, [&](int p) {
+    for (int round = 0; round < 30; ++round)
+      for (int i = 0; i < 10; ++i) {
+        TuneRecord r = sample_record(i);
+        r.choice_us = p + round;  // every writer writes different bytes under one key
+        if (!store_tune_record(tmp.path, r).empty()) return 4;
+        const auto path = tune_record_path(tmp.path, tune_record_key(r.op, r.shape_class, r.device));
+        std::ifstream in(path, std::ios::binary);
+        const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (!usable(decode_tune_record(bytes))) return 5;
+      }
+    return 0;
+  });
   int files = 0;
   for (const auto& f : std::filesystem::recursive_directory_iterator(tmp.path)) {
     if (!f.is_regular_file()) continue;
