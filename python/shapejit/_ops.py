@@ -117,13 +117,35 @@ def _desc(s: Optional[TensorSpec]) -> Optional[tuple]:
 # Copy
 
 
-class CopyPlan:
+class _Plan:
+    """What every plan object shows of its library plan."""
+
+    __slots__ = ("_plan",)
+
+    def describe(self) -> str:
+        """The plan as text: shapes, specialization, kernel family and parameters, launch shape
+        and the kernels' keys."""
+        return self._plan.describe()
+
+    def json(self) -> str:
+        """:meth:`describe` as a JSON document."""
+        return self._plan.json()
+
+    def manifest_line(self) -> str:
+        """The ``shapejit plan`` manifest line that reproduces this plan's kernels."""
+        return self._plan.manifest_line()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.manifest_line()!r})"
+
+
+class CopyPlan(_Plan):
     """A planned copy of one strided view into another (shapejit's rearrange).
 
     Immutable and reusable from several threads. ``dst`` and ``src`` are the planned specs.
     """
 
-    __slots__ = ("_plan", "dst", "src")
+    __slots__ = ("dst", "src")
 
     def __init__(self, plan: Any, dst: TensorSpec, src: TensorSpec) -> None:
         self._plan = plan
@@ -137,21 +159,6 @@ class CopyPlan:
         on trust, the lowest-overhead form."""
         s = _launch_stream(stream, dst)
         self._plan.launch(_pointer(dst, self.dst, "dst", s), _pointer(src, self.src, "src", s), s)
-
-    def describe(self) -> str:
-        """Canonical form, kernel family and parameters, launch shape and specialization key."""
-        return self._plan.describe()
-
-    def json(self) -> str:
-        """:meth:`describe` as a JSON document."""
-        return self._plan.json()
-
-    def manifest_line(self) -> str:
-        """The ``shapejit plan`` manifest line that reproduces this plan's kernels."""
-        return self._plan.manifest_line()
-
-    def __repr__(self) -> str:
-        return f"CopyPlan({self.manifest_line()!r})"
 
 
 def _make_copy_plan(dst: TensorSpec, src: TensorSpec, exact: bool = False,
@@ -223,14 +230,14 @@ def copy_(dst: ArrayLike, src: ArrayLike, *, stream: StreamLike = None) -> Array
 # Rope
 
 
-class RopePlan:
+class RopePlan(_Plan):
     """A planned rope: q (and k) rotated by the cos/sin tables, in one launch.
 
     Immutable and reusable from several threads. The attributes hold the planned specs (``k``,
     ``out``, ``k_out`` and ``positions`` may be None) and options.
     """
 
-    __slots__ = ("_plan", "q", "k", "out", "k_out", "table", "positions", "inplace", "checked")
+    __slots__ = ("q", "k", "out", "k_out", "table", "positions", "inplace", "checked")
 
     def __init__(self, plan: Any, q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
                  k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
@@ -282,21 +289,6 @@ class RopePlan:
         if t is not None and isinstance(like, t.Tensor):
             return t.empty_contiguous(like)
         raise _output_required(name, like)
-
-    def describe(self) -> str:
-        """Shapes, specialization, launch shape, kernels and their keys, as text."""
-        return self._plan.describe()
-
-    def json(self) -> str:
-        """:meth:`describe` as a JSON document."""
-        return self._plan.json()
-
-    def manifest_line(self) -> str:
-        """The ``shapejit plan`` manifest line that reproduces this plan's kernels."""
-        return self._plan.manifest_line()
-
-    def __repr__(self) -> str:
-        return f"RopePlan({self.manifest_line()!r})"
 
 
 def make_rope_plan(q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],

@@ -25,14 +25,18 @@ std::string get_text(const std::uint8_t* p) {
 }
 
 std::uint64_t checksum(std::span<const std::uint8_t> header, std::span<const std::uint8_t> payload) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, header.data(), kChecksumOffset);
-  XXH3_64bits_update(&state, payload.data(), payload.size());
-  return XXH3_64bits_digest(&state);
+  return header_payload_checksum(header.first(kChecksumOffset), payload);
 }
 
 }  // namespace
+
+std::uint64_t header_payload_checksum(std::span<const std::uint8_t> header, std::span<const std::uint8_t> payload) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, header.data(), header.size());
+  XXH3_64bits_update(&state, payload.data(), payload.size());
+  return XXH3_64bits_digest(&state);
+}
 
 const char* entry_status_text(EntryStatus status) noexcept {
   switch (status) {

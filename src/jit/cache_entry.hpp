@@ -48,6 +48,10 @@ struct DecodedEntry {
   std::span<const std::uint8_t> payload;  ///< points into the decoded bytes
 };
 
+/// XXH3-64 of a header's bytes before its checksum field, then the payload: the checksum of cache
+/// entries and tuning records.
+std::uint64_t header_payload_checksum(std::span<const std::uint8_t> header, std::span<const std::uint8_t> payload);
+
 /// Serializes an entry.
 std::vector<std::uint8_t> encode_entry(const EntryInfo& info, std::span<const std::uint8_t> payload);
 

@@ -1,8 +1,5 @@
 #include "jit/tune_record.hpp"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <fmt/format.h>
 
 #include <charconv>
@@ -21,11 +18,7 @@ constexpr char kMagic[8] = {'S', 'J', 'T', 'U', 'N', 'E', '\0', '\0'};
 constexpr std::size_t kChecksumOffset = 32;
 
 std::uint64_t checksum(std::span<const std::uint8_t> header, std::span<const std::uint8_t> payload) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, header.data(), kChecksumOffset);
-  XXH3_64bits_update(&state, payload.data(), payload.size());
-  return XXH3_64bits_digest(&state);
+  return header_payload_checksum(header.first(kChecksumOffset), payload);
 }
 
 std::string payload_text(const TuneRecord& r) {
