@@ -1,12 +1,14 @@
 """Host time per call of shapejit from Python on torch tensors: plan.launch with tensors and with
 integer device pointers, and the one-shot calls, for the decode rope [64, 1, 32/8, 128] bf16 (q and
-k, i32 positions) and the attention permute [64, 512, 32, 128] f16 -> dims 0,2,1,3.
+k, i32 positions) and the attention permute [64, 512, 32, 128] f16 -> dims 0,2,1,3; and the GPU
+time of that permute through Python and through torch.
 
-    python bench/python/host_time.py [--calls 20000]
+    python bench/python/host_time.py [--calls 200] [--rounds 50]
 
-Each figure is the median over 5 rounds of the wall time of --calls back-to-back calls divided by
---calls (launches are asynchronous; the GPU drains between rounds, not inside them). Needs torch
-and a CUDA GPU.
+Each host figure is the median over --rounds rounds of the wall time of --calls back-to-back calls
+divided by --calls. Rounds are short enough that the launch queue never fills (the GPU drains
+between rounds), so a call's time is the host's even where its kernel runs longer. Needs torch and
+a CUDA GPU.
 """
 
 import argparse
@@ -18,24 +20,40 @@ import torch
 import shapejit
 
 
-def host_us(fn, calls: int) -> float:
+def host_us(fn, calls: int, rounds: int) -> float:
     """Median host microseconds per call of fn."""
     for _ in range(100):
         fn()
     torch.cuda.synchronize()
-    rounds = []
-    for _ in range(5):
+    times = []
+    for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
-        rounds.append((time.perf_counter() - start) / calls * 1e6)
+        times.append((time.perf_counter() - start) / calls * 1e6)
         torch.cuda.synchronize()
-    return statistics.median(rounds)
+    return statistics.median(times)
+
+
+def gpu_us(fn, runs: int = 50) -> float:
+    """Median CUDA-event microseconds of one call of fn."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(runs):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(times)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--calls", type=int, default=200, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
     dev = "cuda"
     q = torch.randn(64, 1, 32, 128, device=dev, dtype=torch.bfloat16)
@@ -67,9 +85,17 @@ def main() -> None:
          lambda: copy_plan.launch(y.data_ptr(), x.data_ptr(), stream=stream)),
         ("permute, shapejit.permute(x, dims)", lambda: shapejit.permute(x, (0, 2, 1, 3))),
     ]
-    print(f"| call | host us per call (median of 5 x {args.calls}) |\n|---|---|")
+    print(f"| call | host us per call (median of {args.rounds} rounds x {args.calls}) |\n|---|---|")
     for name, fn in rows:
-        print(f"| {name} | {host_us(fn, args.calls):.2f} |")
+        print(f"| {name} | {host_us(fn, args.calls, args.rounds):.2f} |")
+    nbytes = 2 * x.numel() * x.element_size()
+    print("\n| permute [64,512,32,128] f16 -> 0,2,1,3 | GPU us per call | GB/s |\n|---|---|---|")
+    for name, fn in (("shapejit.permute", lambda: shapejit.permute(x, (0, 2, 1, 3))),
+                     ("plan.launch", lambda: copy_plan.launch(y, view)),
+                     ("torch permute().contiguous()", lambda: view.contiguous()),
+                     ("torch copy of the same bytes", lambda: y.view(-1).copy_(x.view(-1)))):
+        us = gpu_us(fn)
+        print(f"| {name} | {us:.1f} | {nbytes / us / 1e3:.0f} |")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def cached_plan(key: tuple, make: Callable[[], Any]) -> Any:
 def clear_plan_cache() -> None:
     """Forgets every plan the one-shot calls made (kernels stay loaded)."""
     _plans.clear()
+    _ext.clear_torch_plans()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,6 +71,10 @@ def _pointer(obj: Any, planned: TensorSpec, name: str, stream: int) -> int:
     if v.spec[:3] != planned[:3] or v.spec.itemsize != planned.itemsize:
         raise _mismatch(name, v.spec, planned)
     return v.ptr
+
+
+def _stream_or_none(stream: StreamLike) -> Optional[int]:
+    return None if stream is None else stream_handle(stream)
 
 
 def _launch_stream(stream: StreamLike, first: Any) -> int:
@@ -145,18 +150,21 @@ class CopyPlan(_Plan):
     Immutable and reusable from several threads. ``dst`` and ``src`` are the planned specs.
     """
 
-    __slots__ = ("dst", "src")
+    __slots__ = ("dst", "src", "_layouts")
 
     def __init__(self, plan: Any, dst: TensorSpec, src: TensorSpec) -> None:
         self._plan = plan
         self.dst = dst
         self.src = src
+        self._layouts = _ext.Layouts([dst.desc(), src.desc()])
 
     def launch(self, dst: ArrayLike, src: ArrayLike, *, stream: StreamLike = None) -> None:
         """Copies ``src`` into ``dst`` on ``stream`` (default: the current torch stream of dst's
         device for torch tensors, CuPy's current stream for CuPy arrays, else the legacy default
         stream). Arrays must match the planned specs (checked); ints are device pointers taken
         on trust, the lowest-overhead form."""
+        if _ext.copy_launch(self._plan, self._layouts, dst, src, _stream_or_none(stream)):
+            return
         s = _launch_stream(stream, dst)
         self._plan.launch(_pointer(dst, self.dst, "dst", s), _pointer(src, self.src, "src", s), s)
 
@@ -237,7 +245,7 @@ class RopePlan(_Plan):
     ``out``, ``k_out`` and ``positions`` may be None) and options.
     """
 
-    __slots__ = ("q", "k", "out", "k_out", "table", "positions", "inplace", "checked")
+    __slots__ = ("q", "k", "out", "k_out", "table", "positions", "inplace", "checked", "_layouts")
 
     def __init__(self, plan: Any, q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
                  k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
@@ -246,6 +254,9 @@ class RopePlan(_Plan):
         self.q, self.k, self.out, self.k_out = q, k, out, k_out
         self.table, self.positions = table, positions
         self.inplace, self.checked = inplace, checked
+        self._layouts = _ext.Layouts([
+            q.desc(), (out or q).desc(), _desc(k), _desc(k_out or k), table.desc(), table.desc(),
+            _desc(positions)])
 
     def launch(self, q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,
                positions: Optional[ArrayLike] = None, offset: int = 0, out: Optional[ArrayLike] = None,
@@ -256,7 +267,6 @@ class RopePlan(_Plan):
 
         Returns the outputs: ``out`` (and ``k_out``); for torch tensors missing outputs are
         allocated (contiguous), for an in-place plan they are q and k."""
-        s = _launch_stream(stream, q)
         if (k is None) != (self.k is None):
             raise InvalidArgumentError("k: pass k exactly when the plan was made with k", 1)
         if (positions is None) != (self.positions is None):
@@ -268,6 +278,10 @@ class RopePlan(_Plan):
             out = self._output(out, q, self.q, "out")
             if k is not None:
                 k_out = self._output(k_out, k, self.k, "k_out")
+        if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
+                            positions, int(offset), _stream_or_none(stream)):
+            return out if k is None else (out, k_out)
+        s = _launch_stream(stream, q)
         y_spec = self.out or self.q
         ko_spec = self.k_out or self.k
         self._plan.launch(

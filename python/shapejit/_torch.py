@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 
 from . import _ops
+from . import _shapejit as _ext
 from ._errors import InvalidArgumentError
 from ._views import DTYPE_CODES, U8, TensorSpec, View, broadcast, stream_handle
 
@@ -50,6 +51,8 @@ _DTYPES = _dtype_table()
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or torch._dynamo.is_compiling
 _contiguous = torch.contiguous_format
+# The C++ fast path reads tensors of these types and dtypes itself (python/src/torch_tensors.cpp).
+_ext.torch_register(torch.Tensor, [(dt, code, eb) for dt, (code, eb) in _DTYPES.items()], _raw_stream)
 
 
 def _not_cuda(name: str, t: Tensor) -> InvalidArgumentError:
@@ -134,57 +137,46 @@ def _needs_ops(*tensors: Optional[Tensor]) -> bool:
 
 
 def _permute_eager(x: Tensor, axes: Tuple[int, ...], out: Optional[Tensor], stream: Any) -> Tensor:
+    if out is None:
+        out = x.new_empty([x.shape[a] for a in axes])
+    s = _ops._stream_or_none(stream)
+    if _ext.copy_cached(out, x, axes, s, None):
+        return out
+    # A new layout, or arguments the fast path does not take: check and plan.
     dev = x.get_device()
     if dev < 0:
         raise _not_cuda("x", x)
-    if out is None:
-        out = x.new_empty([x.shape[a] for a in axes])
-    key = ("torch.permute", x.shape, x.stride(), x.dtype, axes, out.shape, out.stride(), out.dtype,
-           out.get_device(), dev)
-    plan = _ops._plans.get(key)
-    if plan is None:
-        def make() -> Any:
-            _same_device(dev, (("out", out),))
-            if out.dtype != x.dtype:
-                raise InvalidArgumentError(f"out: dtype {out.dtype} differs from x's {x.dtype}", 1)
-            return _ops._make_copy_plan(view_of(out, "out").spec,
-                                        _ops.permuted(view_of(x, "x").spec, axes))
-        plan = _ops.cached_plan(key, make)
-    plan._plan.launch(out.data_ptr(), x.data_ptr(), _stream(stream, dev))
+    _same_device(dev, (("out", out),))
+    if out.dtype != x.dtype:
+        raise InvalidArgumentError(f"out: dtype {out.dtype} differs from x's {x.dtype}", 1)
+    plan = _ops._make_copy_plan(view_of(out, "out").spec, _ops.permuted(view_of(x, "x").spec, axes))
+    if not _ext.copy_cached(out, x, axes, s, plan._plan):
+        plan._plan.launch(out.data_ptr(), x.data_ptr(), _stream(stream, dev))
     return out
 
 
 def _copy_eager(dst: Tensor, src: Tensor, stream: Any) -> Tensor:
+    s = _ops._stream_or_none(stream)
+    if _ext.copy_cached(dst, src, None, s, None):
+        return dst
     dev = dst.get_device()
     if dev < 0:
         raise _not_cuda("dst", dst)
-    key = ("torch.copy", dst.shape, dst.stride(), dst.dtype, src.shape, src.stride(), src.dtype,
-           src.get_device(), dev)
-    plan = _ops._plans.get(key)
-    if plan is None:
-        def make() -> Any:
-            _same_device(dev, (("src", src),))
-            if src.dtype != dst.dtype:
-                raise InvalidArgumentError(
-                    f"src: dtype {src.dtype} differs from dst's {dst.dtype} (copy_ does not convert)", 1)
-            d = view_of(dst, "dst").spec
-            return _ops._make_copy_plan(d, broadcast(view_of(src, "src").spec, d.shape, "src"))
-        plan = _ops.cached_plan(key, make)
-    plan._plan.launch(dst.data_ptr(), src.data_ptr(), _stream(stream, dev))
+    _same_device(dev, (("src", src),))
+    if src.dtype != dst.dtype:
+        raise InvalidArgumentError(
+            f"src: dtype {src.dtype} differs from dst's {dst.dtype} (copy_ does not convert)", 1)
+    d = view_of(dst, "dst").spec
+    plan = _ops._make_copy_plan(d, broadcast(view_of(src, "src").spec, d.shape, "src"))
+    if not _ext.copy_cached(dst, src, None, s, plan._plan):
+        plan._plan.launch(dst.data_ptr(), src.data_ptr(), _stream(stream, dev))
     return dst
-
-
-def _layout(t: Optional[Tensor]) -> Any:
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 def _rope_eager(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor,
                 positions: Optional[Tensor], offset: int, style: str, rotary_dim: Optional[int],
                 inplace: bool, inverse: bool, out: Optional[Tensor], k_out: Optional[Tensor],
                 checked: bool, stream: Any) -> Any:
-    dev = q.get_device()
-    if dev < 0:
-        raise _not_cuda("q", q)
     if inplace:
         if out is not None or k_out is not None:
             raise InvalidArgumentError("out, k_out: an in-place rope writes q and k; pass neither", 1)
@@ -194,30 +186,39 @@ def _rope_eager(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor,
             raise InvalidArgumentError("k_out: given without k", 1)
         y = out if out is not None else torch.empty_like(q, memory_format=_contiguous)
         ko = None if k is None else (k_out if k_out is not None else torch.empty_like(k, memory_format=_contiguous))
-    key = ("torch.rope", q.shape, q.stride(), q.dtype, dev, _layout(y), _layout(k), _layout(ko),
-           _layout(cos), _layout(sin), _layout(positions), style, rotary_dim, inplace, inverse, checked)
-    plan = _ops._plans.get(key)
-    if plan is None:
-        def make() -> Any:
-            _same_device(dev, (("out", y), ("k", k), ("k_out", ko), ("cos", cos), ("sin", sin),
-                               ("positions", positions)))
-            table = view_of(cos, "cos").spec
-            if view_of(sin, "sin").spec != table:
-                raise _ops._mismatch("sin", view_of(sin, "sin").spec, table)
-
-            def spec(t: Optional[Tensor], name: str) -> Optional[TensorSpec]:
-                return None if t is None else view_of(t, name).spec
-            return _ops.make_rope_plan(
-                spec(q, "q"), spec(k, "k"), None if inplace else spec(y, "out"),
-                None if inplace else spec(ko, "k_out"), table, spec(positions, "positions"),
-                style, rotary_dim, inplace, inverse, checked)
-        plan = _ops.cached_plan(key, make)
-    plan._plan.launch(
-        checked, q.data_ptr(), y.data_ptr(),
-        0 if k is None else k.data_ptr(), 0 if k is None else ko.data_ptr(),
-        cos.data_ptr(), sin.data_ptr(), 0 if positions is None else positions.data_ptr(),
-        int(offset), _stream(stream, dev))
+    s = _ops._stream_or_none(stream)
+    offset = int(offset)
+    rd = int(rotary_dim or 0)
+    args = (q, y, k, ko, cos, sin, positions, offset, style, rd, inplace, inverse, checked, s)
+    if not _ext.rope_cached(*args, None):
+        plan = _rope_plan(q, y, k, ko, cos, sin, positions, style, rd, inplace, inverse, checked)
+        if not _ext.rope_cached(*args, plan._plan):
+            plan._plan.launch(
+                checked, q.data_ptr(), y.data_ptr(), 0 if k is None else k.data_ptr(),
+                0 if k is None else ko.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+                0 if positions is None else positions.data_ptr(), offset, _stream(stream, q.get_device()))
     return y if k is None else (y, ko)
+
+
+def _rope_plan(q: Tensor, y: Tensor, k: Optional[Tensor], ko: Optional[Tensor], cos: Tensor,
+               sin: Tensor, positions: Optional[Tensor], style: str, rotary_dim: int, inplace: bool,
+               inverse: bool, checked: bool) -> Any:
+    """Checks a one-shot rope's tensors (explaining what the fast path did not take) and plans it."""
+    dev = q.get_device()
+    if dev < 0:
+        raise _not_cuda("q", q)
+    _same_device(dev, (("out", y), ("k", k), ("k_out", ko), ("cos", cos), ("sin", sin),
+                       ("positions", positions)))
+    table = view_of(cos, "cos").spec
+    if view_of(sin, "sin").spec != table:
+        raise _ops._mismatch("sin", view_of(sin, "sin").spec, table)
+
+    def spec(t: Optional[Tensor], name: str) -> Optional[TensorSpec]:
+        return None if t is None else view_of(t, name).spec
+    return _ops.make_rope_plan(
+        spec(q, "q"), spec(k, "k"), None if inplace else spec(y, "out"),
+        None if inplace else spec(ko, "k_out"), table, spec(positions, "positions"),
+        style, rotary_dim, inplace, inverse, checked)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dlpack.hpp"
+#include "torch_tensors.hpp"
 #include "jit/disk_cache.hpp"
 #include "jit/driver.hpp"
 #include "jit/nvrtc.hpp"
@@ -384,4 +385,5 @@ NB_MODULE(_shapejit, m) {
   m.def("dlpack_view", &shapejit::python::dlpack_view, "capsule"_a,
         "Reads a DLPack capsule: (data, shape, strides or None, dtype code or -1, element bytes, "
         "device type, device id). The capsule is not consumed.");
+  shapejit::python::bind_torch_fast_path(m);
 }

@@ -98,6 +98,22 @@ def test_copy_matches_torch(name):
         assert torch.equal(as_bytes(dst_base), as_bytes(expected_base.view(dtype) if dtype != torch.bool else expected_base))
 
 
+def test_one_shot_plans_are_keyed_by_every_layout_fact():
+    """The one-shot cache must not hand a plan to tensors of the same shape with other strides,
+    dtype or element size: each variant is called twice (a miss, then a hit), interleaved."""
+    base = random_tensor([6, 10, 14], torch.float32)
+    variants = [base, base.transpose(0, 2).contiguous().transpose(0, 2), base[:, :, ::2].contiguous(),
+                base.to(torch.float64), base.to(torch.float16), base.view(torch.int32),
+                base[:, :5].expand(6, 5, 14)]
+    for _ in range(2):
+        for src in variants:
+            want = src.permute(2, 0, 1)
+            assert torch.equal(as_bytes(shapejit.permute(src, (2, 0, 1))), as_bytes(want))
+            dst = torch.empty(list(reversed(src.shape)), dtype=src.dtype, device="cuda").permute(2, 1, 0)
+            shapejit.copy_(dst, src)
+            assert torch.equal(as_bytes(dst), as_bytes(src))
+
+
 def test_copy_errors():
     a = torch.zeros(4, 4, device="cuda")
     with pytest.raises(shapejit.InvalidArgumentError, match="does not convert"):
@@ -210,6 +226,25 @@ def test_rope_partial_rotary_offset_and_out():
     pos = torch.arange(7, 13, device="cuda")
     assert_close(out, rope_reference(q, cos, sin, pos, "gptj", 32))
     assert torch.equal(out[..., 32:], q[..., 32:])
+
+
+def test_rope_one_shot_cache_hits_stay_correct():
+    cos, sin = tables(rows=64)
+    q = torch.randn(3, 5, 4, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(3, 5, 2, 64, device="cuda", dtype=torch.float16)
+    cases = [dict(positions=torch.randint(0, 64, (3, 5), device="cuda", dtype=dt)) for dt in
+             (torch.int32, torch.int64, torch.uint8)] + [dict(offset=3), dict(offset=9)]
+    for _ in range(2):
+        for args in cases:
+            pos = args.get("positions")
+            if pos is None:
+                pos = torch.arange(args["offset"], args["offset"] + 5, device="cuda")
+            for style in ("neox", "gptj"):
+                q_out, k_out = shapejit.rope(q, k, cos=cos, sin=sin, style=style, **args)
+                assert_close(q_out, rope_reference(q, cos, sin, pos.long(), style, 64))
+                assert_close(k_out, rope_reference(k, cos, sin, pos.long(), style, 64))
+                q_half = shapejit.rope(q[:, :, ::2], cos=cos, sin=sin, style=style, **args)
+                assert_close(q_half, rope_reference(q[:, :, ::2], cos, sin, pos.long(), style, 64))
 
 
 def test_rope_inverse_round_trip():
