@@ -13,6 +13,7 @@ up) before capturing. (No ``from __future__ import annotations`` here: torch.lib
 op signatures from the annotations.)
 """
 
+import os
 from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
@@ -51,8 +52,20 @@ _DTYPES = _dtype_table()
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or torch._dynamo.is_compiling
 _contiguous = torch.contiguous_format
-# The C++ fast path reads tensors of these types and dtypes itself (python/src/torch_tensors.cpp).
-_ext.torch_register(torch.Tensor, [(dt, code, eb) for dt, (code, eb) in _DTYPES.items()], _raw_stream)
+
+
+def _register_fast_path() -> bool:
+    """Lets the extension read plain tensors through libtorch's C functions
+    (python/src/torch_tensors.cpp); it checks its reading of a strided probe against ours."""
+    probe = torch.empty(64, dtype=torch.float16)[3:].as_strided((2, 3, 4), (1, 8, 2))
+    return _ext.torch_register(
+        os.path.join(os.path.dirname(torch.__file__), "lib"), [torch.Tensor, torch.nn.Parameter],
+        [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _DTYPES.items()],
+        probe, (probe.data_ptr(), tuple(probe.shape), tuple(probe.stride())))
+
+
+#: Whether plain CUDA tensors take the C++ fast path (else every call takes the Python one).
+FAST_PATH = _register_fast_path()
 
 
 def _not_cuda(name: str, t: Tensor) -> InvalidArgumentError:

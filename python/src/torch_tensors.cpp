@@ -5,6 +5,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -25,60 +28,64 @@ using namespace nb::literals;
 /// shape..., strides...]. Empty: no tensor.
 using Layout = std::vector<std::int64_t>;
 
-/// What shapejit/_torch.py registers at import: torch.Tensor, the torch dtypes shapejit reads
-/// (with their dtype code and opaque element bytes), the current-stream function, and the
-/// attribute names, interned once.
-struct Torch {
-  PyTypeObject* tensor_type = nullptr;
-  std::vector<std::tuple<nb::object, int, int>> dtypes;
-  nb::object raw_stream;
-  nb::object shape, stride, dtype, data_ptr, get_device;
+/// libtorch's stable C functions (AOTInductor's shim, exported by libtorch_cpu and libtorch_cuda)
+/// that read a tensor. Their handle is a pointer to an at::Tensor, which is one TensorImpl pointer:
+/// the address of a variable holding the `_cdata` value of a Python tensor. Registration checks
+/// this reading against what Python reads of probe tensors, and keeps the fast path off if they
+/// disagree.
+struct TorchAbi {
+  using Handle = void* const*;
+  std::int32_t (*data_ptr)(Handle, void**) = nullptr;
+  std::int32_t (*dim)(Handle, std::int64_t*) = nullptr;
+  std::int32_t (*sizes)(Handle, std::int64_t**) = nullptr;
+  std::int32_t (*strides)(Handle, std::int64_t**) = nullptr;
+  std::int32_t (*dtype)(Handle, std::int32_t*) = nullptr;
+  std::int32_t (*device_type)(Handle, std::int32_t*) = nullptr;
+  std::int32_t (*device_index)(Handle, std::int32_t*) = nullptr;
+  std::int32_t (*current_stream)(std::int32_t, void**) = nullptr;
+  std::int32_t cuda = -1;  ///< aoti_torch_device_type_cuda()
 };
 
-/// Set once torch has been imported; never freed (it holds Python objects that must not be
-/// released after the interpreter has gone).
+/// What registration sets up; never freed (it holds Python objects that must not be released
+/// after the interpreter has gone).
+struct Torch {
+  TorchAbi abi;
+  std::vector<PyTypeObject*> types;  ///< torch.Tensor and torch.nn.Parameter: exact types only
+  std::unordered_map<std::int32_t, std::pair<int, int>> dtypes;  ///< torch ScalarType -> (code, opaque bytes)
+  nb::object cdata = nb::steal(PyUnicode_InternFromString("_cdata"));
+};
+
 Torch* torch_state = nullptr;
 
-void register_torch(nb::handle tensor_type, const std::vector<std::tuple<nb::object, int, int>>& dtypes,
-                    nb::object raw_stream) {
-  if (!PyType_Check(tensor_type.ptr())) throw nb::type_error("tensor_type must be a type");
-  auto* t = new Torch;
-  t->tensor_type = reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
-  Py_INCREF(tensor_type.ptr());
-  t->dtypes = dtypes;
-  t->raw_stream = std::move(raw_stream);
-  const auto intern = [](const char* s) { return nb::steal(PyUnicode_InternFromString(s)); };
-  t->shape = intern("shape");
-  t->stride = intern("stride");
-  t->dtype = intern("dtype");
-  t->data_ptr = intern("data_ptr");
-  t->get_device = intern("get_device");
-  torch_state = t;
+template <class F>
+bool find_symbol(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, name));
+  return out != nullptr;
 }
 
-/// A Python int result of `obj.name()`; false (no error set) when the call fails or is no int.
-bool call_int(PyObject* obj, const nb::object& name, long long& out) {
-  nb::object r = nb::steal(PyObject_CallMethodNoArgs(obj, name.ptr()));
-  if (r.is_valid() && PyLong_Check(r.ptr())) {
-    out = PyLong_AsLongLong(r.ptr());
-    if (out != -1 || !PyErr_Occurred()) return true;
-  }
-  PyErr_Clear();
-  return false;
+bool load_abi(const std::string& torch_lib_dir, TorchAbi& abi) {
+  void* cpu = dlopen((torch_lib_dir + "/libtorch_cpu.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  void* cuda = dlopen((torch_lib_dir + "/libtorch_cuda.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (cpu == nullptr || cuda == nullptr) return false;
+  std::int32_t (*cuda_type)() = nullptr;
+  return find_symbol(cpu, "aoti_torch_get_data_ptr", abi.data_ptr) && find_symbol(cpu, "aoti_torch_get_dim", abi.dim) &&
+         find_symbol(cpu, "aoti_torch_get_sizes", abi.sizes) && find_symbol(cpu, "aoti_torch_get_strides", abi.strides) &&
+         find_symbol(cpu, "aoti_torch_get_dtype", abi.dtype) &&
+         find_symbol(cpu, "aoti_torch_get_device_type", abi.device_type) &&
+         find_symbol(cpu, "aoti_torch_get_device_index", abi.device_index) &&
+         find_symbol(cpu, "aoti_torch_device_type_cuda", cuda_type) &&
+         find_symbol(cuda, "aoti_torch_get_current_cuda_stream", abi.current_stream) && (abi.cuda = cuda_type(), true);
 }
 
-/// Appends the ints of a tuple (torch.Size is one) to `layout`; false (no error set) otherwise.
-bool append_ints(PyObject* tuple, Layout& layout) {
-  if (tuple == nullptr || !PyTuple_Check(tuple)) return false;
-  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(tuple); i < n; ++i) {
-    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
-    if (v == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return false;
-    }
-    layout.push_back(v);
-  }
-  return true;
+/// The TensorImpl pointer of a Python tensor of one of `types`, or null (no Python error set).
+void* tensor_impl(const Torch& t, PyObject* obj) {
+  bool known = false;
+  for (PyTypeObject* type : t.types) known = known || Py_TYPE(obj) == type;
+  if (!known) return nullptr;
+  nb::object cdata = nb::steal(PyObject_GetAttr(obj, t.cdata.ptr()));
+  void* impl = cdata.is_valid() ? PyLong_AsVoidPtr(cdata.ptr()) : nullptr;
+  if (impl == nullptr) PyErr_Clear();
+  return impl;
 }
 
 struct TensorRead {
@@ -86,40 +93,76 @@ struct TensorRead {
   long long device = -1;
 };
 
-/// When `obj` is a torch tensor on a CUDA device with a dtype shapejit reads, appends its layout to
-/// `layout` and returns its data pointer and device. False, with no Python error set, for anything
-/// else (the general path explains it).
+/// Appends a tensor's layout to `layout` and reads its data pointer and device (any device).
+bool read_impl(const Torch& t, void* impl, Layout& layout, TensorRead& out, bool& is_cuda) {
+  const TorchAbi& a = t.abi;
+  void* const* h = &impl;
+  std::int64_t rank = 0;
+  std::int64_t *sizes = nullptr, *strides = nullptr;
+  std::int32_t dtype = 0, device_type = 0, device_index = 0;
+  void* data = nullptr;
+  if (a.dtype(h, &dtype) != 0 || a.dim(h, &rank) != 0 || a.sizes(h, &sizes) != 0 || a.strides(h, &strides) != 0 ||
+      a.device_type(h, &device_type) != 0 || a.device_index(h, &device_index) != 0 || a.data_ptr(h, &data) != 0)
+    return false;
+  const auto known = t.dtypes.find(dtype);
+  if (known == t.dtypes.end()) return false;
+  layout.push_back(known->second.first);
+  layout.push_back(known->second.second);
+  layout.push_back(rank);
+  layout.insert(layout.end(), sizes, sizes + rank);
+  layout.insert(layout.end(), strides, strides + rank);
+  out.data = reinterpret_cast<std::uintptr_t>(data);
+  out.device = device_index;
+  is_cuda = device_type == a.cuda;
+  return true;
+}
+
+/// When `obj` is a plain torch tensor on a CUDA device with a dtype shapejit reads, appends its
+/// layout to `layout` and returns its data pointer and device. False, with no Python error set,
+/// for anything else (the general path explains it).
 bool read_tensor(PyObject* obj, Layout& layout, TensorRead& out) {
   const Torch* t = torch_state;
-  if (t == nullptr || !PyObject_TypeCheck(obj, t->tensor_type)) return false;
-  if (!call_int(obj, t->get_device, out.device) || out.device < 0) return false;
-  nb::object dtype = nb::steal(PyObject_GetAttr(obj, t->dtype.ptr()));
-  if (!dtype.is_valid()) {
-    PyErr_Clear();
-    return false;
+  if (t == nullptr) return false;
+  void* impl = tensor_impl(*t, obj);
+  bool is_cuda = false;
+  return impl != nullptr && read_impl(*t, impl, layout, out, is_cuda) && is_cuda;
+}
+
+using ProbeTruth = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
+
+/// Sets up the fast path: finds libtorch's C functions in `torch_lib_dir`, learns the ScalarType
+/// of each torch dtype from `dtype_probes` (tensor, shapejit code, opaque bytes), and checks the
+/// reading of `probe` against `truth` (data pointer, shape, strides as Python reads them). Returns
+/// whether the fast path is on; when off, every call takes the general path.
+bool register_torch(const std::string& torch_lib_dir, const std::vector<nb::handle>& types,
+                    const std::vector<std::tuple<nb::handle, int, int>>& dtype_probes, nb::handle probe,
+                    const ProbeTruth& truth) {
+  torch_state = nullptr;
+  auto* t = new Torch;
+  if (!load_abi(torch_lib_dir, t->abi)) return false;
+  for (nb::handle type : types) {
+    if (!PyType_Check(type.ptr())) throw nb::type_error("types must be types");
+    Py_INCREF(type.ptr());
+    t->types.push_back(reinterpret_cast<PyTypeObject*>(type.ptr()));
   }
-  const std::tuple<nb::object, int, int>* known = nullptr;
-  for (const auto& d : t->dtypes)
-    if (std::get<0>(d).ptr() == dtype.ptr()) known = &d;
-  if (known == nullptr) return false;
-  layout.push_back(std::get<1>(*known));
-  layout.push_back(std::get<2>(*known));
-  const std::size_t rank_at = layout.size();
-  layout.push_back(0);
-  nb::object shape = nb::steal(PyObject_GetAttr(obj, t->shape.ptr()));
-  nb::object strides = nb::steal(PyObject_CallMethodNoArgs(obj, t->stride.ptr()));
-  if (!shape.is_valid() || !strides.is_valid()) {
-    PyErr_Clear();
-    return false;
+  for (const auto& [tensor, code, opaque] : dtype_probes) {
+    void* impl = tensor_impl(*t, tensor.ptr());
+    std::int32_t dtype = -1;
+    if (impl == nullptr || t->abi.dtype(&impl, &dtype) != 0) return false;
+    t->dtypes[dtype] = {code, opaque};
   }
-  if (!append_ints(shape.ptr(), layout)) return false;
-  const std::size_t rank = layout.size() - rank_at - 1;
-  if (!append_ints(strides.ptr(), layout) || layout.size() - rank_at - 1 != 2 * rank) return false;
-  layout[rank_at] = static_cast<std::int64_t>(rank);
-  long long data = 0;
-  if (!call_int(obj, t->data_ptr, data)) return false;
-  out.data = static_cast<std::uintptr_t>(data);
-  return true;
+  void* impl = tensor_impl(*t, probe.ptr());
+  Layout layout;
+  TensorRead read;
+  bool is_cuda = false;
+  if (impl == nullptr || !read_impl(*t, impl, layout, read, is_cuda)) return false;
+  const auto& [data, shape, strides] = truth;
+  const auto rank = static_cast<std::ptrdiff_t>(shape.size());
+  const bool agrees = read.data == data && layout.size() == 3 + 2 * shape.size() && layout[2] == rank &&
+                      std::equal(shape.begin(), shape.end(), layout.begin() + 3) &&
+                      std::equal(strides.begin(), strides.end(), layout.begin() + 3 + rank);
+  if (agrees) torch_state = t;
+  return agrees;
 }
 
 /// Reads an optional tensor: None appends nothing and reads as a null pointer on `device`.
@@ -133,22 +176,26 @@ bool read_optional(PyObject* obj, Layout& layout, TensorRead& out, long long dev
 
 /// The stream to launch on: an int handle, or (None) the current torch stream of `device`.
 bool stream_of(PyObject* stream, long long device, void*& out) {
-  if (stream == Py_None) {
-    if (torch_state == nullptr || !torch_state->raw_stream.is_valid() || torch_state->raw_stream.is_none())
-      return false;
-    nb::object r = nb::steal(PyObject_CallOneArg(torch_state->raw_stream.ptr(), nb::int_(device).ptr()));
-    if (!r.is_valid()) {
-      PyErr_Clear();
-      return false;
-    }
-    stream = r.ptr();
-    out = reinterpret_cast<void*>(static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(stream)));
-  } else {
-    out = reinterpret_cast<void*>(static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(stream)));
-  }
+  if (stream == Py_None)
+    return torch_state != nullptr && torch_state->abi.current_stream(static_cast<std::int32_t>(device), &out) == 0;
+  out = reinterpret_cast<void*>(static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(stream)));
   if (PyErr_Occurred()) {
     PyErr_Clear();
     return false;
+  }
+  return true;
+}
+
+/// Appends the ints of a tuple to `layout`; false (no error set) otherwise.
+bool append_ints(PyObject* tuple, Layout& layout) {
+  if (!PyTuple_Check(tuple)) return false;
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(tuple); i < n; ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    layout.push_back(v);
   }
   return true;
 }
@@ -326,9 +373,11 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
 }  // namespace
 
 void bind_torch_fast_path(nb::module_& m) {
-  m.def("torch_register", &register_torch, "tensor_type"_a, "dtypes"_a, "raw_stream"_a.none(),
-        "Registers torch.Tensor, the torch dtypes as (dtype, code, opaque bytes), and "
-        "torch._C._cuda_getCurrentRawStream (or None) for the fast path.");
+  m.def("torch_register", &register_torch, "torch_lib_dir"_a, "types"_a, "dtype_probes"_a, "probe"_a, "truth"_a,
+        "Sets up the fast path from libtorch's C functions in torch_lib_dir, for tensors of exactly "
+        "`types`; dtype_probes are (tensor, dtype code, opaque bytes); the reading of `probe` must "
+        "match `truth` (data pointer, shape, strides). Returns whether the fast path is on.");
+  m.def("torch_fast_path", [] { return torch_state != nullptr; }, "Whether the torch fast path is on.");
   nb::class_<Layouts>(m, "Layouts", "The tensor layouts a plan was made for (the fast path compares them).")
       .def("__init__", [](Layouts* self, const std::vector<std::optional<std::tuple<std::vector<std::int64_t>,
                                                         std::vector<std::int64_t>, int, int>>>& descs) {

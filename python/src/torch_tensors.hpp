@@ -3,8 +3,9 @@
 // Each entry point either launches with tensors that match what it expects, or returns False
 // having done nothing, and the Python layer (shapejit/_torch.py, _ops.py) takes its general path,
 // which explains any error and makes missing plans. Validation and messages stay in one place;
-// this file only makes the common case cheap: a tensor is read with five calls of the CPython API
-// instead of Python code, and the one-shot plans are found by a key of raw integers.
+// this file only makes the common case cheap: a tensor is read through libtorch's stable C
+// functions (found at run time; nothing of torch is needed to build) instead of Python attribute
+// calls, and the one-shot plans are found by a key of raw integers.
 #pragma once
 
 #include <nanobind/nanobind.h>

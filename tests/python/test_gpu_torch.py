@@ -1,6 +1,7 @@
 """GPU tests with PyTorch: permute and copy against torch, rope against a float64 reference,
 autograd, torch.compile and CUDA graphs. Each test is skipped by name without torch or a GPU."""
 
+import os
 import random
 
 import pytest
@@ -112,6 +113,50 @@ def test_one_shot_plans_are_keyed_by_every_layout_fact():
             dst = torch.empty(list(reversed(src.shape)), dtype=src.dtype, device="cuda").permute(2, 1, 0)
             shapejit.copy_(dst, src)
             assert torch.equal(as_bytes(dst), as_bytes(src))
+
+
+def test_fast_path_takes_only_what_matches_the_plan():
+    from shapejit import _shapejit, _torch
+
+    assert _torch.FAST_PATH, "this torch's tensors are not read through its C functions"
+    x = random_tensor([8, 16, 32], torch.float16)
+    view = x.permute(2, 0, 1)
+    out = torch.full(view.shape, float("nan"), device="cuda", dtype=torch.float16)
+    plan = shapejit.plan_copy(out, view)
+    assert _shapejit.copy_launch(plan._plan, plan._layouts, out, view, None) is True
+    assert torch.equal(out, view)
+
+    class Subclass(torch.Tensor):
+        pass
+
+    others = [x, view.cpu(), view.float(), view.contiguous(), view.as_subclass(Subclass), view.data_ptr(), None]
+    if GPU_COUNT > 1:
+        others.append(view.to("cuda:1"))
+    for other in others:
+        assert _shapejit.copy_launch(plan._plan, plan._layouts, out, other, None) is False
+    param = torch.nn.Parameter(view.contiguous().permute(0, 1, 2), requires_grad=False)
+    assert _shapejit.copy_launch(plan._plan, plan._layouts, out, param, None) is False  # strides differ
+    plan_p = shapejit.plan_copy(out, param)
+    assert _shapejit.copy_launch(plan_p._plan, plan_p._layouts, out, param, None) is True
+
+
+def test_fast_path_off_keeps_every_call_working():
+    """A probe the extension reads differently turns the fast path off; calls still work."""
+    from shapejit import _shapejit, _torch
+
+    probe = torch.empty(6, dtype=torch.float16)
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    dtypes = [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _torch._DTYPES.items()]
+    try:
+        assert not _shapejit.torch_register(lib, [torch.Tensor], dtypes, probe, (probe.data_ptr(), (6,), (2,)))
+        assert not _shapejit.torch_fast_path()
+        x = random_tensor([5, 7, 3], torch.float32)
+        assert torch.equal(shapejit.permute(x, (1, 2, 0)), x.permute(1, 2, 0))
+        cos, sin = tables()
+        q = torch.randn(2, 3, 64, device="cuda")
+        assert_close(shapejit.rope(q, cos=cos, sin=sin), rope_reference(q, cos, sin, torch.arange(2, device="cuda"), "neox", 64))
+    finally:
+        assert _torch._register_fast_path()
 
 
 def test_copy_errors():

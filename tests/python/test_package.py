@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import shapejit
-from shapejit import _shapejit, _views
+from shapejit import _shapejit
 
 
 # Tests that launch on pointers that are not memory: they check the error without a driver, and
@@ -329,120 +329,6 @@ def test_rope_one_shot_on_arrays():
         shapejit.rope(q, cos=cos, sin=FakeCudaArray((16, 32), "<f2"), inplace=True)
     with pytest.raises(shapejit.DriverUnavailableError):
         shapejit.rope(q, cos=cos, sin=sin, inplace=True, offset=3)
-
-
-# ------------------------------------------------------------------------------------------------
-# The C++ fast path for torch tensors, on a stand-in tensor type (what it reads are the attributes)
-
-
-class StandInDtype:
-    pass
-
-
-F16, BF16, F32, I32, UNKNOWN = (StandInDtype() for _ in range(5))
-
-
-class StandInTensor:
-    """Answers what the fast path asks of a torch tensor: get_device, dtype, shape, stride, data_ptr."""
-
-    def __init__(self, shape, strides=None, ptr=1 << 30, device=0, dtype=F16):
-        self.shape = tuple(shape)
-        self._strides = tuple(strides) if strides else _views.contiguous_strides(shape)
-        self._ptr, self._device, self.dtype = ptr, device, dtype
-
-    def stride(self):
-        return self._strides
-
-    def data_ptr(self):
-        return self._ptr
-
-    def get_device(self):
-        return self._device
-
-
-@pytest.fixture
-def stand_in_torch():
-    """Registers StandInTensor with the fast path (torch's own registration is restored after)."""
-    known = [(dt, _views.dtype_code(name), 0)
-             for dt, name in ((F16, "f16"), (BF16, "bf16"), (F32, "f32"), (I32, "i32"))]
-    _shapejit.torch_register(StandInTensor, known, None)
-    _shapejit.clear_torch_plans()
-    yield
-    _shapejit.clear_torch_plans()
-    if "shapejit._torch" in sys.modules:
-        import importlib
-
-        importlib.reload(sys.modules["shapejit._torch"])
-
-
-@without_driver
-def test_fast_path_launches_only_tensors_that_match_the_plan(stand_in_torch):
-    plan = attention_permute_plan()
-    dst = StandInTensor(plan.dst.shape, ptr=1 << 40)
-    src = StandInTensor(plan.src.shape, plan.src.strides, ptr=1 << 41)
-    layouts, raw = plan._layouts, plan._plan
-    # A match launches (and fails here only for want of a driver); anything else launches nothing.
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.copy_launch(raw, layouts, dst, src, 0)
-    for other in (StandInTensor(plan.src.shape, ptr=1 << 41),                     # strides
-                  StandInTensor(plan.dst.shape[:3], ptr=1 << 41),                 # rank
-                  StandInTensor(plan.src.shape, plan.src.strides, device=-1),     # not CUDA
-                  StandInTensor(plan.src.shape, plan.src.strides, device=1),      # another device
-                  StandInTensor(plan.src.shape, plan.src.strides, dtype=UNKNOWN),
-                  1 << 41, None, object()):
-        assert _shapejit.copy_launch(raw, layouts, dst, other, 0) is False
-    # No stream given and no current-stream function registered: the general path decides.
-    assert _shapejit.copy_launch(raw, layouts, dst, src, None) is False
-    # Plan objects fall back to the general path, which explains the mismatch.
-    with pytest.raises(shapejit.InvalidArgumentError, match="not a CUDA array"):
-        plan.launch(dst, StandInTensor(plan.src.shape), stream=0)
-
-
-@without_driver
-def test_fast_path_one_shot_cache(stand_in_torch):
-    plan = attention_permute_plan()
-    out = StandInTensor(plan.dst.shape, ptr=1 << 40)
-    x = StandInTensor([64, 512, 32, 128], ptr=1 << 41)
-    axes = (0, 2, 1, 3)
-    assert _shapejit.copy_cached(out, x, axes, 0, None) is False  # a miss launches nothing
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.copy_cached(out, x, axes, 0, plan._plan)  # stored, then launched
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.copy_cached(out, x, axes, 0, None)  # found
-    # Another layout, other axes or a plain copy are other keys.
-    assert _shapejit.copy_cached(out, StandInTensor([64, 512, 32, 64]), axes, 0, None) is False
-    assert _shapejit.copy_cached(out, x, (0, 1, 3, 2), 0, None) is False
-    assert _shapejit.copy_cached(out, x, None, 0, None) is False
-    _shapejit.clear_torch_plans()
-    assert _shapejit.copy_cached(out, x, axes, 0, None) is False
-
-
-@without_driver
-def test_fast_path_rope(stand_in_torch):
-    plan = decode_rope_plan()
-    q = StandInTensor(plan.q.shape, plan.q.strides, ptr=1 << 20, dtype=BF16)
-    k = StandInTensor(plan.k.shape, plan.k.strides, ptr=1 << 21, dtype=BF16)
-    out = StandInTensor(plan.q.shape, ptr=1 << 25, dtype=BF16)
-    k_out = StandInTensor(plan.k.shape, ptr=1 << 26, dtype=BF16)
-    table = [StandInTensor(plan.table.shape, plan.table.strides, ptr=p, dtype=F32)
-             for p in (1 << 22, 1 << 23)]
-    pos = StandInTensor(plan.positions.shape, plan.positions.strides, ptr=1 << 24, dtype=I32)
-    args = [q, out, k, k_out, *table, pos]
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.rope_launch(plan._plan, plan._layouts, False, *args, 0, 0)
-    for i in range(len(args)):  # a missing tensor, or one with another dtype, launches nothing
-        for other in (None, StandInTensor(args[i].shape, args[i].stride(), dtype=UNKNOWN)):
-            changed = args[:i] + [other] + args[i + 1:]
-            assert _shapejit.rope_launch(plan._plan, plan._layouts, False, *changed, 0, 0) is False
-    key = (q, out, k, k_out, *table, pos, 0, "neox", 0, False, False, False, 0)
-    assert _shapejit.rope_cached(*key, None) is False
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.rope_cached(*key, plan._plan)
-    with pytest.raises(shapejit.DriverUnavailableError):
-        _shapejit.rope_cached(*key, None)
-    for option, value in ((8, "gptj"), (9, 32), (10, True), (11, True), (12, True)):
-        assert _shapejit.rope_cached(*key[:option], value, *key[option + 1:], None) is False
-    assert _shapejit.rope_cached(*key[:8], "other", *key[9:], None) is False
 
 
 # ------------------------------------------------------------------------------------------------
