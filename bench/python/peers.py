@@ -245,6 +245,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, shapejit {shapejit.__version__}")
     torch.manual_seed(0)
+    torch._dynamo.config.recompile_limit = 1 << 20  # one compiled function serves every case
     with torch.no_grad():
         suites = args.suite.split(",")
         if "rope" in suites:

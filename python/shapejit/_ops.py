@@ -267,20 +267,23 @@ class RopePlan(_Plan):
 
         Returns the outputs: ``out`` (and ``k_out``); for torch tensors missing outputs are
         allocated (contiguous), for an in-place plan they are q and k."""
+        if self.inplace:
+            out, k_out = q, k
+        if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
+                            positions, offset, None if stream is None else stream_handle(stream)):
+            return out if k is None else (out, k_out)
         if (k is None) != (self.k is None):
             raise InvalidArgumentError("k: pass k exactly when the plan was made with k", 1)
         if (positions is None) != (self.positions is None):
             raise InvalidArgumentError(
                 "positions: pass positions exactly when the plan was made with positions", 1)
-        if self.inplace:
-            out, k_out = q, k
-        else:
+        if not self.inplace:
             out = self._output(out, q, self.q, "out")
             if k is not None:
                 k_out = self._output(k_out, k, self.k, "k_out")
-        if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
-                            positions, int(offset), _stream_or_none(stream)):
-            return out if k is None else (out, k_out)
+            if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
+                                positions, offset, _stream_or_none(stream)):
+                return out if k is None else (out, k_out)
         s = _launch_stream(stream, q)
         y_spec = self.out or self.q
         ko_spec = self.k_out or self.k

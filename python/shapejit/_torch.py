@@ -14,6 +14,7 @@ op signatures from the annotations.)
 """
 
 import os
+import warnings
 from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
@@ -58,10 +59,12 @@ def _register_fast_path() -> bool:
     """Lets the extension read plain tensors through libtorch's C functions
     (python/src/torch_tensors.cpp); it checks its reading of a strided probe against ours."""
     probe = torch.empty(64, dtype=torch.float16)[3:].as_strided((2, 3, 4), (1, 8, 2))
+    with warnings.catch_warnings():  # empty complex32 tensors warn that the dtype is experimental
+        warnings.simplefilter("ignore")
+        dtype_probes = [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _DTYPES.items()]
     return _ext.torch_register(
         os.path.join(os.path.dirname(torch.__file__), "lib"), [torch.Tensor, torch.nn.Parameter],
-        [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _DTYPES.items()],
-        probe, (probe.data_ptr(), tuple(probe.shape), tuple(probe.stride())))
+        dtype_probes, probe, (probe.data_ptr(), tuple(probe.shape), tuple(probe.stride())))
 
 
 #: Whether plain CUDA tensors take the C++ fast path (else every call takes the Python one).
@@ -370,8 +373,23 @@ def _rope_out_fake(q: Tensor, k: Optional[Tensor], out: Tensor, k_out: Optional[
 # The public calls for torch tensors (shapejit.permute, copy_, rope route here)
 
 
+_checked_axes: dict = {}
+
+
+def _axes(dims: Sequence[int], rank: int) -> Tuple[int, ...]:
+    """permutation(dims, rank), remembered for tuples (checking costs more than the lookup)."""
+    if type(dims) is not tuple:
+        return _ops.permutation(dims, rank)
+    axes = _checked_axes.get((dims, rank))
+    if axes is None:
+        axes = _ops.permutation(dims, rank)
+        if len(_checked_axes) < 4096:
+            _checked_axes[(dims, rank)] = axes
+    return axes
+
+
 def permute(x: Tensor, dims: Sequence[int], out: Optional[Tensor] = None, stream: Any = None) -> Tensor:
-    axes = _ops.permutation(dims, x.dim())
+    axes = _axes(dims, x.dim())
     if _needs_ops(x):
         _graph_only_arguments(stream, "under torch.compile or autograd")
         if out is not None:

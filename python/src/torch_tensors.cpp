@@ -256,6 +256,17 @@ bool copy_launch(const RearrangePlan& plan, const Layouts& planned, nb::handle d
   return true;
 }
 
+/// An int argument; false (no error set) for anything else.
+bool int_of(nb::handle obj, std::int64_t& out) {
+  if (!PyLong_Check(obj.ptr())) return false;
+  out = PyLong_AsLongLong(obj.ptr());
+  if (out == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
 RopePointers rope_pointers(const std::array<TensorRead, 7>& t, std::int64_t offset) {
   RopePointers p;
   p.x = as_ptr(t[0].data);
@@ -281,13 +292,14 @@ void launch_rope(const RopePlan& plan, const RopePointers& p, void* stream, bool
 
 bool rope_launch(const RopePlan& plan, const Layouts& planned, bool checked, nb::handle q, nb::handle y,
                  nb::handle k, nb::handle k_out, nb::handle cos, nb::handle sin, nb::handle positions,
-                 std::int64_t offset, nb::handle stream) {
+                 nb::handle offset, nb::handle stream) {
   std::array<TensorRead, 7> t;
   void* s = nullptr;
-  if (!read_planned<7>(planned, {q.ptr(), y.ptr(), k.ptr(), k_out.ptr(), cos.ptr(), sin.ptr(), positions.ptr()}, t) ||
+  std::int64_t offset_value = 0;
+  if (!int_of(offset, offset_value) || !read_planned<7>(planned, {q.ptr(), y.ptr(), k.ptr(), k_out.ptr(), cos.ptr(), sin.ptr(), positions.ptr()}, t) ||
       !stream_of(stream.ptr(), t[0].device, s))
     return false;
-  launch_rope(plan, rope_pointers(t, offset), s, checked);
+  launch_rope(plan, rope_pointers(t, offset_value), s, checked);
   return true;
 }
 
@@ -350,11 +362,12 @@ bool copy_cached(nb::handle dst, nb::handle src, nb::handle axes, nb::handle str
 /// A one-shot rope from the cached plan of these layouts and options, or `plan` stored for them;
 /// False on a miss (nothing launched) or when a tensor is not a CUDA torch tensor of q's device.
 bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb::handle cos, nb::handle sin,
-                 nb::handle positions, std::int64_t offset, const std::string& style, std::int64_t rotary_dim,
+                 nb::handle positions, nb::handle offset, const std::string& style, std::int64_t rotary_dim,
                  bool inplace, bool inverse, bool checked, nb::handle stream, const RopePlan* plan) {
   thread_local Layout key;
   key.assign({rope_tag, style == "gptj" ? 1 : style == "neox" ? 0 : -1, rotary_dim, inplace, inverse, checked});
-  if (key[1] < 0) return false;
+  std::int64_t offset_value = 0;
+  if (key[1] < 0 || !int_of(offset, offset_value)) return false;
   const std::array<PyObject*, 7> objs = {q.ptr(), y.ptr(), k.ptr(), k_out.ptr(), cos.ptr(), sin.ptr(), positions.ptr()};
   std::array<TensorRead, 7> t;
   if (!read_tensor(objs[0], key, t[0])) return false;
@@ -366,7 +379,7 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
   void* st = nullptr;
   const RopePlan* found = rope_plans().find(key, plan);
   if (found == nullptr || !stream_of(stream.ptr(), t[0].device, st)) return false;
-  launch_rope(*found, rope_pointers(t, offset), st, checked);
+  launch_rope(*found, rope_pointers(t, offset_value), st, checked);
   return true;
 }
 
@@ -387,13 +400,13 @@ void bind_torch_fast_path(nb::module_& m) {
         "Launches plan on torch tensors matching its layouts (stream None: the current torch stream "
         "of their device). False, with nothing launched, otherwise.");
   m.def("rope_launch", &rope_launch, "plan"_a, "layouts"_a, "checked"_a, "q"_a.none(), "y"_a.none(), "k"_a.none(),
-        "k_out"_a.none(), "cos"_a.none(), "sin"_a.none(), "positions"_a.none(), "offset"_a, "stream"_a.none(),
+        "k_out"_a.none(), "cos"_a.none(), "sin"_a.none(), "positions"_a.none(), "offset"_a.none(), "stream"_a.none(),
         "As copy_launch, for a rope plan's seven tensors (None where the plan has none).");
   m.def("copy_cached", &copy_cached, "dst"_a.none(), "src"_a.none(), "axes"_a.none(), "stream"_a.none(), "plan"_a.none(),
         "A one-shot copy or permute through the plan cached for these torch tensors' layouts (or "
         "`plan`, stored for them). False, with nothing launched, on a miss or other arguments.");
   m.def("rope_cached", &rope_cached, "q"_a.none(), "y"_a.none(), "k"_a.none(), "k_out"_a.none(), "cos"_a.none(), "sin"_a.none(),
-        "positions"_a.none(), "offset"_a, "style"_a, "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a,
+        "positions"_a.none(), "offset"_a.none(), "style"_a, "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a,
         "stream"_a.none(), "plan"_a.none(), "As copy_cached, for rope.");
   m.def("clear_torch_plans", [] {
     copy_plans().plans.clear();

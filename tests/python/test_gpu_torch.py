@@ -124,7 +124,7 @@ def test_fast_path_takes_only_what_matches_the_plan():
     out = torch.full(view.shape, float("nan"), device="cuda", dtype=torch.float16)
     plan = shapejit.plan_copy(out, view)
     assert _shapejit.copy_launch(plan._plan, plan._layouts, out, view, None) is True
-    assert torch.equal(out, view)
+    assert torch.equal(as_bytes(out), as_bytes(view))
 
     class Subclass(torch.Tensor):
         pass
@@ -146,12 +146,13 @@ def test_fast_path_off_keeps_every_call_working():
 
     probe = torch.empty(6, dtype=torch.float16)
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    dtypes = [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _torch._DTYPES.items()]
+    dtypes = [(torch.empty(0, dtype=dt), code, eb) for dt, (code, eb) in _torch._DTYPES.items()
+              if dt is not getattr(torch, "complex32", None)]
     try:
         assert not _shapejit.torch_register(lib, [torch.Tensor], dtypes, probe, (probe.data_ptr(), (6,), (2,)))
         assert not _shapejit.torch_fast_path()
         x = random_tensor([5, 7, 3], torch.float32)
-        assert torch.equal(shapejit.permute(x, (1, 2, 0)), x.permute(1, 2, 0))
+        assert torch.equal(as_bytes(shapejit.permute(x, (1, 2, 0))), as_bytes(x.permute(1, 2, 0)))
         cos, sin = tables()
         q = torch.randn(2, 3, 64, device="cuda")
         assert_close(shapejit.rope(q, cos=cos, sin=sin), rope_reference(q, cos, sin, torch.arange(2, device="cuda"), "neox", 64))
