@@ -158,14 +158,20 @@ def _permute_eager(x: Tensor, axes: Tuple[int, ...], out: Optional[Tensor], stre
     s = _ops._stream_or_none(stream)
     if _ext.copy_cached(out, x, axes, s, None):
         return out
-    # A new layout, or arguments the fast path does not take: check and plan.
+    # A new layout, or arguments the fast path does not take: check and plan (cached here too, for
+    # when the fast path is off).
     dev = x.get_device()
     if dev < 0:
         raise _not_cuda("x", x)
-    _same_device(dev, (("out", out),))
-    if out.dtype != x.dtype:
-        raise InvalidArgumentError(f"out: dtype {out.dtype} differs from x's {x.dtype}", 1)
-    plan = _ops._make_copy_plan(view_of(out, "out").spec, _ops.permuted(view_of(x, "x").spec, axes))
+    key = ("torch.permute", x.shape, x.stride(), x.dtype, axes, out.shape, out.stride(), out.dtype,
+           out.get_device(), dev)
+
+    def make() -> Any:
+        _same_device(dev, (("out", out),))
+        if out.dtype != x.dtype:
+            raise InvalidArgumentError(f"out: dtype {out.dtype} differs from x's {x.dtype}", 1)
+        return _ops._make_copy_plan(view_of(out, "out").spec, _ops.permuted(view_of(x, "x").spec, axes))
+    plan = _ops.cached_plan(key, make)
     if not _ext.copy_cached(out, x, axes, s, plan._plan):
         plan._plan.launch(out.data_ptr(), x.data_ptr(), _stream(stream, dev))
     return out
@@ -178,12 +184,17 @@ def _copy_eager(dst: Tensor, src: Tensor, stream: Any) -> Tensor:
     dev = dst.get_device()
     if dev < 0:
         raise _not_cuda("dst", dst)
-    _same_device(dev, (("src", src),))
-    if src.dtype != dst.dtype:
-        raise InvalidArgumentError(
-            f"src: dtype {src.dtype} differs from dst's {dst.dtype} (copy_ does not convert)", 1)
-    d = view_of(dst, "dst").spec
-    plan = _ops._make_copy_plan(d, broadcast(view_of(src, "src").spec, d.shape, "src"))
+    key = ("torch.copy", dst.shape, dst.stride(), dst.dtype, src.shape, src.stride(), src.dtype,
+           src.get_device(), dev)
+
+    def make() -> Any:
+        _same_device(dev, (("src", src),))
+        if src.dtype != dst.dtype:
+            raise InvalidArgumentError(
+                f"src: dtype {src.dtype} differs from dst's {dst.dtype} (copy_ does not convert)", 1)
+        d = view_of(dst, "dst").spec
+        return _ops._make_copy_plan(d, broadcast(view_of(src, "src").spec, d.shape, "src"))
+    plan = _ops.cached_plan(key, make)
     if not _ext.copy_cached(dst, src, None, s, plan._plan):
         plan._plan.launch(dst.data_ptr(), src.data_ptr(), _stream(stream, dev))
     return dst
@@ -207,7 +218,11 @@ def _rope_eager(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor,
     rd = int(rotary_dim or 0)
     args = (q, y, k, ko, cos, sin, positions, offset, style, rd, inplace, inverse, checked, s)
     if not _ext.rope_cached(*args, None):
-        plan = _rope_plan(q, y, k, ko, cos, sin, positions, style, rd, inplace, inverse, checked)
+        key = ("torch.rope", q.get_device(), style, rd, inplace, inverse, checked) + tuple(
+            None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+            for t in (q, y, k, ko, cos, sin, positions))
+        plan = _ops.cached_plan(key, lambda: _rope_plan(q, y, k, ko, cos, sin, positions, style, rd,
+                                                        inplace, inverse, checked))
         if not _ext.rope_cached(*args, plan._plan):
             plan._plan.launch(
                 checked, q.data_ptr(), y.data_ptr(), 0 if k is None else k.data_ptr(),
@@ -377,14 +392,17 @@ _checked_axes: dict = {}
 
 
 def _axes(dims: Sequence[int], rank: int) -> Tuple[int, ...]:
-    """permutation(dims, rank), remembered for tuples (checking costs more than the lookup)."""
-    if type(dims) is not tuple:
-        return _ops.permutation(dims, rank)
-    axes = _checked_axes.get((dims, rank))
-    if axes is None:
-        axes = _ops.permutation(dims, rank)
-        if len(_checked_axes) < 4096:
+    """permutation(dims, rank), remembered for hashable dims (checking costs more than a lookup)."""
+    try:
+        return _checked_axes[(dims, rank)]
+    except (KeyError, TypeError):
+        pass
+    axes = _ops.permutation(dims, rank)
+    if len(_checked_axes) < 4096:
+        try:
             _checked_axes[(dims, rank)] = axes
+        except TypeError:
+            pass
     return axes
 
 

@@ -42,8 +42,10 @@ struct TorchAbi {
   std::int32_t (*dtype)(Handle, std::int32_t*) = nullptr;
   std::int32_t (*device_type)(Handle, std::int32_t*) = nullptr;
   std::int32_t (*device_index)(Handle, std::int32_t*) = nullptr;
+  std::int32_t (*layout)(Handle, std::int32_t*) = nullptr;
   std::int32_t (*current_stream)(std::int32_t, void**) = nullptr;
-  std::int32_t cuda = -1;  ///< aoti_torch_device_type_cuda()
+  std::int32_t cuda = -1;     ///< aoti_torch_device_type_cuda()
+  std::int32_t strided = -1;  ///< aoti_torch_layout_strided()
 };
 
 /// What registration sets up; never freed (it holds Python objects that must not be released
@@ -68,13 +70,16 @@ bool load_abi(const std::string& torch_lib_dir, TorchAbi& abi) {
   void* cuda = dlopen((torch_lib_dir + "/libtorch_cuda.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
   if (cpu == nullptr || cuda == nullptr) return false;
   std::int32_t (*cuda_type)() = nullptr;
+  std::int32_t (*strided_layout)() = nullptr;
   return find_symbol(cpu, "aoti_torch_get_data_ptr", abi.data_ptr) && find_symbol(cpu, "aoti_torch_get_dim", abi.dim) &&
          find_symbol(cpu, "aoti_torch_get_sizes", abi.sizes) && find_symbol(cpu, "aoti_torch_get_strides", abi.strides) &&
          find_symbol(cpu, "aoti_torch_get_dtype", abi.dtype) &&
          find_symbol(cpu, "aoti_torch_get_device_type", abi.device_type) &&
          find_symbol(cpu, "aoti_torch_get_device_index", abi.device_index) &&
-         find_symbol(cpu, "aoti_torch_device_type_cuda", cuda_type) &&
-         find_symbol(cuda, "aoti_torch_get_current_cuda_stream", abi.current_stream) && (abi.cuda = cuda_type(), true);
+         find_symbol(cpu, "aoti_torch_get_layout", abi.layout) && find_symbol(cpu, "aoti_torch_device_type_cuda", cuda_type) &&
+         find_symbol(cpu, "aoti_torch_layout_strided", strided_layout) &&
+         find_symbol(cuda, "aoti_torch_get_current_cuda_stream", abi.current_stream) &&
+         (abi.cuda = cuda_type(), abi.strided = strided_layout(), true);
 }
 
 /// The TensorImpl pointer of a Python tensor of one of `types`, or null (no Python error set).
@@ -91,18 +96,23 @@ void* tensor_impl(const Torch& t, PyObject* obj) {
 struct TensorRead {
   std::uintptr_t data = 0;
   long long device = -1;
+  std::int32_t scalar_type = -1;  ///< torch's own dtype (several share one shapejit dtype code)
 };
 
-/// Appends a tensor's layout to `layout` and reads its data pointer and device (any device).
-bool read_impl(const Torch& t, void* impl, Layout& layout, TensorRead& out, bool& is_cuda) {
+/// Appends a strided tensor's layout to `layout` and reads its data pointer, device and dtype;
+/// with `cuda_only`, only a CUDA tensor's (sizes and strides are read last: they throw for
+/// sparse tensors).
+bool read_impl(const Torch& t, void* impl, Layout& layout, TensorRead& out, bool cuda_only) {
   const TorchAbi& a = t.abi;
   void* const* h = &impl;
   std::int64_t rank = 0;
   std::int64_t *sizes = nullptr, *strides = nullptr;
-  std::int32_t dtype = 0, device_type = 0, device_index = 0;
+  std::int32_t dtype = 0, device_type = 0, device_index = 0, tensor_layout = 0;
   void* data = nullptr;
-  if (a.dtype(h, &dtype) != 0 || a.dim(h, &rank) != 0 || a.sizes(h, &sizes) != 0 || a.strides(h, &strides) != 0 ||
-      a.device_type(h, &device_type) != 0 || a.device_index(h, &device_index) != 0 || a.data_ptr(h, &data) != 0)
+  if (a.device_type(h, &device_type) != 0 || (cuda_only && device_type != a.cuda) ||
+      a.layout(h, &tensor_layout) != 0 || tensor_layout != a.strided || a.dtype(h, &dtype) != 0 ||
+      a.device_index(h, &device_index) != 0 || a.dim(h, &rank) != 0 || a.sizes(h, &sizes) != 0 ||
+      a.strides(h, &strides) != 0 || a.data_ptr(h, &data) != 0)
     return false;
   const auto known = t.dtypes.find(dtype);
   if (known == t.dtypes.end()) return false;
@@ -113,7 +123,7 @@ bool read_impl(const Torch& t, void* impl, Layout& layout, TensorRead& out, bool
   layout.insert(layout.end(), strides, strides + rank);
   out.data = reinterpret_cast<std::uintptr_t>(data);
   out.device = device_index;
-  is_cuda = device_type == a.cuda;
+  out.scalar_type = dtype;
   return true;
 }
 
@@ -124,8 +134,7 @@ bool read_tensor(PyObject* obj, Layout& layout, TensorRead& out) {
   const Torch* t = torch_state;
   if (t == nullptr) return false;
   void* impl = tensor_impl(*t, obj);
-  bool is_cuda = false;
-  return impl != nullptr && read_impl(*t, impl, layout, out, is_cuda) && is_cuda;
+  return impl != nullptr && read_impl(*t, impl, layout, out, true);
 }
 
 using ProbeTruth = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
@@ -154,8 +163,7 @@ bool register_torch(const std::string& torch_lib_dir, const std::vector<nb::hand
   void* impl = tensor_impl(*t, probe.ptr());
   Layout layout;
   TensorRead read;
-  bool is_cuda = false;
-  if (impl == nullptr || !read_impl(*t, impl, layout, read, is_cuda)) return false;
+  if (impl == nullptr || !read_impl(*t, impl, layout, read, false)) return false;
   const auto& [data, shape, strides] = truth;
   const auto rank = static_cast<std::ptrdiff_t>(shape.size());
   const bool agrees = read.data == data && layout.size() == 3 + 2 * shape.size() && layout[2] == rank &&
@@ -351,8 +359,10 @@ bool copy_cached(nb::handle dst, nb::handle src, nb::handle axes, nb::handle str
   if (!axes.is_none() && !append_ints(axes.ptr(), key)) return false;
   TensorRead d, s;
   void* st = nullptr;
-  if (!read_tensor(dst.ptr(), key, d) || !read_tensor(src.ptr(), key, s)) return false;
-  key.push_back(s.device);
+  if (!read_tensor(dst.ptr(), key, d) || !read_tensor(src.ptr(), key, s) || s.device != d.device) return false;
+  key.push_back(d.scalar_type);  // copy_ refuses to convert between dtypes of one size
+  key.push_back(s.scalar_type);
+  key.push_back(d.device);
   const RearrangePlan* found = copy_plans().find(key, plan);
   if (found == nullptr || !stream_of(stream.ptr(), d.device, st)) return false;
   found->launch(as_ptr(d.data), as_ptr(s.data), st);
@@ -379,7 +389,8 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
   void* st = nullptr;
   const RopePlan* found = rope_plans().find(key, plan);
   if (found == nullptr || !stream_of(stream.ptr(), t[0].device, st)) return false;
-  launch_rope(*found, rope_pointers(t, offset_value), st, checked);
+  const RopePlan kept = *found;  // a checked launch lets other threads run, and change the cache
+  launch_rope(kept, rope_pointers(t, offset_value), st, checked);
   return true;
 }
 

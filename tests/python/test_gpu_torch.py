@@ -102,10 +102,13 @@ def test_copy_matches_torch(name):
 def test_one_shot_plans_are_keyed_by_every_layout_fact():
     """The one-shot cache must not hand a plan to tensors of the same shape with other strides,
     dtype or element size: each variant is called twice (a miss, then a hit), interleaved."""
+    from shapejit import _torch
+
+    assert _torch.FAST_PATH
     base = random_tensor([6, 10, 14], torch.float32)
     variants = [base, base.transpose(0, 2).contiguous().transpose(0, 2), base[:, :, ::2].contiguous(),
                 base.to(torch.float64), base.to(torch.float16), base.view(torch.int32),
-                base[:, :5].expand(6, 5, 14)]
+                base[:, :1].expand(6, 10, 14)]
     for _ in range(2):
         for src in variants:
             want = src.permute(2, 0, 1)
@@ -113,6 +116,13 @@ def test_one_shot_plans_are_keyed_by_every_layout_fact():
             dst = torch.empty(list(reversed(src.shape)), dtype=src.dtype, device="cuda").permute(2, 1, 0)
             shapejit.copy_(dst, src)
             assert torch.equal(as_bytes(dst), as_bytes(src))
+    # Dtypes that share an element size and shapejit's opaque code must still not mix in copy_.
+    same_size = [getattr(torch, n) for n in ("bool", "uint8", "float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
+    for a in same_size:
+        shapejit.copy_(torch.zeros(4, 4, device="cuda", dtype=a), torch.zeros(4, 4, device="cuda", dtype=a))
+    for a, b in zip(same_size, same_size[1:]):
+        with pytest.raises(shapejit.InvalidArgumentError, match="does not convert"):
+            shapejit.copy_(torch.zeros(4, 4, device="cuda", dtype=a), torch.zeros(4, 4, device="cuda", dtype=b))
 
 
 def test_fast_path_takes_only_what_matches_the_plan():
