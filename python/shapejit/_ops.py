@@ -269,20 +269,21 @@ class RopePlan(_Plan):
         allocated (contiguous), for an in-place plan they are q and k."""
         if self.inplace:
             out, k_out = q, k
+        fast_stream = _stream_or_none(stream)
         if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
-                            positions, offset, None if stream is None else stream_handle(stream)):
+                            positions, offset, fast_stream):
             return out if k is None else (out, k_out)
         if (k is None) != (self.k is None):
             raise InvalidArgumentError("k: pass k exactly when the plan was made with k", 1)
         if (positions is None) != (self.positions is None):
             raise InvalidArgumentError(
                 "positions: pass positions exactly when the plan was made with positions", 1)
-        if not self.inplace:
+        if not self.inplace and (out is None or (k is not None and k_out is None)):
             out = self._output(out, q, self.q, "out")
             if k is not None:
                 k_out = self._output(k_out, k, self.k, "k_out")
             if _ext.rope_launch(self._plan, self._layouts, self.checked, q, out, k, k_out, cos, sin,
-                                positions, offset, _stream_or_none(stream)):
+                                positions, offset, fast_stream):
                 return out if k is None else (out, k_out)
         s = _launch_stream(stream, q)
         y_spec = self.out or self.q

@@ -171,9 +171,7 @@ def _permute_eager(x: Tensor, axes: Tuple[int, ...], out: Optional[Tensor], stre
         if out.dtype != x.dtype:
             raise InvalidArgumentError(f"out: dtype {out.dtype} differs from x's {x.dtype}", 1)
         return _ops._make_copy_plan(view_of(out, "out").spec, _ops.permuted(view_of(x, "x").spec, axes))
-    plan = _ops.cached_plan(key, make)
-    if not _ext.copy_cached(out, x, axes, s, plan._plan):
-        plan._plan.launch(out.data_ptr(), x.data_ptr(), _stream(stream, dev))
+    _plan_and_copy(out, x, axes, s, key, make, stream, dev)
     return out
 
 
@@ -194,10 +192,17 @@ def _copy_eager(dst: Tensor, src: Tensor, stream: Any) -> Tensor:
                 f"src: dtype {src.dtype} differs from dst's {dst.dtype} (copy_ does not convert)", 1)
         d = view_of(dst, "dst").spec
         return _ops._make_copy_plan(d, broadcast(view_of(src, "src").spec, d.shape, "src"))
-    plan = _ops.cached_plan(key, make)
-    if not _ext.copy_cached(dst, src, None, s, plan._plan):
-        plan._plan.launch(dst.data_ptr(), src.data_ptr(), _stream(stream, dev))
+    _plan_and_copy(dst, src, None, s, key, make, stream, dev)
     return dst
+
+
+def _plan_and_copy(dst: Tensor, src: Tensor, axes: Optional[Tuple[int, ...]], s: Optional[int],
+                   key: tuple, make: Any, stream: Any, dev: int) -> None:
+    """The miss path of a one-shot copy or permute: the plan cached under ``key`` (made by
+    ``make``), stored for the fast path and launched there, or here when the fast path is off."""
+    plan = _ops.cached_plan(key, make)
+    if not _ext.copy_cached(dst, src, axes, s, plan._plan):
+        plan._plan.launch(dst.data_ptr(), src.data_ptr(), _stream(stream, dev))
 
 
 def _rope_eager(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dlpack.hpp"
+#include "launch.hpp"
 #include "torch_tensors.hpp"
 #include "jit/disk_cache.hpp"
 #include "jit/driver.hpp"
@@ -93,7 +94,7 @@ std::optional<TensorDesc> to_desc(const std::optional<DescTuple>& t) {
   return to_desc(*t);
 }
 
-void* as_ptr(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
+using shapejit::python::as_ptr;
 
 // ---------------------------------------------------------------------------------------------
 // Plans
@@ -138,7 +139,7 @@ shapejit::RopePlan plan_rope(const std::string& style, const DescTuple& x, const
   return shapejit::plan_rope(desc);
 }
 
-/// A rope launch; checked plans wait for the stream, so they let other Python threads run.
+/// A rope launch on integer pointers (release_gil: the plan is checked, so the launch waits).
 void rope_launch(const shapejit::RopePlan& plan, bool release_gil, std::uintptr_t x, std::uintptr_t y,
                  std::uintptr_t k, std::uintptr_t k_out, std::uintptr_t cos, std::uintptr_t sin,
                  std::uintptr_t positions, std::int64_t offset, std::uintptr_t stream) {
@@ -151,12 +152,7 @@ void rope_launch(const shapejit::RopePlan& plan, bool release_gil, std::uintptr_
   p.sin = as_ptr(sin);
   p.positions = as_ptr(positions);
   p.offset = offset;
-  if (release_gil) {
-    nb::gil_scoped_release release;
-    plan.launch(p, as_ptr(stream));
-  } else {
-    plan.launch(p, as_ptr(stream));
-  }
+  shapejit::python::launch_rope(plan, p, as_ptr(stream), release_gil);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
+#include "launch.hpp"
 #include "shapejit/shapejit.hpp"
 
 namespace shapejit::python {
@@ -52,7 +54,7 @@ struct TorchAbi {
 /// after the interpreter has gone).
 struct Torch {
   TorchAbi abi;
-  std::vector<PyTypeObject*> types;  ///< torch.Tensor and torch.nn.Parameter: exact types only
+  std::vector<nb::object> types;  ///< torch.Tensor and torch.nn.Parameter: exact types only
   std::unordered_map<std::int32_t, std::pair<int, int>> dtypes;  ///< torch ScalarType -> (code, opaque bytes)
   nb::object cdata = nb::steal(PyUnicode_InternFromString("_cdata"));
 };
@@ -85,7 +87,7 @@ bool load_abi(const std::string& torch_lib_dir, TorchAbi& abi) {
 /// The TensorImpl pointer of a Python tensor of one of `types`, or null (no Python error set).
 void* tensor_impl(const Torch& t, PyObject* obj) {
   bool known = false;
-  for (PyTypeObject* type : t.types) known = known || Py_TYPE(obj) == type;
+  for (const nb::object& type : t.types) known = known || reinterpret_cast<PyObject*>(Py_TYPE(obj)) == type.ptr();
   if (!known) return nullptr;
   nb::object cdata = nb::steal(PyObject_GetAttr(obj, t.cdata.ptr()));
   void* impl = cdata.is_valid() ? PyLong_AsVoidPtr(cdata.ptr()) : nullptr;
@@ -146,13 +148,12 @@ using ProbeTruth = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::ve
 bool register_torch(const std::string& torch_lib_dir, const std::vector<nb::handle>& types,
                     const std::vector<std::tuple<nb::handle, int, int>>& dtype_probes, nb::handle probe,
                     const ProbeTruth& truth) {
-  torch_state = nullptr;
-  auto* t = new Torch;
+  torch_state = nullptr;  // a replaced state is not freed: a call may still be reading it
+  auto t = std::make_unique<Torch>();
   if (!load_abi(torch_lib_dir, t->abi)) return false;
   for (nb::handle type : types) {
     if (!PyType_Check(type.ptr())) throw nb::type_error("types must be types");
-    Py_INCREF(type.ptr());
-    t->types.push_back(reinterpret_cast<PyTypeObject*>(type.ptr()));
+    t->types.push_back(nb::borrow(type));
   }
   for (const auto& [tensor, code, opaque] : dtype_probes) {
     void* impl = tensor_impl(*t, tensor.ptr());
@@ -169,7 +170,7 @@ bool register_torch(const std::string& torch_lib_dir, const std::vector<nb::hand
   const bool agrees = read.data == data && layout.size() == 3 + 2 * shape.size() && layout[2] == rank &&
                       std::equal(shape.begin(), shape.end(), layout.begin() + 3) &&
                       std::equal(strides.begin(), strides.end(), layout.begin() + 3 + rank);
-  if (agrees) torch_state = t;
+  if (agrees) torch_state = t.release();
   return agrees;
 }
 
@@ -207,8 +208,6 @@ bool append_ints(PyObject* tuple, Layout& layout) {
   }
   return true;
 }
-
-void* as_ptr(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
 
 // ---------------------------------------------------------------------------------------------
 // Launches of plan objects
@@ -286,16 +285,6 @@ RopePointers rope_pointers(const std::array<TensorRead, 7>& t, std::int64_t offs
   p.positions = as_ptr(t[6].data);
   p.offset = offset;
   return p;
-}
-
-/// Checked plans wait for the stream, so they let other Python threads run meanwhile.
-void launch_rope(const RopePlan& plan, const RopePointers& p, void* stream, bool checked) {
-  if (checked) {
-    nb::gil_scoped_release release;
-    plan.launch(p, stream);
-  } else {
-    plan.launch(p, stream);
-  }
 }
 
 bool rope_launch(const RopePlan& plan, const Layouts& planned, bool checked, nb::handle q, nb::handle y,

@@ -147,7 +147,9 @@ def test_fast_path_takes_only_what_matches_the_plan():
     param = torch.nn.Parameter(view.contiguous().permute(0, 1, 2), requires_grad=False)
     assert _shapejit.copy_launch(plan._plan, plan._layouts, out, param, None) is False  # strides differ
     plan_p = shapejit.plan_copy(out, param)
+    out.fill_(float("nan"))
     assert _shapejit.copy_launch(plan_p._plan, plan_p._layouts, out, param, None) is True
+    assert torch.equal(as_bytes(out), as_bytes(param))
 
 
 def test_fast_path_off_keeps_every_call_working():
