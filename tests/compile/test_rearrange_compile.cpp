@@ -1,5 +1,5 @@
 // rearrange kernels compile with NVRTC for sm_80 and sm_90: every family x unit size x index width
-// (skewed: the unit sizes it takes), exact mode, and every alignment variant of representative plans.
+// (skewed, words, runs: the unit sizes they take), exact mode, and every alignment variant of representative plans.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -40,7 +40,7 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row: return swap_first_two({r, c, 3}, elem, exact);  // 3-element rows: unit = elem
+    case RearrangeFamily::row: return swap_first_two({r, c, 33}, elem, exact);  // 33-element rows: unit = elem
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
@@ -50,6 +50,7 @@ plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, 
     case RearrangeFamily::gather: return make({r, c}, {2 * c, 2}, elem, exact);  // a step-2 slice
     case RearrangeFamily::skewed:  // planned from odd pitches below
     case RearrangeFamily::words:
+    case RearrangeFamily::runs:
     case RearrangeFamily::copy: break;
   }
   return make({1}, {}, elem);
@@ -100,6 +101,38 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
     }
+  // Runs tiles (a tuning candidate; the default for u8 tiles that move single bytes on both sides): a
+  // short shared inner dim (rows of 5 units) under a transpose, for 1-, 2- and 4-byte units, both
+  // index widths (bounds checked: 301 and 501 are tiled unevenly) and exact mode.
+  for (int elem : {1, 2, 4})
+    for (bool big : {false, true}) {
+      const std::int64_t r = big ? (std::int64_t{1} << 19) + 301 : 301;
+      const plan::RearrangePlanData p = swap_first_two({r, 501, 5}, elem, !big);
+      int runs = 0;
+      for (const plan::RearrangeVariant& v : plan::candidate_variants(plan::variant_for_pointers(p, 16).form, !big, 16, 16))
+        if (v.spec.family == RearrangeFamily::runs) {
+          CHECK(v.spec.index64 == big);
+          variants.emplace(plan::kernel_label(v.spec, v.args), v);
+          ++runs;
+        }
+      CHECK(runs == 1);
+    }
+  // u8 [51, 3, 231] -> [3, 231, 51] and [51, 2, 231, 5] -> [2, 5, 231, 51]: single bytes on both sides
+  // of a fixed tile, so runs by default.
+  for (const auto& [shape, order] : {std::pair{std::vector<std::int64_t>{51, 3, 231}, std::vector<std::size_t>{1, 2, 0}},
+                                     std::pair{std::vector<std::int64_t>{51, 2, 231, 5}, std::vector<std::size_t>{1, 3, 2, 0}}}) {
+    const std::vector<std::int64_t> strides = contiguous_strides(shape);
+    std::vector<std::int64_t> out_shape, out_strides;
+    for (std::size_t k : order) {
+      out_shape.push_back(shape[k]);
+      out_strides.push_back(strides[k]);
+    }
+    const plan::RearrangePlanData p = make(out_shape, out_strides, 1);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    CHECK(v.spec.family == RearrangeFamily::runs);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {

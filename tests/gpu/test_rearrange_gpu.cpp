@@ -264,6 +264,34 @@ TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every po
   CHECK(words >= runs / 2);
 }
 
+TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
+          test::gpu_only()) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+  };
+  const Case cases[] = {
+      {{51, 3, 231}, {1, 2, 0}}, {{51, 2, 231, 5}, {1, 3, 2, 0}}, {{37, 6, 51, 4, 3, 7, 33}, {4, 0, 3, 1, 5, 6, 2}},
+  };
+  std::uint64_t seed = 5101;
+  int taken = 0, launches = 0;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    for (std::size_t src_shift : {0, 1, 3})
+      for (std::size_t dst_shift : {0, 1, 2}) {
+        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
+        taken += plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::runs;
+        ++launches;
+        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+      }
+  }
+  MESSAGE(taken << " of " << launches << " launches on runs");
+  CHECK(taken >= launches / 2);
+}
+
 TEST_CASE("rearrange: tune times the candidates, records the fastest, and a later plan reuses the record" *
           test::gpu_only()) {
   const test::TempDir cache;

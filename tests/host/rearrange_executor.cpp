@@ -390,6 +390,120 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   }
 }
 
+// The runs template: source runs read as aligned words and scattered into staged destination runs,
+// which are written as aligned words funnel-shifted out of two staged words.
+void execute_runs(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const RearrangeKernelArgs& a = v.args;
+  const int u = s.unit_bytes;
+  const int w = u >= 4 ? 1 : 4 / u;  // units per word
+  const std::vector<std::int64_t> tile = plan::runs_tile_extents(s, a);
+  const int dims = s.tile_dims;
+  auto src_dim = [&](int o) { return (s.src_order >> (4 * o)) & 15; };
+  std::vector<std::int64_t> step(static_cast<std::size_t>(dims));  // shared-memory step per tile dim
+  for (int k = 0; k < dims; ++k) {
+    std::int64_t n = k < s.dst_run_dims ? 1 : s.pitch;
+    for (int j = k < s.dst_run_dims ? 0 : s.dst_run_dims; j < k; ++j) n *= tile[static_cast<std::size_t>(j)];
+    step[static_cast<std::size_t>(k)] = n;
+  }
+  std::int64_t dst_length_full = 1, src_length_full = 1, volume = 1;
+  for (int k = 0; k < s.dst_run_dims; ++k) dst_length_full *= tile[static_cast<std::size_t>(k)];
+  for (int o = 0; o < s.src_run_dims; ++o) src_length_full *= tile[static_cast<std::size_t>(src_dim(o))];
+  for (std::int64_t e : tile) volume *= e;
+  const std::int64_t runs_d = volume / dst_length_full, runs_s = volume / src_length_full;
+  if (runs_d != s.tile_runs) throw std::logic_error("runs: tile_runs disagrees with the tile");
+  if (s.pitch % w != 0 || s.pitch < dst_length_full + w) throw std::logic_error("runs: pitch too short");
+  const std::int64_t words_d = w > 1 ? (dst_length_full + w - 1) / w + 1 : dst_length_full;
+  const std::int64_t words_s = w > 1 ? (src_length_full + w - 1) / w + 1 : src_length_full;
+  const int pa = s.dst_run_dims - 1, pb = src_dim(s.src_run_dims - 1);
+  const auto smem_units = static_cast<std::size_t>(plan::shared_bytes(s) / u);
+  std::vector<std::uint8_t> smem(smem_units * static_cast<std::size_t>(u));
+  auto misalignment = [&](const std::uint8_t* p) {
+    return w > 1 ? static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(u)) %
+                                             static_cast<std::uintptr_t>(w))
+                 : 0;
+  };
+  auto staged = [&](std::int64_t position) {
+    if (position < 0 || position >= static_cast<std::int64_t>(smem_units))
+      throw std::logic_error("runs: shared memory out of range");
+    return smem.data() + position * u;
+  };
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const std::int64_t rest = divide(t, a.tiles_x, s);
+    const std::int64_t b_index = t - rest * a.tiles_x.value;
+    const std::int64_t outer = divide(rest, a.tiles_y, s);
+    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a, b0 = b_index * s.tile_b;
+    std::int64_t src_base = 0, dst_base = 0;
+    offsets(a, s, dims, s.num_dims - dims, outer, src_base, dst_base);
+    src_base += a0 * a.dim[pa].src_stride + b0 * a.dim[pb].src_stride;
+    dst_base += a0 * a.dim[pa].dst_stride + b0 * a.dim[pb].dst_stride;
+    const std::int64_t valid_a = std::min<std::int64_t>(s.tile_a, a.extent_a - a0);
+    const std::int64_t valid_b = std::min<std::int64_t>(s.tile_b, a.extent_b - b0);
+    if (!s.bounds && (valid_a != s.tile_a || valid_b != s.tile_b)) throw std::logic_error("runs: a partial tile without bounds");
+    std::fill(smem.begin(), smem.end(), 0);
+    const std::int64_t src_length = src_length_full / s.tile_b * valid_b;
+    for (std::int64_t n = 0; n < runs_s * words_s; ++n) {
+      std::int64_t r = n / words_s;
+      const std::int64_t word = n - r * words_s;
+      std::int64_t offset = 0, position = w;
+      bool ok = true;
+      for (int o = s.src_run_dims; o < dims; ++o) {
+        const int k = src_dim(o);
+        const std::int64_t c = o + 1 < dims ? r % tile[static_cast<std::size_t>(k)] : r;
+        r = o + 1 < dims ? r / tile[static_cast<std::size_t>(k)] : 0;
+        offset += c * a.dim[k].src_stride;
+        position += c * step[static_cast<std::size_t>(k)];
+        if (k == pa) ok = ok && c < valid_a;
+      }
+      const std::uint8_t* run = src + (src_base + offset) * u;
+      const std::int64_t first = word * w - misalignment(run);
+      if (!ok || first >= src_length) continue;
+      check_vector(run + first * u, w * u);
+      for (int unit = 0; unit < w; ++unit) {
+        std::int64_t j = first + unit;
+        if (j < 0 || j >= src_length) continue;
+        std::int64_t at = position;
+        for (int o = 0; o < s.src_run_dims; ++o) {
+          const int k = src_dim(o);
+          const std::int64_t c = o + 1 < s.src_run_dims ? j % tile[static_cast<std::size_t>(k)] : j;
+          j = o + 1 < s.src_run_dims ? j / tile[static_cast<std::size_t>(k)] : 0;
+          at += c * step[static_cast<std::size_t>(k)];
+        }
+        copy_units(staged(at), run + (first + unit) * u, 1, u);
+      }
+    }
+    const std::int64_t dst_length = dst_length_full / s.tile_a * valid_a;
+    for (std::int64_t n = 0; n < runs_d * words_d; ++n) {
+      std::int64_t r = n / words_d;
+      const std::int64_t word = n - r * words_d;
+      const std::int64_t start = w + r * s.pitch;
+      std::int64_t offset = 0;
+      bool ok = true;
+      for (int k = s.dst_run_dims; k < dims; ++k) {
+        const std::int64_t c = k + 1 < dims ? r % tile[static_cast<std::size_t>(k)] : r;
+        r = k + 1 < dims ? r / tile[static_cast<std::size_t>(k)] : 0;
+        offset += c * a.dim[k].dst_stride;
+        if (k == pb) ok = ok && c < valid_b;
+      }
+      std::uint8_t* run = dst + (dst_base + offset) * u;
+      const std::int64_t first = word * w - misalignment(run);
+      if (!ok || first >= dst_length) continue;
+      // The template reads the two aligned staged words around the word's units and shifts them.
+      const std::int64_t high = (start + word * w) / w;
+      staged((high - 1) * w);
+      staged(high * w + w - 1);
+      const std::uint8_t* value = staged(start + first);
+      if (first >= 0 && first + w <= dst_length) {
+        check_vector(run + first * u, w * u);
+        copy_units(run + first * u, value, w, u);
+      } else {
+        for (int unit = 0; unit < w; ++unit)
+          if (first + unit >= 0 && first + unit < dst_length) copy_units(run + (first + unit) * u, value + unit * u, 1, u);
+      }
+    }
+  }
+}
+
 void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   switch (v.spec.family) {
     case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
@@ -399,6 +513,7 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
     case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
     case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;
     case RearrangeFamily::words: execute_words(v, dst, src); return;
+    case RearrangeFamily::runs: execute_runs(v, dst, src); return;
   }
 }
 

@@ -21,6 +21,9 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeK
       src[k] = args.dim[k].src_stride;
       dst[k] = args.dim[k].dst_stride;
     }
+  std::vector<std::int64_t> tile = plan::runs_tile_extents(s, args);
+  tile.resize(8, 1);
+  for (std::size_t k = 0; k < tile.size(); ++k) p.integer(fmt::format("TILE_E{}", k), tile[k]);
   return p.integer("K_NUM_TILES", s.exact ? args.num_tiles : 0)
       .integer("K_EXTENT_A", s.exact ? args.extent_a : 0)
       .integer("K_EXTENT_B", s.exact ? args.extent_b : 0)
@@ -39,6 +42,7 @@ std::string rearrange_template(plan::RearrangeFamily family) {
     case plan::RearrangeFamily::packed: return "rearrange_tiled.cu";
     case plan::RearrangeFamily::skewed: return "rearrange_skewed.cu";
     case plan::RearrangeFamily::words: return "rearrange_words.cu";
+    case plan::RearrangeFamily::runs: return "rearrange_runs.cu";
     case plan::RearrangeFamily::copy: break;
   }
   fail(ErrorCode::internal, "the rearrange copy family is a memcpy and has no kernel template");

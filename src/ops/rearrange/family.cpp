@@ -1,5 +1,6 @@
 // Classifying a canonical form and choosing each family's parameters.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <numeric>
 #include <optional>
 
+#include "core/errors.hpp"
 #include "core/fastdiv.hpp"
 #include "ops/rearrange/spec.hpp"
 
@@ -519,6 +521,199 @@ RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::s
   return v;
 }
 
+// ---- runs -----------------------------------------------------------------------------------
+
+constexpr std::int64_t kRunsTileBytes = 8192;
+constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
+constexpr std::int64_t kWordBytesAll = 4;
+
+std::int64_t runs_word_units(std::int64_t unit) { return unit >= kWordBytesAll ? 1 : kWordBytesAll / unit; }
+
+// The dims contiguous on one side starting at its unit-stride dim, innermost first.
+std::vector<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
+  std::vector<std::size_t> chain;
+  std::int64_t next = 1;
+  for (bool grown = true; grown;) {
+    grown = false;
+    for (std::size_t i = 0; i < dims.size() && !grown; ++i)
+      if ((src_side ? dims[i].src_stride : dims[i].dst_stride) == next &&
+          std::find(chain.begin(), chain.end(), i) == chain.end()) {
+        chain.push_back(i);
+        next *= dims[i].extent;
+        grown = true;
+      }
+  }
+  return chain;
+}
+
+// The tile: per form dim, its tile extent (0 outside the tile), and each side's run, innermost first.
+struct RunsTile {
+  std::vector<std::int64_t> extent;
+  std::vector<std::size_t> dst_run, src_run;
+};
+
+// Extends `run` by dim i of its chain, at tile extent t (t < extent ends the run).
+void add_to_run(RunsTile& tile, std::vector<std::size_t>& run, std::size_t i, std::int64_t t) {
+  tile.extent[i] = t;
+  run.push_back(i);
+}
+
+// Grows the two runs in turn (the shorter one next) along their contiguous chains while the tile
+// holds at most `budget` units. A dim already in the tile costs nothing more. While the other run is
+// open, a run takes a dim whole up to `cap` units, else tiles it to about `cap`; a tiled dim (evened
+// out over its tiles) closes its run, and a run stops before a dim the other run tiled, so that each
+// run's tiled dim is whole in the other. Then a run of whole dims takes the budget left over.
+RunsTile grow_runs(const RearrangeDims& dims, std::int64_t budget, std::int64_t cap) {
+  const std::vector<std::size_t> chains[2] = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
+  RunsTile tile;
+  tile.extent.assign(dims.size(), 0);
+  std::int64_t volume = 1, length[2] = {1, 1};
+  std::size_t next[2] = {0, 0};
+  bool closed[2] = {chains[0].empty(), chains[1].empty()};
+  int tile_dims = 0;
+  auto run_of = [&](int side) -> std::vector<std::size_t>& { return side == 0 ? tile.dst_run : tile.src_run; };
+  // Adds the next dim of `side` at most `limit` units long; false when the run must stop.
+  auto extend = [&](int side, std::int64_t limit) {
+    if (next[side] == chains[side].size()) return false;
+    const std::size_t i = chains[side][next[side]];
+    const std::int64_t e = dims[i].extent;
+    std::int64_t t = e;
+    if (tile.extent[i] != 0) {
+      if (tile.extent[i] != e) return false;
+    } else {
+      if (tile_dims == kRunsMaxTileDims) return false;
+      if (volume * e > budget || length[side] * e > limit) {
+        const std::int64_t most = std::min(budget / volume, limit / length[side]);
+        if (most < 2) return false;
+        t = ceil_div(e, ceil_div(e, most));
+      }
+      volume *= t;
+      ++tile_dims;
+    }
+    add_to_run(tile, run_of(side), i, t);
+    length[side] *= t;
+    ++next[side];
+    return t == e;
+  };
+  while (!closed[0] || !closed[1]) {
+    const int side = closed[0] ? 1 : closed[1] ? 0 : (length[0] <= length[1] ? 0 : 1);
+    if (!extend(side, closed[1 - side] ? budget : cap)) closed[side] = true;
+  }
+  for (int side : {length[0] <= length[1] ? 0 : 1, length[0] <= length[1] ? 1 : 0}) {
+    std::vector<std::size_t>& run = run_of(side);
+    while (!run.empty() && tile.extent[run.back()] == dims[run.back()].extent && extend(side, budget)) {
+    }
+  }
+  return tile;
+}
+
+// How well a tile moves memory, from 0 to 1: each side's runs against the sector-sized waste at their
+// ends, and the tile's fill of the budget (small tiles leave too few units per thread).
+double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) {
+  auto run_bytes = [&](const std::vector<std::size_t>& run) {
+    std::int64_t n = unit;
+    for (std::size_t i : run) n *= tile.extent[i];
+    return static_cast<double>(n);
+  };
+  std::int64_t volume = 1;
+  for (std::int64_t e : tile.extent) volume *= std::max<std::int64_t>(e, 1);
+  const double d = run_bytes(tile.dst_run), s = run_bytes(tile.src_run);
+  return d / (d + 64) * s / (s + 64) * std::min(1.0, 2.0 * static_cast<double>(volume) / static_cast<double>(budget));
+}
+
+// The best-scoring tile over run caps from the square root of the budget up to the budget.
+RunsTile choose_runs(const RearrangeDims& dims, std::int64_t unit, std::int64_t budget) {
+  RunsTile best;
+  double best_score = -1;
+  for (auto cap = static_cast<std::int64_t>(std::sqrt(static_cast<double>(budget))); cap <= budget; cap *= 2) {
+    RunsTile tile = grow_runs(dims, budget, cap);
+    if (tile.dst_run.empty() || tile.src_run.empty()) return tile;
+    const double score = runs_score(tile, unit, budget);
+    if (score > best_score) {
+      best_score = score;
+      best = std::move(tile);
+    }
+  }
+  return best;
+}
+
+// dim[0, tile_dims) = the tile's dims by destination stride, then the outer dims innermost first.
+std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact) {
+  const RearrangeDims& dims = form.dims;
+  const std::int64_t unit = form.unit_bytes;
+  if (unit > kWordBytesAll) return std::nullopt;
+  const std::int64_t word = runs_word_units(unit);
+  for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
+    const RunsTile tile = choose_runs(dims, unit, budget);
+    if (tile.dst_run.empty() || tile.src_run.empty()) return std::nullopt;
+
+    std::vector<std::size_t> order;  // kernel order of the tile dims
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (tile.extent[i] != 0) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return dims[x].dst_stride < dims[y].dst_stride; });
+    std::vector<std::size_t> by_src = tile.src_run;
+    std::vector<std::size_t> rest;
+    for (std::size_t i : order)
+      if (std::find(by_src.begin(), by_src.end(), i) == by_src.end()) rest.push_back(i);
+    std::stable_sort(rest.begin(), rest.end(), [&](std::size_t x, std::size_t y) {
+      return std::llabs(dims[x].src_stride) < std::llabs(dims[y].src_stride);
+    });
+    by_src.insert(by_src.end(), rest.begin(), rest.end());
+    int src_order = 0;
+    for (std::size_t o = 0; o < by_src.size(); ++o) {
+      const auto k = std::find(order.begin(), order.end(), by_src[o]) - order.begin();
+      src_order |= static_cast<int>(k) << (4 * o);
+    }
+
+    std::int64_t dst_length = 1, volume = 1;
+    for (std::size_t i : tile.dst_run) dst_length *= tile.extent[i];
+    for (std::size_t i : order) volume *= tile.extent[i];
+    if (volume < kThreads) return std::nullopt;
+    const std::size_t a = tile.dst_run.back(), b = tile.src_run.back();
+
+    RearrangeSpec s;
+    s.family = RearrangeFamily::runs;
+    s.unit_bytes = static_cast<int>(unit);
+    s.threads = kThreads;
+    s.num_dims = static_cast<int>(dims.size());
+    s.index64 = needs_index64(dims);
+    s.exact = exact;
+    s.tile_dims = static_cast<int>(order.size());
+    s.dst_run_dims = static_cast<int>(tile.dst_run.size());
+    s.src_run_dims = static_cast<int>(tile.src_run.size());
+    s.src_order = src_order;
+    s.tile_a = static_cast<int>(tile.extent[a]);
+    s.tile_b = static_cast<int>(tile.extent[b]);
+    s.bounds = !divides(tile.extent[a], dims[a].extent) || !divides(tile.extent[b], dims[b].extent);
+    // Staged runs hold a word more than the run (a misaligned run's words straddle it), an odd
+    // number of words so that runs start in different banks.
+    std::int64_t pitch = ceil_div(dst_length + word, word) * word;
+    if (word > 1 && (pitch / word) % 2 == 0) pitch += word;
+    s.pitch = static_cast<int>(pitch);
+    s.tile_runs = static_cast<int>(volume / dst_length);
+    s.min_blocks = 3;
+    if (shared_bytes(s) > kMaxStaticShared) continue;
+
+    RearrangeVariant v{form, s, {}, 0, 0};
+    RearrangeKernelArgs& args = v.args;
+    args.extent_a = dims[a].extent;
+    args.extent_b = dims[b].extent;
+    args.tiles_x = make_kernel_divisor(ceil_div(dims[b].extent, s.tile_b));
+    args.tiles_y = make_kernel_divisor(ceil_div(dims[a].extent, s.tile_a));
+    std::int64_t tiled_units = 1;
+    for (std::size_t i : order) tiled_units *= dims[i].extent;
+    args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / tiled_units);
+    int k = 0;
+    for (std::size_t i : order) args.dim[k++] = kernel_dim(dims[i]);
+    for (std::size_t i = dims.size(); i-- > 0;)
+      if (tile.extent[i] == 0) args.dim[k++] = kernel_dim(dims[i]);
+    v.grid = grid_for(args.num_tiles);
+    return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view family_name(RearrangeFamily family) {
@@ -530,6 +725,7 @@ std::string_view family_name(RearrangeFamily family) {
     case RearrangeFamily::gather: return "gather";
     case RearrangeFamily::skewed: return "skewed";
     case RearrangeFamily::words: return "words";
+    case RearrangeFamily::runs: return "runs";
   }
   return "?";
 }
@@ -544,14 +740,12 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor) {
   return d;
 }
 
-RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
-                              std::int64_t dst_align) {
+namespace {
+
+// The row, gather, tiled, skewed or word-tile plan of a form that is not a plain copy.
+RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                                   std::int64_t dst_align) {
   const RearrangeDims& dims = units.dims;
-  if (dims.empty() || (dims.size() == 1 && dims[0].src_stride == 1 && dims[0].dst_stride == 1)) {
-    RearrangeVariant v{units, {}, {}, 0, unit_count(dims) * units.unit_bytes};
-    v.spec.unit_bytes = static_cast<int>(units.unit_bytes);
-    return v;
-  }
   const std::size_t inner = dims.size() - 1;
   if (dims[inner].src_stride == 1 && dims[inner].dst_stride == 1) return plan_rows(units, exact);
   if (dims[inner].dst_stride == 1) {
@@ -564,6 +758,34 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     }
   }
   return plan_rows(units, exact);
+}
+
+// Whether a fixed-family plan is a tile of 1-byte units moved one byte at a time on both sides: bound
+// by instruction issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2:
+// 26% -> 45% of copy). Runs lost on tiles with wider accesses on either side (u8 and f16 on seeds 4
+// and 6: 12 of 14 such lines fell, by up to 30 points), on gathers and on rows of 5 bytes (mixed), so
+// those keep their family and runs stay a tuning candidate.
+bool moves_single_bytes(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && s.vec_b == 1 && !s.load_linear;
+}
+
+}  // namespace
+
+RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                              std::int64_t dst_align) {
+  const RearrangeDims& dims = units.dims;
+  if (dims.empty() || (dims.size() == 1 && dims[0].src_stride == 1 && dims[0].dst_stride == 1)) {
+    RearrangeVariant v{units, {}, {}, 0, unit_count(dims) * units.unit_bytes};
+    v.spec.unit_bytes = static_cast<int>(units.unit_bytes);
+    return v;
+  }
+  RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
+  if (moves_single_bytes(v)) {
+    if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
+  }
+  return v;
 }
 
 std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, bool exact, std::int64_t src_align,
@@ -596,11 +818,26 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
     }
   }
   add(plan_rows(units, exact));
+  add(plan_fixed_family(units, exact, src_align, dst_align));
+  if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
   return out;
+}
+
+std::vector<std::int64_t> runs_tile_extents(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {
+  std::vector<std::int64_t> extents;
+  if (spec.family != RearrangeFamily::runs) return extents;
+  const int a = spec.dst_run_dims - 1, b = (spec.src_order >> (4 * (spec.src_run_dims - 1))) & 15;
+  if (spec.tile_dims > kRunsMaxTileDims || a < 0 || a >= spec.tile_dims || spec.src_run_dims < 1 || b >= spec.tile_dims)
+    fail(ErrorCode::internal, "a runs specialization names tile dims it does not have");
+  for (int k = 0; k < spec.tile_dims; ++k) extents.push_back(args.dim[k].extent.value);
+  extents[static_cast<std::size_t>(a)] = spec.tile_a;
+  extents[static_cast<std::size_t>(b)] = spec.tile_b;
+  return extents;
 }
 
 SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {
   std::vector<std::uint64_t> baked;
+  for (std::int64_t e : runs_tile_extents(spec, args)) baked.push_back(static_cast<std::uint64_t>(e));
   if (spec.exact) {
     baked = {static_cast<std::uint64_t>(args.num_tiles), static_cast<std::uint64_t>(args.extent_a),
              static_cast<std::uint64_t>(args.extent_b)};
@@ -636,6 +873,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}.b{}.p{}.mb{}{}{}", s.tile_a, s.tile_b, s.pitch, s.min_blocks, s.skew_load ? ".sl" : "",
                          s.skew_store ? ".ss" : "");
       break;
+    case RearrangeFamily::runs:
+      key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,
+                         s.src_run_dims, s.src_order, s.tile_a, s.tile_b, s.pitch);
+      break;
   }
   if (s.exact) {
     key += fmt::format(".exact.n{}.ea{}.eb{}", args.num_tiles, args.extent_a, args.extent_b);
@@ -652,6 +893,10 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   if (s.family == RearrangeFamily::words) return s.tile_b * s.pitch * static_cast<int>(kWordBytes);
+  if (s.family == RearrangeFamily::runs) {
+    const std::int64_t word = runs_word_units(s.unit_bytes);
+    return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);
+  }
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
   const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;

@@ -56,6 +56,13 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.tile_a, s.tile_b, s.skew_load ? ", source rows funnel-shifted" : "",
                          s.skew_store ? ", destination rows skewed" : "", s.num_dims - 2, s.threads, shared_bytes(s));
       break;
+    case RearrangeFamily::runs:
+      out += fmt::format("  family runs: tile {} units over {} dims (destination order), destination runs over the first "
+                         "{} (last tiled by {}), source runs over {} (last tiled by {}), moved as aligned 32-bit words "
+                         "on both sides, {} outer dims, {} threads, shared memory {} bytes\n",
+                         fmt::join(runs_tile_extents(s, v.args), " x "), s.tile_dims, s.dst_run_dims, s.tile_a,
+                         s.src_run_dims, s.tile_b, s.num_dims - s.tile_dims, s.threads, shared_bytes(s));
+      break;
   }
   out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
                      s.exact ? "exact (extents and strides baked in)" : "extents and strides at run time");

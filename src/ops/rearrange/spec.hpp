@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/spec.hpp"
 #include "ops/rearrange/canonical.hpp"
@@ -20,9 +21,10 @@ enum class RearrangeFamily {
   gather,     ///< anything else: walked in destination order, so writes stay coalesced
   skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
   words,      ///< transpose of 1-byte units moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
+  runs,       ///< tile over several dims, read along its source run and written along its destination run in aligned words
 };
 
-/// "copy", "row", "transpose", "packed", "gather", "skewed", "words".
+/// "copy", "row", "transpose", "packed", "gather", "skewed", "words", "runs".
 std::string_view family_name(RearrangeFamily family);
 
 inline std::string_view field_text(RearrangeFamily family) { return family_name(family); }
@@ -64,7 +66,12 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
-  X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */
+  X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
+  X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
+  X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
+  X(int, src_run_dims, 0)      /* runs: leading dims of src_order contiguous in src */              \
+  X(int, src_order, 0)         /* runs: tile dims in source order, 4 bits each, innermost lowest */ \
+  X(int, tile_runs, 0)         /* runs: destination runs per tile (staged rows of pitch units) */
 
 struct RearrangeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_REARRANGE_SPEC_FIELDS)
@@ -126,6 +133,10 @@ SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args
 /// A short readable name of the kernel (family first), for labels and describe text; the fields
 /// that matter to its family, and in exact mode the baked shape.
 std::string kernel_label(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
+
+/// The runs family's tile extent of each tile dim (dim[0, tile_dims)): the dim's extent, or tile_a
+/// and tile_b for the two runs' tiled dims; empty for the other families. Baked into the kernel.
+std::vector<std::int64_t> runs_tile_extents(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
 
 /// Bytes of RearrangeKernelArgs that the kernel of `spec` reads (the header plus num_dims dims).
 std::size_t kernel_args_bytes(const RearrangeSpec& spec);

@@ -1,0 +1,172 @@
+// rearrange runs: a tile over up to eight dims, dim[0, TILE_DIMS) in destination order, each whole
+// except the last dim of each run. The first DST_RUN_DIMS of them are contiguous in dst (the tile's
+// destination runs, of L_D units; the last tiled by TILE_A); SRC_ORDER lists them in source order,
+// the first SRC_RUN_DIMS contiguous in src (source runs of L_S units; the last tiled by TILE_B).
+// Both sides move aligned 32-bit words whatever the runs' alignment: a source word is read whole and
+// its units inside the run are scattered into shared memory, where each destination run is a row of
+// PITCH units; a destination word is funnel-shifted out of two staged words, and only the words at a
+// run's ends are written unit by unit. Tiles count along the source run's last dim fastest, then
+// along the destination run's last dim, then over the outer dims dim[TILE_DIMS, NUM_DIMS).
+constexpr int WORD_UNITS = UNIT_BYTES >= 4 ? 1 : 4 / UNIT_BYTES;
+typedef unsigned int SjWord;
+
+__host__ __device__ constexpr long long sj_tile_extent(int k) {
+  return k == 0 ? TILE_E0 : k == 1 ? TILE_E1 : k == 2 ? TILE_E2 : k == 3 ? TILE_E3
+       : k == 4 ? TILE_E4 : k == 5 ? TILE_E5 : k == 6 ? TILE_E6 : k == 7 ? TILE_E7 : 1;
+}
+__host__ __device__ constexpr int sj_src_dim(int i) { return (SRC_ORDER >> (4 * i)) & 15; }
+__host__ __device__ constexpr long long sj_dst_run_length() {
+  long long n = 1;
+  for (int k = 0; k < DST_RUN_DIMS; ++k) n *= sj_tile_extent(k);
+  return n;
+}
+__host__ __device__ constexpr long long sj_src_run_length() {
+  long long n = 1;
+  for (int i = 0; i < SRC_RUN_DIMS; ++i) n *= sj_tile_extent(sj_src_dim(i));
+  return n;
+}
+__host__ __device__ constexpr long long sj_tile_volume() {
+  long long n = 1;
+  for (int k = 0; k < TILE_DIMS; ++k) n *= sj_tile_extent(k);
+  return n;
+}
+// Shared-memory step of dim k: within a destination run, the product of the dims inside it; across
+// runs, PITCH times the product of the run dims before it.
+__host__ __device__ constexpr long long sj_smem_step(int k) {
+  long long n = k < DST_RUN_DIMS ? 1 : PITCH;
+  for (int j = k < DST_RUN_DIMS ? 0 : DST_RUN_DIMS; j < k; ++j) n *= sj_tile_extent(j);
+  return n;
+}
+
+constexpr long long L_D = sj_dst_run_length();
+constexpr long long L_S = sj_src_run_length();
+constexpr long long RUNS_D = sj_tile_volume() / L_D;
+constexpr long long RUNS_S = sj_tile_volume() / L_S;
+constexpr int PA = DST_RUN_DIMS - 1;                 // the destination run's tiled dim
+constexpr int PB = sj_src_dim(SRC_RUN_DIMS - 1);     // the source run's tiled dim
+// Aligned words a run of L units can touch at any misalignment.
+constexpr long long WORDS_D = WORD_UNITS > 1 ? (L_D + WORD_UNITS - 1) / WORD_UNITS + 1 : L_D;
+constexpr long long WORDS_S = WORD_UNITS > 1 ? (L_S + WORD_UNITS - 1) / WORD_UNITS + 1 : L_S;
+constexpr int LOAD_ITEMS = (int)((RUNS_S * WORDS_S + THREADS - 1) / THREADS);
+constexpr int STORE_ITEMS = (int)((RUNS_D * WORDS_D + THREADS - 1) / THREADS);
+// Staged runs start one word in, so a funnel shift may read the word before a run's first.
+constexpr long long SMEM_UNITS = (RUNS_D * PITCH + 2 * WORD_UNITS + WORD_UNITS - 1) / WORD_UNITS * WORD_UNITS;
+
+// Units of a pointer past its last aligned word.
+__device__ __forceinline__ int sj_misalignment(const Unit* p) {
+  return WORD_UNITS > 1 ? (int)(((unsigned long long)p / UNIT_BYTES) & (WORD_UNITS - 1)) : 0;
+}
+
+__device__ __forceinline__ Unit sj_word_unit(SjWord w, int u) {
+  Unit out;
+  out.v = (decltype(out.v))(w >> (u * UNIT_BYTES * 8 % 32));
+  return out;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+    sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
+  __shared__ __align__(16) SjWord smem_words[SMEM_UNITS / WORD_UNITS];
+  Unit* smem = reinterpret_cast<Unit*>(smem_words);
+  Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
+  const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
+
+  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+    SjTile tile = sj_tile(args, t, TILE_A, TILE_B, TILE_DIMS, false);
+    tile.src_base += tile.a0 * sj_src_stride(args, PA) + tile.b0 * sj_src_stride(args, PB);
+    tile.dst_base += tile.a0 * sj_dst_stride(args, PA) + tile.b0 * sj_dst_stride(args, PB);
+    const Index valid_a = BOUNDS ? min((Index)TILE_A, sj_extent_a(args) - tile.a0) : (Index)TILE_A;
+    const Index valid_b = BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B;
+
+    // Source runs: run r spans the source order's dims past the run, word w its w-th aligned word.
+    SjWord loaded[LOAD_ITEMS];
+    int first_unit[LOAD_ITEMS];  // run position of the word's unit 0 (negative before the run)
+    int staged_run[LOAD_ITEMS];  // shared-memory position of the run's unit 0
+    bool live[LOAD_ITEMS];
+    const Index src_length = L_S / TILE_B * valid_b;
+#pragma unroll
+    for (int i = 0; i < LOAD_ITEMS; ++i) {
+      const int n = threadIdx.x + i * THREADS;
+      int r = n / (int)WORDS_S;
+      const int w = n - r * (int)WORDS_S;
+      Index offset = 0;
+      int staged = WORD_UNITS;
+      bool ok = RUNS_S * WORDS_S % THREADS == 0 || n < RUNS_S * WORDS_S;
+#pragma unroll
+      for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
+        const int k = sj_src_dim(o);
+        const int c = o + 1 < TILE_DIMS ? r % (int)sj_tile_extent(k) : r;
+        r = o + 1 < TILE_DIMS ? r / (int)sj_tile_extent(k) : 0;
+        offset += c * sj_src_stride(args, k);
+        staged += c * (int)sj_smem_step(k);
+        if (BOUNDS && k == PA) ok = ok && c < valid_a;
+      }
+      const Unit* run = s + tile.src_base + offset;
+      const int first = w * WORD_UNITS - sj_misalignment(run);
+      ok = ok && first < src_length;
+      first_unit[i] = first;
+      staged_run[i] = staged;
+      live[i] = ok;
+      if (ok) loaded[i] = *reinterpret_cast<const SjWord*>(run + first);
+    }
+#pragma unroll
+    for (int i = 0; i < LOAD_ITEMS; ++i) {
+      if (!live[i]) continue;
+#pragma unroll
+      for (int u = 0; u < WORD_UNITS; ++u) {
+        int j = first_unit[i] + u;
+        if (j < 0 || j >= src_length) continue;
+        int position = staged_run[i];
+#pragma unroll
+        for (int o = 0; o < SRC_RUN_DIMS; ++o) {
+          const int k = sj_src_dim(o);
+          const int c = o + 1 < SRC_RUN_DIMS ? j % (int)sj_tile_extent(k) : j;
+          j = o + 1 < SRC_RUN_DIMS ? j / (int)sj_tile_extent(k) : 0;
+          position += c * (int)sj_smem_step(k);
+        }
+        smem[position] = sj_word_unit(loaded[i], u);
+      }
+    }
+    __syncthreads();
+
+    // Destination runs: run r spans dim[DST_RUN_DIMS, TILE_DIMS), word w its w-th aligned word.
+    const Index dst_length = L_D / TILE_A * valid_a;
+#pragma unroll
+    for (int i = 0; i < STORE_ITEMS; ++i) {
+      const int n = threadIdx.x + i * THREADS;
+      if (RUNS_D * WORDS_D % THREADS != 0 && n >= RUNS_D * WORDS_D) continue;
+      int r = n / (int)WORDS_D;
+      const int w = n - r * (int)WORDS_D;
+      const int staged = WORD_UNITS + r * PITCH;
+      Index offset = 0;
+      bool ok = true;
+#pragma unroll
+      for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
+        const int c = k + 1 < TILE_DIMS ? r % (int)sj_tile_extent(k) : r;
+        r = k + 1 < TILE_DIMS ? r / (int)sj_tile_extent(k) : 0;
+        offset += c * sj_dst_stride(args, k);
+        if (BOUNDS && k == PB) ok = ok && c < valid_b;
+      }
+      Unit* run = d + tile.dst_base + offset;
+      const int first = w * WORD_UNITS - sj_misalignment(run);
+      if (!ok || first >= dst_length) continue;
+      if (WORD_UNITS == 1) {
+        run[first] = smem[staged + first];
+        continue;
+      }
+      // Run unit `first` is staged at (staged + w * W) - misalignment: the top of staged word
+      // high - 1 and the bottom of word high, shifted right by the misalignment's complement.
+      const int high = (staged + w * WORD_UNITS) / WORD_UNITS;
+      const unsigned misaligned = (unsigned)(w * WORD_UNITS - first);
+      const SjWord value = __funnelshift_rc(smem_words[high - 1], smem_words[high],
+                                            (WORD_UNITS - misaligned) * UNIT_BYTES * 8);
+      if (first >= 0 && first + WORD_UNITS <= dst_length) {
+        *reinterpret_cast<SjWord*>(run + first) = value;
+      } else {
+#pragma unroll
+        for (int u = 0; u < WORD_UNITS; ++u)
+          if (first + u >= 0 && first + u < dst_length) run[first + u] = sj_word_unit(value, u);
+      }
+    }
+    __syncthreads();
+  }
+}
