@@ -525,9 +525,8 @@ RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::s
 
 constexpr std::int64_t kRunsTileBytes = 8192;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
-constexpr std::int64_t kWordBytesAll = 4;
 
-std::int64_t runs_word_units(std::int64_t unit) { return unit >= kWordBytesAll ? 1 : kWordBytesAll / unit; }
+std::int64_t runs_word_units(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
 std::vector<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
@@ -641,7 +640,7 @@ RunsTile choose_runs(const RearrangeDims& dims, std::int64_t unit, std::int64_t 
 std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
-  if (unit > kWordBytesAll) return std::nullopt;
+  if (unit > kWordBytes) return std::nullopt;
   const std::int64_t word = runs_word_units(unit);
   for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
     const RunsTile tile = choose_runs(dims, unit, budget);
