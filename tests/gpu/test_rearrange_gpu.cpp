@@ -100,6 +100,32 @@ std::vector<CaseLine> read_cases() {
   return cases;
 }
 
+struct PermuteCase {
+  std::vector<std::int64_t> shape;
+  std::vector<int> perm;
+  DType dtype;
+};
+
+// Checks each permute on the GPU at nine pointer misalignments (source shifted by 0, 1 and 3
+// elements, destination by 0, 1 and 2); returns how many of the launches planned `family`.
+int launches_on_family(const std::vector<PermuteCase>& cases, plan::RearrangeFamily family, std::uint64_t seed) {
+  int taken = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const std::size_t elem = dtype_size(c.dtype);
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
+      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
+        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
+        taken += plan::variant_for_pointers(plan.impl().data, address).spec.family == family;
+        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+      }
+  }
+  return taken;
+}
+
 }  // namespace
 
 TEST_CASE("rearrange: every case of the case list, in u8, f16, bf16, f32, f64 and 16-byte elements" *
@@ -235,59 +261,25 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalig
 
 TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every pointer misalignment" *
           test::gpu_only()) {
-  struct Case {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
-    DType dtype;
-  };
-  const Case cases[] = {
+  const std::vector<PermuteCase> cases = {
       {{575, 1972}, {1, 0}, DType::u8},     {{1029, 1021}, {1, 0}, DType::u8},     {{200, 1031}, {1, 0}, DType::u8},
       {{3, 301, 517}, {0, 2, 1}, DType::u8}, {{65, 7, 1249, 154}, {3, 2, 0, 1}, DType::u8}, {{4099, 65}, {1, 0}, DType::u8},
   };
-  std::uint64_t seed = 4099;
-  int words = 0, runs = 0;
-  for (const Case& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const std::size_t elem = dtype_size(c.dtype);
-    const RearrangePlan plan = plan_rearrange(dst, view);
-    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
-      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
-        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
-        words += plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::words;
-        ++runs;
-        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-        CHECK_MESSAGE(failure.empty(), failure);
-      }
-  }
-  MESSAGE(words << " of " << runs << " runs on word tiles");
-  CHECK(words >= runs / 2);
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 4099);
+  MESSAGE(words << " of " << launches << " runs on word tiles");
+  CHECK(words >= launches / 2);
 }
 
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
-  struct Case {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
+  const std::vector<PermuteCase> cases = {
+      {{51, 3, 231}, {1, 2, 0}, DType::u8},
+      {{51, 2, 231, 5}, {1, 3, 2, 0}, DType::u8},
+      {{37, 6, 51, 4, 3, 7, 33}, {4, 0, 3, 1, 5, 6, 2}, DType::u8},
   };
-  const Case cases[] = {
-      {{51, 3, 231}, {1, 2, 0}}, {{51, 2, 231, 5}, {1, 3, 2, 0}}, {{37, 6, 51, 4, 3, 7, 33}, {4, 0, 3, 1, 5, 6, 2}},
-  };
-  std::uint64_t seed = 5101;
-  int taken = 0, launches = 0;
-  for (const Case& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, DType::u8, 0};
-    const RearrangePlan plan = plan_rearrange(dst, view);
-    for (std::size_t src_shift : {0, 1, 3})
-      for (std::size_t dst_shift : {0, 1, 2}) {
-        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
-        taken += plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::runs;
-        ++launches;
-        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-        CHECK_MESSAGE(failure.empty(), failure);
-      }
-  }
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int taken = launches_on_family(cases, plan::RearrangeFamily::runs, 5101);
   MESSAGE(taken << " of " << launches << " launches on runs");
   CHECK(taken >= launches / 2);
 }
