@@ -19,6 +19,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxStaticShared = 48 * 1024;
+constexpr std::int64_t kRegistersPerSm = 65536;
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -347,15 +348,21 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
   TiledChoice c;
   // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
-  // (128 bytes) and 16 store vectors in registers; for units under 4 bytes whole groups first, then
-  // power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte lines but cost
-  // 4-byte transposes up to 20 points against 64-unit tiles.)
+  // (128 bytes, half its registers) and 16 store vectors in registers; for units under 4 bytes whole
+  // groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte
+  // lines but cost 4-byte transposes up to 20 points against 64-unit tiles.) A load narrower than a
+  // register still takes one: eight micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks
+  // per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16
+  // tiles holding 64 at two blocks per SM run at 80-93%).
   auto fits = [](const RearrangeSpec& s) {
     const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
-    const std::int64_t held = ceil_div(micro, kThreads) * s.vec_a * s.vec_b * s.unit_bytes;
+    const std::int64_t micro_per_thread = ceil_div(micro, kThreads);
+    const std::int64_t held = micro_per_thread * s.vec_a * s.vec_b * s.unit_bytes;
+    const std::int64_t held_registers = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
+    const std::int64_t registers = kRegistersPerSm / (std::int64_t{s.min_blocks} * kThreads);
     const std::int64_t stores = std::int64_t{s.tile_b} * (s.tile_a / s.vec_a);
-    return (s.load_linear || (held <= 128 && micro <= 8 * kThreads)) && (s.store_linear || stores <= 16 * kThreads) &&
-           shared_bytes(s) <= kMaxStaticShared;
+    return (s.load_linear || (held <= 128 && 2 * held_registers <= registers && micro <= 8 * kThreads)) &&
+           (s.store_linear || stores <= 16 * kThreads) && shared_bytes(s) <= kMaxStaticShared;
   };
   bool found = false;
   for (std::int64_t volume = max_volume; !found; volume /= 2)
@@ -415,17 +422,22 @@ RearrangeKernelArgs single_dim_tile_args(const CanonicalForm& form, std::size_t 
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 
-// A transpose that fixed tiles could move only in accesses narrower than 8 bytes on both sides
-// (odd row pitches, misaligned pointers): units of 2 or 4 bytes, B unit-stride in the source, both
-// groups one dim of 64 units or more (a tile reads VEC - 1 extra source rows, and a row's two ends
-// take single units). [8191, 8193] transposes against fixed tiles: H200 f32 57% -> 72% of copy,
-// f16 45% -> 54%; u8 lost (32% -> 29%: sixteen one-byte shared-memory writes per vector), so
-// 1-byte units stay tiled.
+// A transpose that fixed tiles could move only in accesses narrower than 8 bytes (odd row pitches,
+// misaligned pointers): for 4-byte units on either side, for 2-byte units on both sides of a plain
+// 2-D transpose; B unit-stride in the source, both groups one dim of 64 units or more (a tile reads
+// VEC - 1 extra source rows, and a row's two ends take single units). [8191, 8193] transposes
+// against fixed tiles: H200 f32 57% -> 72% of copy, f16 45% -> 54%. With one narrow side, f32 2-D
+// transposes rose from 44-50% to 84-87% (H100, seeds 4 and 6) while f16 ones fell from 79-94% to
+// 48-58%, and f16 transposes with outer dims ran at 35-46% where fixed tiles reach 53-67%: eight
+// 2-byte units per vector cost more shared-memory writes than the narrow side saves. u8 lost too
+// (32% -> 29%: sixteen one-byte shared-memory writes per vector), so 1-byte units stay tiled.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
-  return tiled.family == RearrangeFamily::transpose && (form.unit_bytes == 2 || form.unit_bytes == 4) &&
-         form.dims[b_dim].src_stride == 1 &&
-         tiled.vec_a * form.unit_bytes < 8 && tiled.vec_b * form.unit_bytes < 8 &&
+  const bool narrow_a = tiled.vec_a * form.unit_bytes < 8, narrow_b = tiled.vec_b * form.unit_bytes < 8;
+  const bool narrow = form.unit_bytes == 4   ? narrow_a || narrow_b
+                      : form.unit_bytes == 2 ? narrow_a && narrow_b && form.dims.size() == 2
+                                             : false;
+  return tiled.family == RearrangeFamily::transpose && narrow && form.dims[b_dim].src_stride == 1 &&
          form.dims[a_dim].extent >= kSkewedTile && form.dims[b_dim].extent >= kSkewedTile;
 }
 
