@@ -422,22 +422,20 @@ RearrangeKernelArgs single_dim_tile_args(const CanonicalForm& form, std::size_t 
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 
-// A transpose that fixed tiles could move only in accesses narrower than 8 bytes (odd row pitches,
-// misaligned pointers): for 4-byte units on either side, for 2-byte units on both sides of a plain
-// 2-D transpose; B unit-stride in the source, both groups one dim of 64 units or more (a tile reads
-// VEC - 1 extra source rows, and a row's two ends take single units). [8191, 8193] transposes
-// against fixed tiles: H200 f32 57% -> 72% of copy, f16 45% -> 54%. With one narrow side, f32 2-D
-// transposes rose from 44-50% to 84-87% (H100, seeds 4 and 6) while f16 ones fell from 79-94% to
-// 48-58%, and f16 transposes with outer dims ran at 35-46% where fixed tiles reach 53-67%: eight
-// 2-byte units per vector cost more shared-memory writes than the narrow side saves. u8 lost too
-// (32% -> 29%: sixteen one-byte shared-memory writes per vector), so 1-byte units stay tiled.
+// A transpose whose fixed tiles would store in vectors narrower than 8 bytes (an odd destination
+// pitch, a misaligned pointer): units of 4 bytes, or of 2 bytes in a plain 2-D transpose; B
+// unit-stride in the source, both groups one dim of 64 units or more (a tile reads VEC - 1 extra
+// source rows, and a row's two ends take single units). H100, against fixed tiles: f32 with narrow
+// stores 32-51% -> 84-88% of copy (seeds 4, 6, 9, 10), f16 2-D 38-46% -> 68-70% (seeds 7, 8, tuned).
+// Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
+// (35-59% against 53-71%): eight 2-byte units per vector cost more shared-memory writes than the
+// narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
+// writes per vector), so 1-byte units stay tiled.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
-  const bool narrow_a = tiled.vec_a * form.unit_bytes < 8, narrow_b = tiled.vec_b * form.unit_bytes < 8;
-  const bool narrow = form.unit_bytes == 4   ? narrow_a || narrow_b
-                      : form.unit_bytes == 2 ? narrow_a && narrow_b && form.dims.size() == 2
-                                             : false;
-  return tiled.family == RearrangeFamily::transpose && narrow && form.dims[b_dim].src_stride == 1 &&
+  const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
+  const bool unit_fits = form.unit_bytes == 4 || (form.unit_bytes == 2 && form.dims.size() == 2);
+  return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits && form.dims[b_dim].src_stride == 1 &&
          form.dims[a_dim].extent >= kSkewedTile && form.dims[b_dim].extent >= kSkewedTile;
 }
 
