@@ -254,21 +254,13 @@ nb::dict doctor_info() {
   if (jit::driver_available()) {
     const jit::Driver& drv = jit::driver();
     driver["usable"] = true;
-    driver["version"] = std::to_string(drv.version / 1000) + "." + std::to_string(drv.version % 1000 / 10);
-    int count = 0;
-    drv.cuDeviceGetCount(&count);
-    for (int i = 0; i < count; ++i) {
-      CUdevice dev = 0;
-      drv.cuDeviceGet(&dev, i);
-      char name[256] = {};
-      drv.cuDeviceGetName(name, sizeof name, dev);
-      std::size_t bytes = 0;
-      drv.cuDeviceTotalMem(&bytes, dev);
+    driver["version"] = jit::driver_version_name(drv);
+    for (const jit::DeviceInfo& dev : jit::list_devices(drv)) {
       nb::dict device;
-      device["index"] = i;
-      device["name"] = std::string(name);
-      device["arch"] = jit::device_arch(dev);
-      device["bytes"] = bytes;
+      device["index"] = dev.index;
+      device["name"] = dev.name;
+      device["arch"] = dev.arch;
+      device["bytes"] = dev.bytes;
       devices.append(device);
     }
   } else {

@@ -16,18 +16,9 @@ void print_driver() {
     return;
   }
   const jit::Driver& d = jit::driver();
-  fmt::print("driver:   CUDA {}.{}\n", d.version / 1000, d.version % 1000 / 10);
-  int count = 0;
-  d.cuDeviceGetCount(&count);
-  for (int i = 0; i < count; ++i) {
-    CUdevice dev = 0;
-    d.cuDeviceGet(&dev, i);
-    char name[256] = {};
-    d.cuDeviceGetName(name, sizeof name, dev);
-    std::size_t bytes = 0;
-    d.cuDeviceTotalMem(&bytes, dev);
-    fmt::print("device {}: {} ({}, {:.1f} GiB)\n", i, name, jit::device_arch(dev), bytes / 1073741824.0);
-  }
+  fmt::print("driver:   CUDA {}\n", jit::driver_version_name(d));
+  for (const jit::DeviceInfo& dev : jit::list_devices(d))
+    fmt::print("device {}: {} ({}, {:.1f} GiB)\n", dev.index, dev.name, dev.arch, dev.bytes / 1073741824.0);
 }
 
 void print_nvrtc() {

@@ -136,4 +136,24 @@ std::string device_arch(CUdevice device) {
   return fmt::format("sm_{}{}", major, minor);
 }
 
+std::string driver_version_name(const Driver& d) {
+  return fmt::format("{}.{}", d.version / 1000, d.version % 1000 / 10);
+}
+
+std::vector<DeviceInfo> list_devices(const Driver& d) {
+  int count = 0;
+  check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  std::vector<DeviceInfo> out;
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    check(d.cuDeviceGet(&dev, i), "cuDeviceGet");
+    char name[256] = {};
+    check(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+    std::size_t bytes = 0;
+    check(d.cuDeviceTotalMem(&bytes, dev), "cuDeviceTotalMem");
+    out.push_back({i, name, device_arch(dev), bytes});
+  }
+  return out;
+}
+
 }  // namespace shapejit::jit

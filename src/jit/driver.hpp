@@ -3,7 +3,9 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace shapejit::jit {
 
@@ -63,5 +65,19 @@ class StreamContext {
 
 /// NVRTC architecture name of a device: "sm_" + major + minor, e.g. "sm_90".
 std::string device_arch(CUdevice device);
+
+/// The driver's CUDA version as "major.minor", e.g. "12.8".
+std::string driver_version_name(const Driver& d);
+
+/// A device the driver sees, as `shapejit doctor` reports it.
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  std::string arch;        ///< device_arch()
+  std::size_t bytes = 0;   ///< total memory
+};
+
+/// Every device the driver sees, in ordinal order.
+std::vector<DeviceInfo> list_devices(const Driver& d);
 
 }  // namespace shapejit::jit
