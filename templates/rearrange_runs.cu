@@ -112,10 +112,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     for (int i = 0; i < LOAD_ITEMS; ++i) {
       if (!live[i]) continue;
 #pragma unroll
-      for (int step = 0; step < WORD_UNITS; ++step) {
-        // Each of the warp's W lane groups starts at another unit of its word: where a word's units
-        // land a pitch apart, the warp's stores then reach 32 different banks instead of 32 / W.
-        const int u = (step + (int)(threadIdx.x % 32) / (32 / WORD_UNITS)) % WORD_UNITS;
+      for (int u = 0; u < WORD_UNITS; ++u) {
         int j = first_unit[i] + u;
         if (j < 0 || j >= src_length) continue;
         int position = staged_run[i];
