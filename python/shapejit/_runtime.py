@@ -147,6 +147,8 @@ def _doctor_text(info: dict[str, Any]) -> str:
         lines.append(f"driver:   CUDA {driver['version']}")
         for d in driver["devices"]:
             lines.append(f"device {d['index']}: {d['name']} ({d['arch']}, {d['bytes'] / 2**30:.1f} GiB)")
+        if "devices_error" in driver:
+            lines.append(f"devices:  not listed: {driver['devices_error']}")
     else:
         lines.append(f"driver:   not usable: {driver['reason']}")
         lines.append("          (no GPU: planning, precompiling and cache commands still work)")

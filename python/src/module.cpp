@@ -255,13 +255,17 @@ nb::dict doctor_info() {
     const jit::Driver& drv = jit::driver();
     driver["usable"] = true;
     driver["version"] = jit::driver_version_name(drv);
-    for (const jit::DeviceInfo& dev : jit::list_devices(drv)) {
-      nb::dict device;
-      device["index"] = dev.index;
-      device["name"] = dev.name;
-      device["arch"] = dev.arch;
-      device["bytes"] = dev.bytes;
-      devices.append(device);
+    try {
+      for (const jit::DeviceInfo& dev : jit::list_devices(drv)) {
+        nb::dict device;
+        device["index"] = dev.index;
+        device["name"] = dev.name;
+        device["arch"] = dev.arch;
+        device["bytes"] = dev.bytes;
+        devices.append(device);
+      }
+    } catch (const shapejit::Error& e) {
+      driver["devices_error"] = std::string(e.what());
     }
   } else {
     driver["usable"] = false;

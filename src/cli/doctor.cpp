@@ -17,8 +17,12 @@ void print_driver() {
   }
   const jit::Driver& d = jit::driver();
   fmt::print("driver:   CUDA {}\n", jit::driver_version_name(d));
-  for (const jit::DeviceInfo& dev : jit::list_devices(d))
-    fmt::print("device {}: {} ({}, {:.1f} GiB)\n", dev.index, dev.name, dev.arch, dev.bytes / 1073741824.0);
+  try {
+    for (const jit::DeviceInfo& dev : jit::list_devices(d))
+      fmt::print("device {}: {} ({}, {:.1f} GiB)\n", dev.index, dev.name, dev.arch, dev.bytes / 1073741824.0);
+  } catch (const Error& e) {
+    fmt::print("devices:  not listed: {}\n", e.what());
+  }
 }
 
 void print_nvrtc() {

@@ -238,7 +238,7 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalig
   };
   const Case cases[] = {
       {{1021, 1029}, {1, 0}, DType::f32}, {{3, 301, 517}, {0, 2, 1}, DType::f32}, {{1031, 2053}, {1, 0}, DType::f16},
-      {{917, 455}, {1, 0}, DType::bf16},    {{2001, 999}, {1, 0}, DType::i16},    {{64, 64}, {1, 0}, DType::f32},
+      {{917, 455}, {1, 0}, DType::bf16},  {{2001, 999}, {1, 0}, DType::i16},      {{64, 64}, {1, 0}, DType::f32},
   };
   std::uint64_t seed = 8191;
   for (const Case& c : cases) {

@@ -246,6 +246,14 @@ TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
   // runs per mode. Narrower pointers split elements into units that stay tiled, as do 1-byte
   // elements ([257, 129]).
   CHECK(skewed == 40);
+  // Narrow loads alone keep fixed tiles: an odd source pitch under an even destination pitch, with
+  // pointers aligned for 8- and 16-byte vectors, and a 2-byte transpose with an outer dim.
+  const TensorDesc odd_source{{65, 64}, {1, 65}, DType::f32, 0};
+  const plan::RearrangePlanData narrow_loads = plan::plan_rearrange_data({{65, 64}, {}, DType::f32, 0}, odd_source, {});
+  for (std::uintptr_t alignment : {16u, 8u})
+    CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
+  for (plan::RearrangeFamily f : check_permute({{67, 5, 93}, {2, 1, 0}, 2}, rng, false))
+    CHECK(f != plan::RearrangeFamily::skewed);
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
   const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))

@@ -348,8 +348,8 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
   TiledChoice c;
   // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
-  // (128 bytes, half its registers) and 16 store vectors in registers; for units under 4 bytes whole
-  // groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte
+  // (128 bytes, and at most half its register budget at the planned blocks per SM) and 16 store
+  // vectors in registers; for units under 4 bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte
   // lines but cost 4-byte transposes up to 20 points against 64-unit tiles.) A load narrower than a
   // register still takes one: eight micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks
   // per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16
@@ -426,7 +426,7 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // pitch, a misaligned pointer): units of 4 bytes, or of 2 bytes in a plain 2-D transpose; B
 // unit-stride in the source, both groups one dim of 64 units or more (a tile reads VEC - 1 extra
 // source rows, and a row's two ends take single units). H100, against fixed tiles: f32 with narrow
-// stores 32-51% -> 84-88% of copy (seeds 4, 6, 9, 10), f16 2-D 38-46% -> 68-70% (seeds 7, 8, tuned).
+// stores 32-51% -> 84-88% of copy (seeds 4, 6, 9, 10), f16 2-D 38-46% -> 68-70% (tune's picks, seeds 7, 8).
 // Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
 // (35-59% against 53-71%): eight 2-byte units per vector cost more shared-memory writes than the
 // narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
