@@ -114,6 +114,14 @@ TEST_CASE("without a usable driver, asking for it is a clear error") {
 
 extern "C" int shapejit_c_api_check(void);
 
+TEST_CASE("the driver's version reads as major.minor") {
+  jit::Driver d;
+  d.version = 12080;
+  CHECK(jit::driver_version_name(d) == "12.8");
+  d.version = 13000;
+  CHECK(jit::driver_version_name(d) == "13.0");
+}
+
 TEST_CASE("the C headers compile as C, and the C API plans and reports errors without a GPU") {
   CHECK(shapejit_c_api_check() == 0);
 }
