@@ -73,8 +73,8 @@ std::string driver_version_name(const Driver& d);
 struct DeviceInfo {
   int index = 0;
   std::string name;
-  std::string arch;        ///< device_arch()
-  std::size_t bytes = 0;   ///< total memory
+  std::string arch;       ///< device_arch()
+  std::size_t bytes = 0;  ///< total memory
 };
 
 /// Every device the driver sees, in ordinal order.

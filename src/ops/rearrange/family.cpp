@@ -349,11 +349,12 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   TiledChoice c;
   // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
   // (128 bytes, and at most half its register budget at the planned blocks per SM) and 16 store
-  // vectors in registers; for units under 4 bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups lift 1-byte
-  // lines but cost 4-byte transposes up to 20 points against 64-unit tiles.) A load narrower than a
-  // register still takes one: eight micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks
-  // per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16
-  // tiles holding 64 at two blocks per SM run at 80-93%).
+  // vectors in registers; for units under 4 bytes whole groups first, then power-of-two tiles.
+  // (Measured on an H200: whole 96-unit groups lift 1-byte lines but cost 4-byte transposes up to
+  // 20 points against 64-unit tiles.) A load narrower than a register still takes one: eight
+  // micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14,
+  // 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16 tiles holding 64 at two blocks
+  // per SM run at 80-93%).
   auto fits = [](const RearrangeSpec& s) {
     const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
     const std::int64_t micro_per_thread = ceil_div(micro, kThreads);
@@ -426,8 +427,8 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // pitch, a misaligned pointer): units of 4 bytes, or of 2 bytes in a plain 2-D transpose; B
 // unit-stride in the source, both groups one dim of 64 units or more (a tile reads VEC - 1 extra
 // source rows, and a row's two ends take single units). H100, against fixed tiles: f32 with narrow
-// stores 32-51% -> 84-88% of copy (seeds 4, 6, 9, 10), f16 2-D 38-46% -> 68-70% (tune's picks, seeds 7, 8).
-// Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
+// stores 32-51% -> 84-88% of copy (seeds 4, 6, 9, 10), f16 2-D 38-46% -> 68-70% (tune's picks,
+// seeds 7, 8). Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
 // (35-59% against 53-71%): eight 2-byte units per vector cost more shared-memory writes than the
 // narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
 // writes per vector), so 1-byte units stay tiled.
@@ -435,8 +436,9 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
   const bool unit_fits = form.unit_bytes == 4 || (form.unit_bytes == 2 && form.dims.size() == 2);
-  return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits && form.dims[b_dim].src_stride == 1 &&
-         form.dims[a_dim].extent >= kSkewedTile && form.dims[b_dim].extent >= kSkewedTile;
+  return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
+         form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kSkewedTile &&
+         form.dims[b_dim].extent >= kSkewedTile;
 }
 
 // dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. Tiles
