@@ -1,6 +1,9 @@
 // rearrange words: a transpose of 1-byte units that moves aligned 32-bit words on both sides
 // whatever the row pitches, so odd extents and strides cost no narrow accesses.
-// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims, innermost first.
+// dim[0, DIMS_A) = group A (contiguous in dst from its stride-1 dim), then DIMS_B dims of group B
+// (contiguous in src from its stride-1 dim), then the outer dims, each innermost first. A range of
+// A indices is one run in dst and a range of B indices one run in src, so a composite group only
+// changes where rows start: per-tile tables of the rows' offsets, as in the tiled family.
 //
 // A word holds W units. A thread loads a block of W source rows x one word along B (SKEW_LOAD: the
 // two aligned words around a misaligned row's word, funnel-shifted together), transposes it in
@@ -22,6 +25,9 @@ constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;
 constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
 constexpr int STORE_ITEMS = TILE_B * WORDS_A;
 constexpr int STORES_PER_THREAD = (STORE_ITEMS + THREADS - 1) / THREADS;
+constexpr int ROWS_A = GROUPS_A * W;  // source rows a tile reads, from a0 - W when stores are skewed
+constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
+constexpr bool TABLES = DIMS_A > 1 || DIMS_B > 1;
 static_assert(PITCH >= GROUPS_A && PITCH % 2 == 1, "shared rows hold every row group, in an odd number of words");
 
 typedef unsigned SjWord;
@@ -51,6 +57,33 @@ __device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord 
   out[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
+// Composite groups: the source offsets of the rows a tile reads (A index a_first + i) and the
+// destination offsets of its B indices, computed by the whole block.
+__device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.a0 - (SKEW_STORE ? W : 0); }
+
+__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a, Index* table_b) {
+  Index src_offset, dst_offset;
+  if (DIMS_A > 1)
+    for (int i = threadIdx.x; i < ROWS_A; i += THREADS) {
+      const Index a = min(max(sj_first_row(tile) + i, (Index)0), sj_extent_a(args) - 1);
+      sj_offsets(args, 0, DIMS_A, a, src_offset, dst_offset);
+      table_a[i] = src_offset;
+    }
+  if (DIMS_B > 1)
+    for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
+      sj_offsets(args, DIMS_A, DIMS_B, min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
+      table_b[i] = dst_offset;
+    }
+}
+
+// Source offset of the tile's row a_first + i, and destination offset of its row b0 + lb.
+__device__ __forceinline__ Index sj_src_row(const SjArgs& args, const SjTile& tile, const Index* table_a, int i) {
+  return tile.src_base + (DIMS_A > 1 ? table_a[i] : (sj_first_row(tile) + i) * sj_src_stride(args, 0));
+}
+__device__ __forceinline__ Index sj_dst_row(const SjArgs& args, const SjTile& tile, const Index* table_b, int lb) {
+  return tile.dst_base + (DIMS_B > 1 ? table_b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
+}
+
 // Load item -> (row group g, word k along B). Consecutive items walk LANES_B words, then groups.
 struct SjBlock {
   int g, k;
@@ -62,14 +95,26 @@ __device__ __forceinline__ SjBlock sj_block(int item) {
 
 // Where the word of units [b, b + W) of the source row at unit offset `row` comes from: the
 // aligned word at b - m and, when the row is misaligned (m > 0, SKEW_LOAD only), the next one.
-// `whole`: both lie inside the row; else the units are read one by one at staging.
+// `whole`: both lie inside the row (always, unless CHECKED); else the units are read one by one at
+// staging.
 struct SjSource {
   int m;
   bool whole;
 };
+template <bool CHECKED>
 __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
   const int m = SKEW_LOAD ? sj_word_misalignment(src_misalignment, row + b) : 0;
-  return {m, b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b};
+  return {m, !CHECKED || (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b)};
+}
+
+// Whether every access of the tile lies inside the tensor: then the loads, staging and stores take
+// no per-row or per-word range checks (the edge tiles take them). Only for up to two load blocks
+// per thread: with four, the unchecked path's loads, all issued at once, spill (sm_90: 240 bytes of
+// stack at the 80-register cap, against none with checks).
+constexpr bool SPLIT_INTERIOR = LOADS_PER_THREAD <= 2;
+__device__ __forceinline__ bool sj_interior(const SjArgs& args, const SjTile& tile) {
+  return SPLIT_INTERIOR && sj_first_row(tile) >= 0 && tile.a0 + TILE_A <= sj_extent_a(args) && tile.b0 >= (SKEW_LOAD ? W : 0) &&
+         tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
 // A load block: W source rows (row offsets) of one word column b, with what each row needs.
@@ -79,31 +124,36 @@ struct SjLoadBlock {
   Index row[W];
   bool row_valid[W];
 };
-__device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const SjTile& tile, int item) {
+template <bool CHECKED>
+__device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const SjTile& tile, const Index* table_a,
+                                                    int item) {
   const SjBlock blk = sj_block(item);
   SjLoadBlock lb;
   lb.b = tile.b0 + blk.k * W;
-  lb.valid = !(LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) && blk.k < WORDS_B && lb.b < sj_extent_b(args);
-  const Index a_base = tile.a0 - (SKEW_STORE ? W : 0) + blk.g * W;
+  lb.valid = !(LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) && blk.k < WORDS_B &&
+             (!CHECKED || lb.b < sj_extent_b(args));
+  const Index a_base = sj_first_row(tile) + blk.g * W;
 #pragma unroll
   for (int i = 0; i < W; ++i) {
-    lb.row[i] = tile.src_base + (a_base + i) * sj_src_stride(args, 0);
-    lb.row_valid[i] = lb.valid && a_base + i >= 0 && a_base + i < sj_extent_a(args);
+    lb.row[i] = sj_src_row(args, tile, table_a, blk.g * W + i);
+    lb.row_valid[i] = lb.valid && (!CHECKED || (a_base + i >= 0 && a_base + i < sj_extent_a(args)));
   }
   return lb;
 }
 
 // Issues the tile's loads, the aligned words only and all of them before any is used (the
 // funnel shifts wait for sj_stage), so every thread keeps its loads in flight together.
+template <bool CHECKED>
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
-                                        const SjTile& tile, SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1]) {
+                                        const SjTile& tile, const Index* table_a,
+                                        SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1]) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
-    const SjLoadBlock lb = sj_load_block(args, tile, threadIdx.x + r * THREADS);
+    const SjLoadBlock lb = sj_load_block<CHECKED>(args, tile, table_a, threadIdx.x + r * THREADS);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source(src_misalignment, lb.row[i], lb.b, extent_b);
+      const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
       const SjWord* at = reinterpret_cast<const SjWord*>(s + lb.row[i] + lb.b - from.m);
       if (lb.row_valid[i] && from.whole) in[r][i][0] = at[0];
       if (SKEW_LOAD && lb.row_valid[i] && from.whole && from.m) in[r][i][SKEW_LOAD ? 1 : 0] = at[1];
@@ -113,19 +163,20 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 
 // Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes it and writes
 // its W words: word g of tile rows kW .. kW + W - 1.
+template <bool CHECKED>
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
-                                         const SjTile& tile, const SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1],
-                                         SjWord* smem) {
+                                         const SjTile& tile, const Index* table_a,
+                                         const SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1], SjWord* smem) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     const int item = threadIdx.x + r * THREADS;
-    const SjLoadBlock lb = sj_load_block(args, tile, item);
+    const SjLoadBlock lb = sj_load_block<CHECKED>(args, tile, table_a, item);
     if (!lb.valid) continue;
     SjWord rows[W];
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source(src_misalignment, lb.row[i], lb.b, extent_b);
+      const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
       rows[i] = from.m ? sj_funnel(in[r][i][0], in[r][i][SKEW_LOAD ? 1 : 0], from.m) : in[r][i][0];
       if (lb.row_valid[i] && !from.whole) {
         SjWordUnits w;
@@ -145,21 +196,22 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 }
 
 // Store item (lb, j): the j-th aligned word of destination row b0 + lb in this tile.
+template <bool CHECKED>
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
-                                         const SjTile& tile, const SjWord* smem) {
+                                         const SjTile& tile, const Index* table_b, const SjWord* smem) {
   const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < STORES_PER_THREAD; ++r) {
     const int item = threadIdx.x + r * THREADS;
     const int lb = item / WORDS_A, j = item % WORDS_A;
-    if ((STORE_ITEMS % THREADS != 0 && item >= STORE_ITEMS) || tile.b0 + lb >= extent_b) continue;
-    const Index row = tile.dst_base + (tile.b0 + lb) * sj_dst_stride(args, 1);
+    if ((STORE_ITEMS % THREADS != 0 && item >= STORE_ITEMS) || (CHECKED && tile.b0 + lb >= extent_b)) continue;
+    const Index row = sj_dst_row(args, tile, table_b, lb);
     const int skew = SKEW_STORE ? sj_word_misalignment(dst_misalignment, row) : 0;
     const Index x = tile.a0 - skew + j * W;
     const SjWord* words = smem + lb * PITCH + j;
     SjWordUnits out;
     out.word = SKEW_STORE ? sj_funnel(words[0], words[1], W - skew) : words[0];
-    if (x >= 0 && x + W <= extent_a) {
+    if (!CHECKED || (x >= 0 && x + W <= extent_a)) {
       *reinterpret_cast<SjWord*>(d + row + x) = out.word;
     } else {
 #pragma unroll
@@ -170,21 +222,49 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 }
 
 // One tile per block (tiles beyond the grid are walked by a grid-stride loop), tiles counting along
-// A first: the blocks in flight then write whole destination rows.
+// A first: the blocks in flight then write whole destination rows. Composite-group tables are
+// double-buffered: the next tile's are filled while this one is stored.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ SjWord smem[TILE_B * PITCH];
+  __shared__ Index table_a[2][DIMS_A > 1 ? ROWS_A : 1];
+  __shared__ Index table_b[2][DIMS_B > 1 ? TILE_B : 1];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
   const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
   const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
-  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
-    const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2, true);
+  long long t = blockIdx.x;
+  if (t >= sj_num_tiles(args)) return;
+  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, true);
+  int parity = 0;
+  if (TABLES) {
+    sj_fill_tables(args, tile, table_a[0], table_b[0]);
+    __syncthreads();
+  }
+  for (;;) {
     SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
-    sj_load(args, s, src_misalignment, tile, in);
-    sj_stage(args, s, src_misalignment, tile, in, smem);
+    const bool interior = sj_interior(args, tile);
+    if (interior) {
+      sj_load<false>(args, s, src_misalignment, tile, table_a[parity], in);
+      sj_stage<false>(args, s, src_misalignment, tile, table_a[parity], in, smem);
+    } else {
+      sj_load<true>(args, s, src_misalignment, tile, table_a[parity], in);
+      sj_stage<true>(args, s, src_misalignment, tile, table_a[parity], in, smem);
+    }
     __syncthreads();
-    sj_store(args, d, dst_misalignment, tile, smem);
+    if (interior)
+      sj_store<false>(args, d, dst_misalignment, tile, table_b[parity], smem);
+    else
+      sj_store<true>(args, d, dst_misalignment, tile, table_b[parity], smem);
+    const long long next_t = t + gridDim.x;
+    const bool more = next_t < sj_num_tiles(args);
+    if (more) {
+      tile = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, true);
+      if (TABLES) sj_fill_tables(args, tile, table_a[parity ^ 1], table_b[parity ^ 1]);
+    }
     __syncthreads();
+    if (!more) break;
+    t = next_t;
+    parity ^= 1;
   }
 }

@@ -308,10 +308,21 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes, w = 4;
   if (u != 1) throw std::logic_error("words: units must be bytes");
-  if (a.dim[0].dst_stride != 1 || a.dim[1].src_stride != 1)
+  if (a.dim[0].dst_stride != 1 || a.dim[s.dims_a].src_stride != 1)
     throw std::logic_error("words: A must be unit-stride in dst and B in src");
   if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");
-  const std::int64_t ea = a.extent_a, eb = a.extent_b, sa = a.dim[0].src_stride, db = a.dim[1].dst_stride;
+  const std::int64_t ea = a.extent_a, eb = a.extent_b;
+  // Offsets of A index ai in src and of B index bi in dst: through the groups' dims, as the tables hold.
+  auto src_row = [&](std::int64_t ai) {
+    std::int64_t so, dd;
+    offsets(a, s, 0, s.dims_a, ai, so, dd);
+    return so;
+  };
+  auto dst_row = [&](std::int64_t bi) {
+    std::int64_t so, dd;
+    offsets(a, s, s.dims_a, s.dims_b, bi, so, dd);
+    return dd;
+  };
   const int words_a = s.tile_a / w, groups_a = words_a + (s.skew_store ? 1 : 0), words_b = s.tile_b / w;
   const int lanes_b = std::min(words_b, 32 / w), bands_b = (words_b + lanes_b - 1) / lanes_b;
   if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
@@ -351,7 +362,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     return smem[static_cast<std::size_t>(position)];
   };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2, true);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, s.dims_a + s.dims_b, true);
     std::fill(smem.begin(), smem.end(), Word{0xee, 0xee, 0xee, 0xee});
     const std::int64_t a_base = a0 - (s.skew_store ? w : 0);
     for (int item = 0; item < lanes_b * groups_a * bands_b; ++item) {
@@ -363,7 +374,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       if (b < eb)
         for (int i = 0; i < w; ++i) {
           const std::int64_t ai = a_base + std::int64_t{g} * w + i;
-          if (ai >= 0 && ai < ea) rows[static_cast<std::size_t>(i)] = load_word(src_base + ai * sa, b);
+          if (ai >= 0 && ai < ea) rows[static_cast<std::size_t>(i)] = load_word(src_base + src_row(ai), b);
         }
       for (int j = 0; j < w; ++j) {
         Word column;
@@ -374,7 +385,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     for (int item = 0; item < s.tile_b * words_a; ++item) {
       const int lb = item / words_a, j = item % words_a;
       if (b0 + lb >= eb) continue;
-      const std::int64_t row = dst_base + (b0 + lb) * db;
+      const std::int64_t row = dst_base + dst_row(b0 + lb);
       const int skew = s.skew_store ? misalignment(dst, row) : 0;
       const std::int64_t x = a0 - skew + std::int64_t{j} * w;
       const int at = lb * s.pitch + j;

@@ -268,8 +268,12 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       {{35, 17, 22}, {1, 2, 0}, 1}, {{201, 135}, {1, 0}, 2},       {{130, 97}, {1, 0}, 2},
       {{16, 8}, {1, 0}, 1},        {{1000, 9}, {1, 0}, 1},          {{9, 1000}, {1, 0}, 1},
       {{177, 8, 50, 19}, {2, 0, 3, 1}, 1}, {{200, 1031}, {1, 0}, 1},   {{3, 120, 517}, {0, 2, 1}, 1},
+      // Composite groups: A = 5 x 31 in dst; B = 37 x 3 x 5 in src; both, with outer dims.
+      {{5, 31, 137}, {2, 1, 0}, 1},     {{131, 5, 3, 37}, {2, 1, 3, 0}, 1},
+      {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, 1},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> runs
+  int composite = 0;  // word-tile variants whose groups span several dims
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) {
       RearrangeOptions options;
@@ -278,7 +282,10 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
       const auto p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, options);
       for (const plan::RearrangeVariant& v : p.variants)
-        if (v.spec.family == plan::RearrangeFamily::words) ++skews[{v.spec.skew_load, v.spec.skew_store}];
+        if (v.spec.family == plan::RearrangeFamily::words) {
+          ++skews[{v.spec.skew_load, v.spec.skew_store}];
+          composite += v.spec.dims_a + v.spec.dims_b > 2;
+        }
     }
   // Random views: two dims long enough for word tiles, up to two short ones, any permutation.
   for (int i = 0; i < 60; ++i) {
@@ -293,8 +300,13 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
     check_permute(c, rng, i % 5 == 0);
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     for (const plan::RearrangeVariant& v : plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}).variants)
-      if (v.spec.family == plan::RearrangeFamily::words) ++skews[{v.spec.skew_load, v.spec.skew_store}];
+      if (v.spec.family == plan::RearrangeFamily::words) {
+        ++skews[{v.spec.skew_load, v.spec.skew_store}];
+        composite += v.spec.dims_a + v.spec.dims_b > 2;
+      }
   }
+  MESSAGE(composite << " word-tile variants over composite groups");
+  CHECK(composite >= 6);
   // Rows aligned on both sides with narrow tiles needs padded strides.
   for (auto [load, store] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");

@@ -400,25 +400,28 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 
 // ---- skewed ----------------------------------------------------------------------------------
 
-// Arguments of the families whose groups are one dim each (skewed, words): dim[0] = A, dim[1] = B,
-// then the outer dims innermost first; tiles count ceil((extent_a + a_lead) / tile_a) along A,
-// as a destination row's owned ranges start up to a_lead units before the row.
-RearrangeKernelArgs single_dim_tile_args(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
-                                         const RearrangeSpec& s, std::int64_t a_lead) {
-  const RearrangeDim& a = form.dims[a_dim];
-  const RearrangeDim& b = form.dims[b_dim];
+// Arguments of the skewed and word-tile families: dim[0, |A|) = group A, then group B, then the outer
+// dims, each innermost first; tiles count ceil((extent_a + a_lead) / tile_a) along A, as a
+// destination row's owned ranges start up to a_lead units before the row.
+RearrangeKernelArgs skew_tile_args(const CanonicalForm& form, const Groups& g, const RearrangeSpec& s,
+                                   std::int64_t a_lead) {
   RearrangeKernelArgs args;
-  args.extent_a = a.extent;
-  args.extent_b = b.extent;
-  args.tiles_x = make_kernel_divisor(ceil_div(b.extent, s.tile_b));
-  args.tiles_y = make_kernel_divisor(ceil_div(a.extent + a_lead, s.tile_a));
-  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / a.extent / b.extent);
+  args.extent_a = g.extent_a;
+  args.extent_b = g.extent_b;
+  args.tiles_x = make_kernel_divisor(ceil_div(g.extent_b, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(g.extent_a + a_lead, s.tile_a));
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(form.dims) / g.extent_a / g.extent_b);
   int k = 0;
-  args.dim[k++] = kernel_dim(a);
-  args.dim[k++] = kernel_dim(b);
+  for (std::size_t i : g.a) args.dim[k++] = kernel_dim(form.dims[i]);
+  for (std::size_t i : g.b) args.dim[k++] = kernel_dim(form.dims[i]);
   for (std::size_t i = form.dims.size(); i-- > 0;)
-    if (i != a_dim && i != b_dim) args.dim[k++] = kernel_dim(form.dims[i]);
+    if (!in_groups(g, i)) args.dim[k++] = kernel_dim(form.dims[i]);
   return args;
+}
+
+// Groups of one dim each.
+Groups single_dims(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_dim) {
+  return {{a_dim}, {b_dim}, dims[a_dim].extent, dims[b_dim].extent};
 }
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
@@ -461,7 +464,7 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
   s.min_blocks = 3;
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  v.args = single_dim_tile_args(form, a_dim, b_dim, s, vec - 1);
+  v.args = skew_tile_args(form, single_dims(form.dims, a_dim, b_dim), s, vec - 1);
   // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
   // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
   v.grid = grid_for(v.args.num_tiles);
@@ -477,37 +480,47 @@ constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words alo
 constexpr std::int64_t kWordTileMinExtent = 64;
 
 // Whether every row of one side (1-byte units) starts word-aligned: the pointer is, and so is every
-// stride except the one along the row.
-bool rows_word_aligned(const RearrangeDims& dims, std::size_t along, bool src_side, std::int64_t align_bytes) {
+// stride but those of the group the rows run along.
+bool rows_word_aligned(const RearrangeDims& dims, const std::vector<std::size_t>& along, bool src_side,
+                       std::int64_t align_bytes) {
   if (align_bytes < kWordBytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
-    if (i != along && !divides(kWordBytes, src_side ? dims[i].src_stride : dims[i].dst_stride)) return false;
+    if (std::find(along.begin(), along.end(), i) == along.end() &&
+        !divides(kWordBytes, src_side ? dims[i].src_stride : dims[i].dst_stride))
+      return false;
   return true;
 }
 
-// A transpose of 1-byte units, one dim in each group, that fixed tiles would store narrower than a
-// word or load byte by byte (odd row pitches, misaligned pointers), with B unit-stride in the
-// source and both dims long enough to fill a tile. (2-byte units in words of two lost on an H100:
-// f16 [222, 4953, 168] 0,2,1 went from 75% to 67% of copy; their fixed tiles already move pairs.)
-bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim) {
-  // Stores narrower than a word, or single-byte loads: 2-byte loads beside wide stores keep fixed
-  // tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on words).
-  const bool narrow_a = tiled.vec_a < kWordBytes;
-  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
-  return form.unit_bytes == 1 && tiled.family == RearrangeFamily::transpose && (narrow_a || narrow_b) &&
-         form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kWordTileMinExtent &&
-         form.dims[b_dim].extent >= kWordTileMinExtent;
+// Groups A and B for word tiles: each grown along its contiguous chain to fill a tile.
+Groups word_groups(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_dim) {
+  Groups g = single_dims(dims, a_dim, b_dim);
+  grow_a(dims, g, kWordTileWords * kWordBytes);
+  grow_b(dims, g, kWordTileWords * kWordBytes);
+  return g;
 }
 
-// dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. A tile
-// is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32 row
-// groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks of
-// W x W units, four per thread (half as many along B with funnel-shifted loads).
-RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
-                            std::int64_t src_align, std::int64_t dst_align) {
+// A transpose of 1-byte units that fixed tiles would store narrower than a word or load byte by
+// byte (odd row pitches, misaligned pointers, short inner dims), with B unit-stride in the source
+// and both groups long enough to fill a tile. A group may span several dims: a range of its indices
+// is still one run on its side. (2-byte units in words of two lost on an H100: f16 [222, 4953, 168]
+// 0,2,1 went from 75% to 67% of copy; their fixed tiles already move pairs.)
+bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
+  // Stores narrower than a word, or single-byte loads: 2-byte loads beside wide stores keep fixed
+  // tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on words).
+  const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
+  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
+  const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
+  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b) &&
+         form.dims[g.b.front()].src_stride == 1 && g.extent_a >= kWordTileMinExtent &&
+         g.extent_b >= kWordTileMinExtent;
+}
+
+// A tile is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
+// row groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks
+// of W x W units, four per thread (half as many along B with funnel-shifted loads).
+RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
+                            std::int64_t dst_align) {
   const std::int64_t word = kWordBytes;  // units per word
-  const RearrangeDim& a = form.dims[a_dim];
-  const RearrangeDim& b = form.dims[b_dim];
   RearrangeSpec s;
   s.family = RearrangeFamily::words;
   s.unit_bytes = 1;
@@ -516,19 +529,24 @@ RearrangeVariant plan_words(const CanonicalForm& form, std::size_t a_dim, std::s
   s.index64 = needs_index64(form.dims);
   s.bounds = true;
   s.exact = exact;
-  s.skew_load = !rows_word_aligned(form.dims, b_dim, true, src_align);
-  s.skew_store = !rows_word_aligned(form.dims, a_dim, false, dst_align);
-  const std::int64_t words_a = std::min(ceil_div(a.extent + (s.skew_store ? word - 1 : 0), word),
-                                        kWordTileWords - (s.skew_store ? 1 : 0));
-  s.tile_a = static_cast<int>(words_a * word);
+  s.dims_a = static_cast<int>(g.a.size());
+  s.dims_b = static_cast<int>(g.b.size());
+  s.skew_load = !rows_word_aligned(form.dims, g.b, true, src_align);
+  s.skew_store = !rows_word_aligned(form.dims, g.a, false, dst_align);
+  // A tile's owned ranges start up to word - 1 units before a skewed row; tiles that would leave 30%
+  // or more idle split A evenly (153 units: two tiles of 80, not 124 + 32).
+  const std::int64_t lead = s.skew_store ? word - 1 : 0;
+  const std::int64_t max_tile_a = (kWordTileWords - (s.skew_store ? 1 : 0)) * word;
+  const std::int64_t words_a = std::min(ceil_div(g.extent_a + lead, word), max_tile_a / word);
+  s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, words_a * word, word));
   // Funnel-shifted loads hold two words per row until staging: half as many per thread, or they spill.
   const std::int64_t max_words_b = s.skew_load ? kWordTileWords / 2 : kWordTileWords;
-  s.tile_b = static_cast<int>(std::min(max_words_b, ceil_div(b.extent, word)) * word);
-  s.pitch = static_cast<int>((words_a + (s.skew_store ? 1 : 0)) | 1);
+  s.tile_b = static_cast<int>(std::min(max_words_b, ceil_div(g.extent_b, word)) * word);
+  s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? 1 : 0)) | 1);
   s.min_blocks = 3;  // a thread holds up to 32 loaded words: at four blocks per SM they spill
 
   RearrangeVariant v{form, s, {}, 0, 0};
-  v.args = single_dim_tile_args(form, a_dim, b_dim, s, s.skew_store ? word - 1 : 0);
+  v.args = skew_tile_args(form, g, s, lead);
   v.grid = grid_for(v.args.num_tiles);
   return v;
 }
@@ -763,7 +781,8 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align, tile_volume(units.unit_bytes));
       if (wants_skewed_tiles(v.spec, units, inner, *b)) return plan_skewed(units, inner, *b, exact);
-      if (wants_word_tiles(v.spec, units, inner, *b)) return plan_words(units, inner, *b, exact, src_align, dst_align);
+      const Groups words = word_groups(dims, inner, *b);
+      if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
       // A tile smaller than a unit per thread is better walked in destination order.
       if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
     }
@@ -824,8 +843,10 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       const bool long_dims = dims[inner].extent >= kSkewedTile && dims[*b].extent >= kSkewedTile;
       if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
         add(plan_skewed(units, inner, *b, exact));
-      if (long_dims && dims[*b].src_stride == 1 && units.unit_bytes == 1)
-        add(plan_words(units, inner, *b, exact, src_align, dst_align));
+      const Groups words = word_groups(dims, inner, *b);
+      const bool long_groups = words.extent_a >= kWordTileMinExtent && words.extent_b >= kWordTileMinExtent;
+      if (long_groups && dims[*b].src_stride == 1 && units.unit_bytes == 1)
+        add(plan_words(units, words, exact, src_align, dst_align));
     }
   }
   add(plan_rows(units, exact));
@@ -881,7 +902,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}.b{}.v{}.mb{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks);
       break;
     case RearrangeFamily::words:
-      key += fmt::format(".a{}.b{}.p{}.mb{}{}{}", s.tile_a, s.tile_b, s.pitch, s.min_blocks, s.skew_load ? ".sl" : "",
+      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks, s.skew_load ? ".sl" : "",
                          s.skew_store ? ".ss" : "");
       break;
     case RearrangeFamily::runs:
@@ -903,13 +924,18 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
-  if (s.family == RearrangeFamily::words) return s.tile_b * s.pitch * static_cast<int>(kWordBytes);
+  const int index_bytes = s.index64 ? 8 : 4;
+  if (s.family == RearrangeFamily::words) {
+    // Composite-group tables, double-buffered: the rows a tile reads along A, its B indices.
+    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(kWordBytes) : 0);
+    return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
+           2 * ((s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0));
+  }
   if (s.family == RearrangeFamily::runs) {
     const std::int64_t word = runs_word_units(s.unit_bytes);
     return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);
   }
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
-  const int index_bytes = s.index64 ? 8 : 4;
   const int rows = s.load_linear ? s.tile_a : s.tile_b;
   // Composite-group offset tables are double-buffered: the next tile's are filled during this one.
   return rows * s.pitch * s.unit_bytes + 2 * ((s.dims_a > 1 ? s.tile_a * index_bytes : 0) +

@@ -51,10 +51,12 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.tile_a, s.tile_b, s.vec_a, s.num_dims - 2, s.threads, shared_bytes(s));
       break;
     case RearrangeFamily::words:
-      out += fmt::format("  family words: tile {} (A, dst-contiguous) x {} (B, src-contiguous) units moved as aligned "
-                         "32-bit words on both sides{}{}, {} outer dims, {} threads, shared memory {} bytes\n",
-                         s.tile_a, s.tile_b, s.skew_load ? ", source rows funnel-shifted" : "",
-                         s.skew_store ? ", destination rows skewed" : "", s.num_dims - 2, s.threads, shared_bytes(s));
+      out += fmt::format("  family words: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, src-contiguous) units "
+                         "moved as aligned 32-bit words on both sides{}{}, {} outer dims, {} threads, shared memory {} "
+                         "bytes\n",
+                         s.tile_a, s.dims_a, s.tile_b, s.dims_b, s.skew_load ? ", source rows funnel-shifted" : "",
+                         s.skew_store ? ", destination rows skewed" : "", s.num_dims - s.dims_a - s.dims_b, s.threads,
+                         shared_bytes(s));
       break;
     case RearrangeFamily::runs:
       out += fmt::format("  family runs: tile {} units over {} dims (destination order), destination runs over the first "
