@@ -222,49 +222,38 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 }
 
 // One tile per block (tiles beyond the grid are walked by a grid-stride loop), tiles counting along
-// A first: the blocks in flight then write whole destination rows. Composite-group tables are
-// double-buffered: the next tile's are filled while this one is stored.
+// A first: the blocks in flight then write whole destination rows. Composite groups fill their
+// tables first (double-buffering them, as the tiled family does, made the kernels with four load
+// blocks per thread spill).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ SjWord smem[TILE_B * PITCH];
-  __shared__ Index table_a[2][DIMS_A > 1 ? ROWS_A : 1];
-  __shared__ Index table_b[2][DIMS_B > 1 ? TILE_B : 1];
+  __shared__ Index table_a[DIMS_A > 1 ? ROWS_A : 1];
+  __shared__ Index table_b[DIMS_B > 1 ? TILE_B : 1];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
   const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
   const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
-  long long t = blockIdx.x;
-  if (t >= sj_num_tiles(args)) return;
-  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, true);
-  int parity = 0;
-  if (TABLES) {
-    sj_fill_tables(args, tile, table_a[0], table_b[0]);
-    __syncthreads();
-  }
-  for (;;) {
+  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+    const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, true);
+    if (TABLES) {
+      sj_fill_tables(args, tile, table_a, table_b);
+      __syncthreads();
+    }
     SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
     const bool interior = sj_interior(args, tile);
     if (interior) {
-      sj_load<false>(args, s, src_misalignment, tile, table_a[parity], in);
-      sj_stage<false>(args, s, src_misalignment, tile, table_a[parity], in, smem);
+      sj_load<false>(args, s, src_misalignment, tile, table_a, in);
+      sj_stage<false>(args, s, src_misalignment, tile, table_a, in, smem);
     } else {
-      sj_load<true>(args, s, src_misalignment, tile, table_a[parity], in);
-      sj_stage<true>(args, s, src_misalignment, tile, table_a[parity], in, smem);
+      sj_load<true>(args, s, src_misalignment, tile, table_a, in);
+      sj_stage<true>(args, s, src_misalignment, tile, table_a, in, smem);
     }
     __syncthreads();
     if (interior)
-      sj_store<false>(args, d, dst_misalignment, tile, table_b[parity], smem);
+      sj_store<false>(args, d, dst_misalignment, tile, table_b, smem);
     else
-      sj_store<true>(args, d, dst_misalignment, tile, table_b[parity], smem);
-    const long long next_t = t + gridDim.x;
-    const bool more = next_t < sj_num_tiles(args);
-    if (more) {
-      tile = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, true);
-      if (TABLES) sj_fill_tables(args, tile, table_a[parity ^ 1], table_b[parity ^ 1]);
-    }
+      sj_store<true>(args, d, dst_misalignment, tile, table_b, smem);
     __syncthreads();
-    if (!more) break;
-    t = next_t;
-    parity ^= 1;
   }
 }

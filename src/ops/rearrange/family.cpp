@@ -362,7 +362,12 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
     const std::int64_t held_registers = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
     const std::int64_t registers = kRegistersPerSm / (std::int64_t{s.min_blocks} * kThreads);
     const std::int64_t stores = std::int64_t{s.tile_b} * (s.tile_a / s.vec_a);
-    return (s.load_linear || (held <= 128 && 2 * held_registers <= registers && micro <= 8 * kThreads)) &&
+    // The store vectors a thread gathers from shared memory before it writes them are live beside
+    // the next tile's loads.
+    const std::int64_t store_registers =
+        s.store_linear ? 0 : ceil_div(stores, kThreads) * ceil_div(s.vec_a * s.unit_bytes, 4);
+    return (s.load_linear || (held <= 128 && 2 * (held_registers + store_registers) <= registers &&
+                              micro <= 8 * kThreads)) &&
            (s.store_linear || stores <= 16 * kThreads) && shared_bytes(s) <= kMaxStaticShared;
   };
   bool found = false;
@@ -539,8 +544,11 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t max_tile_a = (kWordTileWords - (s.skew_store ? 1 : 0)) * word;
   const std::int64_t words_a = std::min(ceil_div(g.extent_a + lead, word), max_tile_a / word);
   s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, words_a * word, word));
-  // Funnel-shifted loads hold two words per row until staging: half as many per thread, or they spill.
-  const std::int64_t max_words_b = s.skew_load ? kWordTileWords / 2 : kWordTileWords;
+  // Funnel-shifted loads hold two words per row until staging, and composite groups keep table
+  // offsets: half as many words per thread, or they spill (sm_90: 128 bytes of stack at 80 registers
+  // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
+  const bool composite = g.a.size() > 1 || g.b.size() > 1;
+  const std::int64_t max_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
   s.tile_b = static_cast<int>(std::min(max_words_b, ceil_div(g.extent_b, word)) * word);
   s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? 1 : 0)) | 1);
   s.min_blocks = 3;  // a thread holds up to 32 loaded words: at four blocks per SM they spill
