@@ -271,6 +271,29 @@ TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every po
   CHECK(words >= launches / 2);
 }
 
+TEST_CASE("rearrange: u8 transposes whose groups span several dims take word tiles over them" * test::gpu_only()) {
+  // A = 5 x 61 in dst; B = 37 x 3 x 5 in src; A = 13 x 3 x 12 with outer dims; A = 9 x 8 beside a
+  // long B. Each spans interior tiles (unchecked) and edge tiles.
+  const std::vector<PermuteCase> cases = {
+      {{5, 61, 1037}, {2, 1, 0}, DType::u8},
+      {{531, 5, 3, 37}, {2, 1, 3, 0}, DType::u8},
+      {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, DType::u8},
+      {{359, 9, 8, 565}, {1, 3, 0, 2}, DType::u8},
+  };
+  int composite = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant& v =
+        plan::variant_for_pointers(plan_rearrange({view.shape, {}, c.dtype, 0}, view).impl().data, 0);
+    composite += v.spec.family == plan::RearrangeFamily::words && v.spec.dims_a + v.spec.dims_b > 2;
+  }
+  CHECK(composite == static_cast<int>(cases.size()));
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 8191);
+  MESSAGE(words << " of " << launches << " runs on word tiles");
+  CHECK(words == launches);
+}
+
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
   const std::vector<PermuteCase> cases = {
