@@ -20,7 +20,7 @@ enum class RearrangeFamily {
   packed,     ///< transpose whose tile spans several small dims, or a whole small dim read/written linearly
   gather,     ///< anything else: walked in destination order, so writes stay coalesced
   skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
-  words,      ///< transpose of 1-byte units moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
+  words,      ///< transpose of 1-byte units (groups of any dims) moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
   runs,       ///< tile over several dims, read along its source run and written along its destination run in aligned words
 };
 
@@ -36,7 +36,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
 // src), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
-// tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1-byte units, one dim in each group,
+// tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1-byte units, dims_a and dims_b dims,
 // tile_a and tile_b in units (multiples of 4), pitch in words, skew_load and skew_store.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
   X(RearrangeFamily, family, RearrangeFamily::copy)                                                \
