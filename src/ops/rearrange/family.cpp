@@ -522,7 +522,7 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 
 // A tile is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
 // row groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks
-// of W x W units, four per thread (half as many along B with funnel-shifted loads).
+// of W x W units, four per thread (half as many along B with funnel-shifted loads or composite groups).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align) {
   const std::int64_t word = kWordBytes;  // units per word
@@ -910,8 +910,8 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}.b{}.v{}.mb{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks);
       break;
     case RearrangeFamily::words:
-      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks, s.skew_load ? ".sl" : "",
-                         s.skew_store ? ".ss" : "");
+      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
+                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "");
       break;
     case RearrangeFamily::runs:
       key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,
