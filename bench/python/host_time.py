@@ -84,8 +84,10 @@ def main() -> None:
         ("permute, plan.launch(device pointers)",
          lambda: copy_plan.launch(y.data_ptr(), x.data_ptr(), stream=stream)),
         ("permute, shapejit.permute(x, dims)", lambda: shapejit.permute(x, (0, 2, 1, 3))),
+        ("permute, shapejit.permute(x, dims, out=y)", lambda: shapejit.permute(x, (0, 2, 1, 3), out=y)),
         ("for reference: torch x.permute(dims).contiguous()", lambda: x.permute(0, 2, 1, 3).contiguous()),
         ("for reference: torch.empty_like(y) alone", lambda: torch.empty_like(y)),
+        ("for reference: torch x.new_empty(shape) alone", lambda: x.new_empty((64, 32, 512, 128))),
     ]
     print(f"| call | host us per call (median of {args.rounds} rounds x {args.calls}) |\n|---|---|")
     for name, fn in rows:

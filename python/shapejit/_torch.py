@@ -153,10 +153,13 @@ def _needs_ops(*tensors: Optional[Tensor]) -> bool:
 
 
 def _permute_eager(x: Tensor, axes: Tuple[int, ...], out: Optional[Tensor], stream: Any) -> Tensor:
+    s = None if stream is None else _ops.stream_handle(stream)
     if out is None:
+        y = _ext.permute_new(x, axes, s)
+        if y is not None:
+            return y
         out = x.new_empty([x.shape[a] for a in axes])
-    s = _ops._stream_or_none(stream)
-    if _ext.copy_cached(out, x, axes, s, None):
+    elif _ext.copy_cached(out, x, axes, s, None):
         return out
     # A new layout, or arguments the fast path does not take: check and plan (cached here too, for
     # when the fast path is off).
@@ -413,7 +416,7 @@ def _axes(dims: Sequence[int], rank: int) -> Tuple[int, ...]:
 
 def permute(x: Tensor, dims: Sequence[int], out: Optional[Tensor] = None, stream: Any = None) -> Tensor:
     axes = _axes(dims, x.dim())
-    if _needs_ops(x):
+    if _is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
         _graph_only_arguments(stream, "under torch.compile or autograd")
         if out is not None:
             raise InvalidArgumentError("out= is not supported under torch.compile or autograd", 1)

@@ -358,6 +358,31 @@ bool copy_cached(nb::handle dst, nb::handle src, nb::handle axes, nb::handle str
   return true;
 }
 
+/// x.permute(axes).contiguous() into a tensor from x.new_empty, through the plan cached for these
+/// layouts: the whole one-shot permute in one call. None on a miss (nothing launched) or when x is
+/// not a CUDA torch tensor; a failed allocation raises.
+nb::object permute_new(nb::handle x, nb::handle axes, nb::handle stream) {
+  thread_local Layout layout;
+  layout.clear();
+  TensorRead read;
+  if (!PyTuple_Check(axes.ptr()) || !read_tensor(x.ptr(), layout, read)) return nb::none();
+  const std::int64_t rank = layout[2];
+  if (PyTuple_GET_SIZE(axes.ptr()) != rank) return nb::none();
+  nb::object shape = nb::steal(PyTuple_New(rank));
+  for (std::int64_t i = 0; i < rank; ++i) {
+    const long long axis = PyLong_AsLongLong(PyTuple_GET_ITEM(axes.ptr(), i));
+    if (axis < 0 || axis >= rank) {
+      PyErr_Clear();
+      return nb::none();
+    }
+    PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromLongLong(layout[3 + axis]));
+  }
+  static PyObject* new_empty = PyUnicode_InternFromString("new_empty");
+  nb::object out = nb::steal(PyObject_CallMethodOneArg(x.ptr(), new_empty, shape.ptr()));
+  if (!out.is_valid()) throw nb::python_error();
+  return copy_cached(out, x, axes, stream, nullptr) ? out : nb::none();
+}
+
 /// A one-shot rope from the cached plan of these layouts and options, or `plan` stored for them;
 /// False on a miss (nothing launched) or when a tensor is not a CUDA torch tensor of q's device.
 bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb::handle cos, nb::handle sin,
@@ -405,6 +430,9 @@ void bind_torch_fast_path(nb::module_& m) {
   m.def("copy_cached", &copy_cached, "dst"_a.none(), "src"_a.none(), "axes"_a.none(), "stream"_a.none(), "plan"_a.none(),
         "A one-shot copy or permute through the plan cached for these torch tensors' layouts (or "
         "`plan`, stored for them). False, with nothing launched, on a miss or other arguments.");
+  m.def("permute_new", &permute_new, "x"_a.none(), "axes"_a.none(), "stream"_a.none(),
+        "x.permute(axes).contiguous() as a new tensor through the plan cached for its layouts. None, "
+        "with nothing launched, on a miss or other arguments.");
   m.def("rope_cached", &rope_cached, "q"_a.none(), "y"_a.none(), "k"_a.none(), "k_out"_a.none(), "cos"_a.none(), "sin"_a.none(),
         "positions"_a.none(), "offset"_a.none(), "style"_a, "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a,
         "stream"_a.none(), "plan"_a.none(), "As copy_cached, for rope.");

@@ -109,13 +109,17 @@ def test_one_shot_plans_are_keyed_by_every_layout_fact():
     variants = [base, base.transpose(0, 2).contiguous().transpose(0, 2), base[:, :, ::2].contiguous(),
                 base.to(torch.float64), base.to(torch.float16), base.view(torch.int32),
                 base[:, :1].expand(6, 10, 14)]
+    outputs = []
     for _ in range(2):
         for src in variants:
             want = src.permute(2, 0, 1)
-            assert torch.equal(as_bytes(shapejit.permute(src, (2, 0, 1))), as_bytes(want))
+            got = shapejit.permute(src, (2, 0, 1))
+            assert got.is_contiguous() and got.dtype == src.dtype and torch.equal(as_bytes(got), as_bytes(want))
+            outputs.append(got)
             dst = torch.empty(list(reversed(src.shape)), dtype=src.dtype, device="cuda").permute(2, 1, 0)
             shapejit.copy_(dst, src)
             assert torch.equal(as_bytes(dst), as_bytes(src))
+    assert len({t.data_ptr() for t in outputs}) == len(outputs)  # every hit returns a new tensor
     # Dtypes that share an element size and shapejit's opaque code must still not mix in copy_.
     same_size = [getattr(torch, n) for n in ("bool", "uint8", "float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
     for a in same_size:
@@ -462,6 +466,18 @@ def test_tensors_on_the_second_gpu_run_there():
     assert got.device == q.device
     assert_close(got, rope_reference(q, cos1, sin1, pos, "neox", 64))
     x = torch.randn(5, 6, device="cuda:1")
-    assert torch.equal(shapejit.permute(x, (1, 0)), x.t())
+    x0 = x.to("cuda:0")
+    for _ in range(2):  # a miss, then a hit, on each device: one-shot plans are keyed by device
+        for t in (x0, x):
+            got = shapejit.permute(t, (1, 0))
+            assert got.device == t.device and torch.equal(got, t.t())
+    dst = torch.full((6, 5), float("nan"), device="cuda:1")
+    assert torch.equal(shapejit.copy_(dst, x.t()), x.t())
+    side = torch.cuda.Stream(device="cuda:1")
+    side.wait_stream(torch.cuda.current_stream(1))
+    with torch.cuda.stream(side):  # a side stream of device 1 is its current one here
+        got = shapejit.permute(x, (1, 0))
+    side.synchronize()
+    assert torch.equal(got, x.t())
     with pytest.raises(shapejit.InvalidArgumentError, match="one device"):
         shapejit.rope(q, cos=cos, sin=sin, positions=pos)
