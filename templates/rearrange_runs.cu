@@ -78,50 +78,59 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const Index valid_b = BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B;
 
     // Source runs: run r spans the source order's dims past the run, word w its w-th aligned word.
+    // Unsigned positions: a unit before its run wraps past the run's length and is skipped.
     SjWord loaded[LOAD_ITEMS];
-    int first_unit[LOAD_ITEMS];  // run position of the word's unit 0 (negative before the run)
-    int staged_run[LOAD_ITEMS];  // shared-memory position of the run's unit 0
+    unsigned first_unit[LOAD_ITEMS];  // run position of the word's unit 0
+    int staged_run[LOAD_ITEMS];       // shared-memory position of the run's unit 0
     bool live[LOAD_ITEMS];
-    const Index src_length = L_S / TILE_B * valid_b;
+    const unsigned src_length = (unsigned)(L_S / TILE_B * valid_b);
 #pragma unroll
     for (int i = 0; i < LOAD_ITEMS; ++i) {
-      const int n = threadIdx.x + i * THREADS;
-      int r = n / (int)WORDS_S;
-      const int w = n - r * (int)WORDS_S;
+      const unsigned n = threadIdx.x + i * THREADS;
+      unsigned r = n / (unsigned)WORDS_S;
+      const unsigned w = n - r * (unsigned)WORDS_S;
       Index offset = 0;
       int staged = WORD_UNITS;
       bool ok = RUNS_S * WORDS_S % THREADS == 0 || n < RUNS_S * WORDS_S;
 #pragma unroll
       for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
         const int k = sj_src_dim(o);
-        const int c = o + 1 < TILE_DIMS ? r % (int)sj_tile_extent(k) : r;
-        r = o + 1 < TILE_DIMS ? r / (int)sj_tile_extent(k) : 0;
-        offset += c * sj_src_stride(args, k);
-        staged += c * (int)sj_smem_step(k);
-        if (BOUNDS && k == PA) ok = ok && c < valid_a;
+        const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)sj_tile_extent(k) : r;
+        r = o + 1 < TILE_DIMS ? r / (unsigned)sj_tile_extent(k) : 0;
+        offset += (Index)c * sj_src_stride(args, k);
+        staged += (int)c * (int)sj_smem_step(k);
+        if (BOUNDS && k == PA) ok = ok && (Index)c < valid_a;
       }
       const Unit* run = s + tile.src_base + offset;
-      const int first = w * WORD_UNITS - sj_misalignment(run);
-      ok = ok && first < src_length;
+      const unsigned first = w * WORD_UNITS - sj_misalignment(run);
+      ok = ok && (int)first < (int)src_length;
       first_unit[i] = first;
       staged_run[i] = staged;
       live[i] = ok;
-      if (ok) loaded[i] = *reinterpret_cast<const SjWord*>(run + first);
+      if (ok) loaded[i] = *reinterpret_cast<const SjWord*>(run + (int)first);
     }
 #pragma unroll
     for (int i = 0; i < LOAD_ITEMS; ++i) {
       if (!live[i]) continue;
+      if (SRC_RUN_DIMS == 1) {
+        // One dim: the word's units lie one constant step apart in shared memory.
+        Unit* base = smem + staged_run[i] + (int)first_unit[i] * (int)sj_smem_step(PB);
+#pragma unroll
+        for (int u = 0; u < WORD_UNITS; ++u)
+          if (first_unit[i] + u < src_length) base[u * (int)sj_smem_step(PB)] = sj_word_unit(loaded[i], u);
+        continue;
+      }
 #pragma unroll
       for (int u = 0; u < WORD_UNITS; ++u) {
-        int j = first_unit[i] + u;
-        if (j < 0 || j >= src_length) continue;
+        unsigned j = first_unit[i] + u;
+        if (j >= src_length) continue;
         int position = staged_run[i];
 #pragma unroll
         for (int o = 0; o < SRC_RUN_DIMS; ++o) {
           const int k = sj_src_dim(o);
-          const int c = o + 1 < SRC_RUN_DIMS ? j % (int)sj_tile_extent(k) : j;
-          j = o + 1 < SRC_RUN_DIMS ? j / (int)sj_tile_extent(k) : 0;
-          position += c * (int)sj_smem_step(k);
+          const unsigned c = o + 1 < SRC_RUN_DIMS ? j % (unsigned)sj_tile_extent(k) : j;
+          j = o + 1 < SRC_RUN_DIMS ? j / (unsigned)sj_tile_extent(k) : 0;
+          position += (int)c * (int)sj_smem_step(k);
         }
         smem[position] = sj_word_unit(loaded[i], u);
       }
@@ -129,42 +138,43 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     __syncthreads();
 
     // Destination runs: run r spans dim[DST_RUN_DIMS, TILE_DIMS), word w its w-th aligned word.
-    const Index dst_length = L_D / TILE_A * valid_a;
+    const unsigned dst_length = (unsigned)(L_D / TILE_A * valid_a);
 #pragma unroll
     for (int i = 0; i < STORE_ITEMS; ++i) {
-      const int n = threadIdx.x + i * THREADS;
+      const unsigned n = threadIdx.x + i * THREADS;
       if (RUNS_D * WORDS_D % THREADS != 0 && n >= RUNS_D * WORDS_D) continue;
-      int r = n / (int)WORDS_D;
-      const int w = n - r * (int)WORDS_D;
-      const int staged = WORD_UNITS + r * PITCH;
+      unsigned r = n / (unsigned)WORDS_D;
+      const unsigned w = n - r * (unsigned)WORDS_D;
+      const int staged = WORD_UNITS + (int)r * PITCH;
       Index offset = 0;
       bool ok = true;
 #pragma unroll
       for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
-        const int c = k + 1 < TILE_DIMS ? r % (int)sj_tile_extent(k) : r;
-        r = k + 1 < TILE_DIMS ? r / (int)sj_tile_extent(k) : 0;
-        offset += c * sj_dst_stride(args, k);
-        if (BOUNDS && k == PB) ok = ok && c < valid_b;
+        const unsigned c = k + 1 < TILE_DIMS ? r % (unsigned)sj_tile_extent(k) : r;
+        r = k + 1 < TILE_DIMS ? r / (unsigned)sj_tile_extent(k) : 0;
+        offset += (Index)c * sj_dst_stride(args, k);
+        if (BOUNDS && k == PB) ok = ok && (Index)c < valid_b;
       }
       Unit* run = d + tile.dst_base + offset;
-      const int first = w * WORD_UNITS - sj_misalignment(run);
-      if (!ok || first >= dst_length) continue;
+      const unsigned first = w * WORD_UNITS - sj_misalignment(run);
+      if (!ok || (int)first >= (int)dst_length) continue;
       if (WORD_UNITS == 1) {
         run[first] = smem[staged + first];
         continue;
       }
       // Run unit `first` is staged at (staged + w * W) - misalignment: the top of staged word
       // high - 1 and the bottom of word high, shifted right by the misalignment's complement.
-      const int high = (staged + w * WORD_UNITS) / WORD_UNITS;
-      const unsigned misaligned = (unsigned)(w * WORD_UNITS - first);
+      const int high = (staged + (int)w * WORD_UNITS) / WORD_UNITS;
+      const unsigned misaligned = w * WORD_UNITS - first;
       const SjWord value = __funnelshift_rc(smem_words[high - 1], smem_words[high],
                                             (WORD_UNITS - misaligned) * UNIT_BYTES * 8);
-      if (first >= 0 && first + WORD_UNITS <= dst_length) {
-        *reinterpret_cast<SjWord*>(run + first) = value;
+      Unit* target = run + (int)first;
+      if (first < dst_length && first + WORD_UNITS <= dst_length) {
+        *reinterpret_cast<SjWord*>(target) = value;
       } else {
 #pragma unroll
         for (int u = 0; u < WORD_UNITS; ++u)
-          if (first + u >= 0 && first + u < dst_length) run[first + u] = sj_word_unit(value, u);
+          if (first + u < dst_length) target[u] = sj_word_unit(value, u);
       }
     }
     __syncthreads();

@@ -515,9 +515,12 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
+  // Beside wide stores, single-byte loads alone pay for word tiles only on long groups: of eight
+  // such u8 lines on an H100, the four that rose (4-20 points) had both groups of 128 units or more;
+  // two of the four that fell (6-19 points) had a group of 80 or 103 units, a tile and a remnant.
+  const std::int64_t min_extent = narrow_a ? kWordTileMinExtent : 2 * kWordTileMinExtent;
   return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b) &&
-         form.dims[g.b.front()].src_stride == 1 && g.extent_a >= kWordTileMinExtent &&
-         g.extent_b >= kWordTileMinExtent;
+         form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
 }
 
 // A tile is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
