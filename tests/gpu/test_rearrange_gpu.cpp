@@ -307,6 +307,30 @@ TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every 
   CHECK(taken >= launches / 2);
 }
 
+TEST_CASE("rearrange: u8 tiles that store single bytes beside wider loads take runs at every pointer misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{60, 69, 151, 4}, {0, 3, 2, 1}, DType::u8},
+      {{90, 10, 249, 14, 4}, {1, 3, 0, 4, 2}, DType::u8},
+      {{24, 53, 3, 37, 9, 37, 2}, {0, 3, 6, 2, 1, 4, 5}, DType::u8},
+  };
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int taken = launches_on_family(cases, plan::RearrangeFamily::runs, 5107);
+  MESSAGE(taken << " of " << launches << " launches on runs");
+  CHECK(taken >= launches / 2);
+}
+
+TEST_CASE("rearrange: u8 transposes of word stores beside 2-byte loads take word tiles" * test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{2, 332, 1678}, {0, 2, 1}, DType::u8},
+      {{5, 27, 52, 11, 185, 2}, {4, 5, 1, 3, 0, 2}, DType::u8},
+  };
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int taken = launches_on_family(cases, plan::RearrangeFamily::words, 5113);
+  MESSAGE(taken << " of " << launches << " launches on word tiles");
+  CHECK(taken >= launches / 2);
+}
+
 TEST_CASE("rearrange: tune times the candidates, records the fastest, and a later plan reuses the record" *
           test::gpu_only()) {
   const test::TempDir cache;

@@ -514,12 +514,16 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on words).
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
+  // Word stores beside 2-byte loads: measured planning picked word tiles for both such lines of
+  // seeds 23 and 24 (H100, u8 [2,3316,16758] 0,2,1: 45% -> 78% of copy; [5,27,252,11,185,2]: 55% -> 61%).
+  const bool word_and_pair = tiled.store_linear == 0 && tiled.load_linear == 0 && tiled.vec_a == kWordBytes &&
+                             tiled.vec_b == 2;
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
-  // Beside wide stores, single-byte loads alone pay for word tiles only on long groups: of eight
-  // such u8 lines on an H100, the four that rose (4-20 points) had both groups of 128 units or more;
-  // two of the four that fell (6-19 points) had a group of 80 or 103 units, a tile and a remnant.
+  // Beside word stores or wider, narrow loads pay for word tiles only on long groups: of eight u8
+  // lines with single-byte loads on an H100, the four that rose (4-20 points) had both groups of 128
+  // units or more; two of the four that fell (6-19 points) had a group of 80 or 103 units.
   const std::int64_t min_extent = narrow_a ? kWordTileMinExtent : 2 * kWordTileMinExtent;
-  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b) &&
+  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) &&
          form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
 }
 
@@ -801,15 +805,18 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
   return plan_rows(units, exact);
 }
 
-// Whether a fixed-family plan is a tile of 1-byte units moved one byte at a time on both sides: bound
-// by instruction issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2:
-// 26% -> 45% of copy). Runs lost on tiles with wider accesses on either side (u8 and f16 on seeds 4
-// and 6: 12 of 14 such lines fell, by up to 30 points), on gathers and on rows of 5 bytes (mixed), so
-// those keep their family and runs stay a tuning candidate.
-bool moves_single_bytes(const RearrangeVariant& v) {
+// Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
+// too or runs along a destination row of 16 units or more: bound by instruction issue, it loses to
+// runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of copy). With wider
+// loads, measured planning picked runs on the four such lines of seeds 23 and 24 whose tiles were
+// 48-2048 units along A (30% -> 45%, 43% -> 58%, 44% -> 52%, 44% -> 47%) and fixed tiles on the two
+// of 3 and 7 units. Runs lost on tiles with wider stores (u8 and f16 on seeds 4 and 6), on gathers
+// and on rows of 5 bytes (mixed), so those keep their family and runs stay a tuning candidate.
+bool stores_single_bytes(const RearrangeVariant& v) {
   const RearrangeSpec& s = v.spec;
   const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
-  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && s.vec_b == 1 && !s.load_linear;
+  const bool single_loads = s.vec_b == 1 && !s.load_linear;
+  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || s.tile_a >= 16);
 }
 
 }  // namespace
@@ -823,7 +830,7 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     return v;
   }
   RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
-  if (moves_single_bytes(v)) {
+  if (stores_single_bytes(v)) {
     if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
   }
   return v;
