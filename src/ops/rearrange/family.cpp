@@ -514,10 +514,11 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on words).
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
-  // Word stores beside 2-byte loads: measured planning picked word tiles for both such lines of
-  // seeds 23 and 24 (H100, u8 [2,3316,16758] 0,2,1: 45% -> 78% of copy; [5,27,252,11,185,2]: 55% -> 61%).
-  const bool word_and_pair = tiled.store_linear == 0 && tiled.load_linear == 0 && tiled.vec_a == kWordBytes &&
-                             tiled.vec_b == 2;
+  // Word stores beside 2-byte loads in a plain transpose: H100, u8 [2,3316,16758] 0,2,1 45% -> 78% of
+  // copy, [5,27,252,11,185,2] 55% -> 61%, [340,545578] 1,0 31% -> 69%. Packed tiles of composite groups
+  // lost (u8 [583,6,2,122,174] 2,0,4,3,1: 83% -> 57%).
+  const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
+                             tiled.load_linear == 0 && tiled.vec_a == kWordBytes && tiled.vec_b == 2;
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
   // Beside word stores or wider, narrow loads pay for word tiles only on long groups: of eight u8
   // lines with single-byte loads on an H100, the four that rose (4-20 points) had both groups of 128
@@ -806,17 +807,19 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
 }
 
 // Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
-// too or runs along a destination row of 16 units or more: bound by instruction issue, it loses to
-// runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of copy). With wider
-// loads, measured planning picked runs on the four such lines of seeds 23 and 24 whose tiles were
-// 48-2048 units along A (30% -> 45%, 43% -> 58%, 44% -> 52%, 44% -> 47%) and fixed tiles on the two
-// of 3 and 7 units. Runs lost on tiles with wider stores (u8 and f16 on seeds 4 and 6), on gathers
-// and on rows of 5 bytes (mixed), so those keep their family and runs stay a tuning candidate.
+// too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
+// issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
+// copy; with 2- and 4-byte loads, measured planning's picks on seeds 23 and 24: 30% -> 45%, 43% ->
+// 58%). Fixed tiles kept the lead on rows of 3 and 7 units, and with 8-byte loads (u8
+// [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
+// stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
+// their family and runs stay a tuning candidate.
 bool stores_single_bytes(const RearrangeVariant& v) {
   const RearrangeSpec& s = v.spec;
   const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
   const bool single_loads = s.vec_b == 1 && !s.load_linear;
-  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || s.tile_a >= 16);
+  const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
+  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
 }  // namespace
