@@ -947,10 +947,10 @@ int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   const int index_bytes = s.index64 ? 8 : 4;
   if (s.family == RearrangeFamily::words) {
-    // Composite-group tables, double-buffered: the rows a tile reads along A, its B indices.
+    // Composite-group tables, one per tile: the rows a tile reads along A, its B indices.
     const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(kWordBytes) : 0);
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
-           2 * ((s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0));
+           (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
   if (s.family == RearrangeFamily::runs) {
     const std::int64_t word = runs_word_units(s.unit_bytes);
