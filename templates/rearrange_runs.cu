@@ -114,10 +114,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       if (!live[i]) continue;
       if (SRC_RUN_DIMS == 1) {
         // One dim: the word's units lie one constant step apart in shared memory.
-        Unit* base = smem + staged_run[i] + (int)first_unit[i] * (int)sj_smem_step(PB);
+        const int base = staged_run[i] + (int)first_unit[i] * (int)sj_smem_step(PB);
 #pragma unroll
         for (int u = 0; u < WORD_UNITS; ++u)
-          if (first_unit[i] + u < src_length) base[u * (int)sj_smem_step(PB)] = sj_word_unit(loaded[i], u);
+          if (first_unit[i] + u < src_length) smem[base + u * (int)sj_smem_step(PB)] = sj_word_unit(loaded[i], u);
         continue;
       }
 #pragma unroll

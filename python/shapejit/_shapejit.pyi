@@ -1,7 +1,7 @@
 """Types of the extension module shapejit._shapejit (the C++ API over integers: descriptors are
 tuples (shape, strides or None, dtype code, element bytes or 0), pointers and streams are ints)."""
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 Desc = tuple[Sequence[int], Optional[Sequence[int]], int, int]
 
@@ -77,7 +77,7 @@ def rope_launch(plan: RopePlan, layouts: Layouts, checked: bool, q: Any, y: Any,
                 cos: Any, sin: Any, positions: Any, offset: Any, stream: Optional[int]) -> bool: ...
 def copy_cached(dst: Any, src: Any, axes: Optional[Sequence[int]], stream: Optional[int],
                 plan: Optional[RearrangePlan]) -> bool: ...
-def permute_new(x: Any, axes: Sequence[int], stream: Optional[int]) -> Any: ...
+def permute_new(x: Any, axes: Tuple[int, ...], stream: Optional[int]) -> Any: ...
 def rope_cached(q: Any, y: Any, k: Any, k_out: Any, cos: Any, sin: Any, positions: Any, offset: Any,
                 style: str, rotary_dim: int, inplace: bool, inverse: bool, checked: bool,
                 stream: Optional[int], plan: Optional[RopePlan]) -> bool: ...

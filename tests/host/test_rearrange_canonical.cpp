@@ -101,6 +101,22 @@ TEST_CASE("families: copy, row, transpose, packed and gather are chosen from the
   CHECK(aligned(gather).spec.family == RearrangeFamily::gather);
 }
 
+TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only where those won") {
+  auto family_of = [](std::vector<std::int64_t> shape, std::vector<int> perm) {
+    return aligned(permute_plan(std::move(shape), std::move(perm), DType::u8)).spec.family;
+  };
+  // Single-byte stores beside 2- or 4-byte loads along 16+ units: runs; beside 8-byte loads: fixed.
+  CHECK(family_of({60, 69, 151, 4}, {0, 3, 2, 1}) == RearrangeFamily::runs);
+  CHECK(family_of({281, 19, 95, 58}, {2, 0, 3, 1}) == RearrangeFamily::runs);
+  CHECK(family_of({144, 3, 5, 20, 11, 30, 6, 2}, {3, 1, 5, 0, 6, 7, 2, 4}) == RearrangeFamily::packed);
+  // Word stores beside 2-byte loads: word tiles in a plain transpose, not in a packed tile.
+  CHECK(family_of({340, 5458}, {1, 0}) == RearrangeFamily::words);
+  CHECK(family_of({583, 6, 2, 122, 174}, {2, 0, 4, 3, 1}) == RearrangeFamily::packed);
+  // Single-byte loads beside wide stores: word tiles only when both groups reach 128 units.
+  CHECK(family_of({167, 317, 28, 103}, {1, 3, 0, 2}) == RearrangeFamily::packed);
+  CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);
+}
+
 TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would idle, and a block walks two tiles") {
   // Group B = 5 x 112 = 560 f16 units: 512 + 48 would leave 45% of the second tile idle.
   const auto& uneven = aligned(permute_plan({15, 15, 15, 32, 5, 112}, {2, 0, 4, 1, 5, 3}, DType::f16));

@@ -156,6 +156,24 @@ def test_fast_path_takes_only_what_matches_the_plan():
     assert torch.equal(as_bytes(out), as_bytes(param))
 
 
+def test_permute_new_launches_only_a_cached_plan():
+    """The one-call permute of the fast path: None (nothing launched) until a plan is cached for
+    the layout, for axes it does not key (a list, out of range) and for CPU tensors."""
+    from shapejit import _shapejit, _torch
+
+    assert _torch.FAST_PATH
+    x = random_tensor([6, 7, 9], torch.float16)
+    _shapejit.clear_torch_plans()
+    assert _shapejit.permute_new(x, (2, 0, 1), None) is None
+    first = shapejit.permute(x, (2, 0, 1))  # plans (or finds the Python cache's plan) and stores it
+    got = _shapejit.permute_new(x, (2, 0, 1), None)
+    assert got is not None and got.data_ptr() != first.data_ptr() and got.is_contiguous()
+    assert torch.equal(as_bytes(got), as_bytes(x.permute(2, 0, 1)))
+    assert _shapejit.permute_new(x, [2, 0, 1], None) is None
+    assert _shapejit.permute_new(x, (2, 0, 3), None) is None
+    assert _shapejit.permute_new(x.cpu(), (2, 0, 1), None) is None
+
+
 def test_fast_path_off_keeps_every_call_working():
     """A probe the extension reads differently turns the fast path off; calls still work."""
     from shapejit import _shapejit, _torch
@@ -168,7 +186,9 @@ def test_fast_path_off_keeps_every_call_working():
         assert not _shapejit.torch_register(lib, [torch.Tensor], dtypes, probe, (probe.data_ptr(), (6,), (2,)))
         assert not _shapejit.torch_fast_path()
         x = random_tensor([5, 7, 3], torch.float32)
-        assert torch.equal(as_bytes(shapejit.permute(x, (1, 2, 0))), as_bytes(x.permute(1, 2, 0)))
+        for _ in range(2):  # a plan, then the Python cache's hit
+            assert torch.equal(as_bytes(shapejit.permute(x, (1, 2, 0))), as_bytes(x.permute(1, 2, 0)))
+        assert _shapejit.permute_new(x, (1, 2, 0), None) is None
         cos, sin = tables()
         q = torch.randn(2, 3, 64, device="cuda")
         assert_close(shapejit.rope(q, cos=cos, sin=sin), rope_reference(q, cos, sin, torch.arange(2, device="cuda"), "neox", 64))

@@ -510,19 +510,21 @@ Groups word_groups(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_d
 // is still one run on its side. (2-byte units in words of two lost on an H100: f16 [222, 4953, 168]
 // 0,2,1 went from 75% to 67% of copy; their fixed tiles already move pairs.)
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
-  // Stores narrower than a word, or single-byte loads: 2-byte loads beside wide stores keep fixed
-  // tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on words).
+  // Stores narrower than a word, or single-byte loads: 2-byte loads beside stores of 8 bytes or more
+  // keep fixed tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on
+  // words; at 4-byte aligned pointers its stores are words and it takes word tiles).
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
   // Word stores beside 2-byte loads in a plain transpose: H100, u8 [2,3316,16758] 0,2,1 45% -> 78% of
-  // copy, [5,27,252,11,185,2] 55% -> 61%, [340,545578] 1,0 31% -> 69%. Packed tiles of composite groups
-  // lost (u8 [583,6,2,122,174] 2,0,4,3,1: 83% -> 57%).
+  // copy, [5,27,252,11,185,2] 55% -> 61%, [340,545578] 1,0 31% -> 69%. Packed tiles keep theirs (u8
+  // [583,6,2,122,174] 2,0,4,3,1: 83% on its packed tile, 57% on words).
   const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
                              tiled.load_linear == 0 && tiled.vec_a == kWordBytes && tiled.vec_b == 2;
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
-  // Beside word stores or wider, narrow loads pay for word tiles only on long groups: of eight u8
-  // lines with single-byte loads on an H100, the four that rose (4-20 points) had both groups of 128
-  // units or more; two of the four that fell (6-19 points) had a group of 80 or 103 units.
+  // Beside word stores or wider, narrow loads (single bytes, or pairs above) pay for word tiles only
+  // on long groups: of eight u8 lines with single-byte loads on an H100, the four that rose (4-20
+  // points) had both groups of 128 units or more; two of the four that fell (6-19 points) had a group
+  // of 80 or 103 units.
   const std::int64_t min_extent = narrow_a ? kWordTileMinExtent : 2 * kWordTileMinExtent;
   return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) &&
          form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
