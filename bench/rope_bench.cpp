@@ -213,10 +213,7 @@ int main(int argc, char** argv) {
   try {
     const auto lines = bench::read_case_file(cases);
     jit::ensure_context();
-    char name[256] = {};
-    CUdevice device = 0;
-    jit::check(jit::driver().cuCtxGetDevice(&device), "cuCtxGetDevice");
-    jit::check(jit::driver().cuDeviceGetName(name, sizeof name, device), "cuDeviceGetName");
+    const std::string name = support::device_name();
     const double copy = support::copy_bandwidth_gbs(kCopyBytes);
     fmt::print("device: {}\ncopy: {:.0f} GB/s (512 MiB device-to-device, read + write)\n", name, copy);
 

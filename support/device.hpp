@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "jit/driver.hpp"
@@ -43,6 +44,15 @@ class DeviceBuffer {
   CUdeviceptr ptr_ = 0;
   std::size_t bytes_;
 };
+
+/// The name of the current context's device.
+inline std::string device_name() {
+  char name[256] = {};
+  CUdevice device = 0;
+  jit::check(jit::driver().cuCtxGetDevice(&device), "cuCtxGetDevice");
+  jit::check(jit::driver().cuDeviceGetName(name, sizeof name, device), "cuDeviceGetName");
+  return name;
+}
 
 /// Deterministic pseudo-random bytes (xorshift64*), never all zeros.
 inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed) {

@@ -20,6 +20,40 @@ template <> struct alignas(4) sj_bytes<4> { unsigned int v; };
 template <> struct alignas(8) sj_bytes<8> { unsigned long long v; };
 template <> struct alignas(16) sj_bytes<16> { unsigned int v[4]; };
 
+// W elements of T seen as one W * sizeof(T)-byte access.
+template <int W, typename T>
+union sj_access {
+  sj_bytes<W * sizeof(T)> bytes;
+  T elements[W];
+};
+
+// N elements at p (aligned to W elements) as N/W accesses of W elements.
+template <int N, int W, typename T>
+__device__ __forceinline__ void sj_load_elements(T (&v)[N], const T* p) {
+#pragma unroll
+  for (int i = 0; i < N / W; ++i) {
+    sj_access<W, T> a;
+    const auto* from = reinterpret_cast<const decltype(a.bytes)*>(p) + i;
+    __builtin_assume(__isGlobal(from));  // lets the compiler use global, not generic, loads
+    a.bytes = *from;
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[i * W + j] = a.elements[j];
+  }
+}
+
+template <int N, int W, typename T>
+__device__ __forceinline__ void sj_store_elements(T* p, const T (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < N / W; ++i) {
+    sj_access<W, T> a;
+#pragma unroll
+    for (int j = 0; j < W; ++j) a.elements[j] = v[i * W + j];
+    auto* to = reinterpret_cast<decltype(a.bytes)*>(p) + i;
+    __builtin_assume(__isGlobal(to));
+    *to = a.bytes;
+  }
+}
+
 __device__ __forceinline__ float sj_to_float(sj_f16 h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));

@@ -54,40 +54,6 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b, sj_f16) {
 __device__ __forceinline__ unsigned pack_pair(float, float, float) { return 0; }  // never called: 4-byte data
 __device__ __forceinline__ unsigned pack_pair(double, double, double) { return 0; }
 
-// W elements of T seen as one W * sizeof(T)-byte access.
-template <int W, typename T>
-union Access {
-  sj_bytes<W * sizeof(T)> bytes;
-  T elements[W];
-};
-
-// N elements at p (aligned to W elements) as N/W accesses of W elements.
-template <int N, int W, typename T>
-__device__ __forceinline__ void load_elements(T (&v)[N], const T* p) {
-#pragma unroll
-  for (int i = 0; i < N / W; ++i) {
-    Access<W, T> a;
-    const auto* from = reinterpret_cast<const decltype(a.bytes)*>(p) + i;
-    __builtin_assume(__isGlobal(from));  // lets the compiler use global, not generic, loads
-    a.bytes = *from;
-#pragma unroll
-    for (int j = 0; j < W; ++j) v[i * W + j] = a.elements[j];
-  }
-}
-
-template <int N, int W, typename T>
-__device__ __forceinline__ void store_elements(T* p, const T (&v)[N]) {
-#pragma unroll
-  for (int i = 0; i < N / W; ++i) {
-    Access<W, T> a;
-#pragma unroll
-    for (int j = 0; j < W; ++j) a.elements[j] = v[i * W + j];
-    auto* to = reinterpret_cast<decltype(a.bytes)*>(p) + i;
-    __builtin_assume(__isGlobal(to));
-    *to = a.bytes;
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ T from_compute(compute_t v) {
   if constexpr (sizeof(compute_t) == 8) return v;  // f64 data only
@@ -99,7 +65,7 @@ constexpr int WORDS_PER_ACCESS = ACCESS >= 2 ? ACCESS / 2 : 1;  // 32-bit words 
 
 __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUNK]) {
   if constexpr (sizeof(data_t) == 2 && ACCESS >= 2) {
-    Access<WORDS_PER_ACCESS, unsigned> words[CHUNK / ACCESS];
+    sj_access<WORDS_PER_ACCESS, unsigned> words[CHUNK / ACCESS];
 #pragma unroll
     for (int j = 0; j < CHUNK / 2; ++j)
       words[j / WORDS_PER_ACCESS].elements[j % WORDS_PER_ACCESS] = pack_pair(v[2 * j], v[2 * j + 1], data_t{});
@@ -113,7 +79,7 @@ __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUN
     data_t d[CHUNK];
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) d[j] = from_compute<data_t>(v[j]);
-    store_elements<CHUNK, ACCESS>(p, d);
+    sj_store_elements<CHUNK, ACCESS>(p, d);
   }
 }
 
@@ -171,8 +137,8 @@ struct HeadChunk {
 
 __device__ __forceinline__ void load_head(HeadChunk& g, const RopeArgs& a, const Token& t, idx_t h, int first) {
   g.rows = head_rows(a, t, h);
-  load_elements<CHUNK, ACCESS>(g.lo, g.rows.in + first);
-  if constexpr (STYLE_NEOX) load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + HALF + first);
+  sj_load_elements<CHUNK, ACCESS>(g.lo, g.rows.in + first);
+  if constexpr (STYLE_NEOX) sj_load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + HALF + first);
 }
 
 // Rotates a loaded chunk and stores it: both elements of every pair are loaded before any store.
@@ -198,10 +164,10 @@ __device__ __forceinline__ void load_angles(const RopeArgs& a, const Token& t, i
   if (t.valid) {
     const idx_t at = (idx_t)t.position * (idx_t)a.table_stride + c * PAIRS;
     table_t v[PAIRS];
-    load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
+    sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
 #pragma unroll
     for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(v[j]);
-    load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
+    sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
 #pragma unroll
     for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(v[j]);
   } else {
@@ -252,8 +218,8 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
         const Rows rows = head_rows(a, t, h);
         if (t.valid) {
           data_t v[CHUNK];
-          load_elements<CHUNK, ACCESS>(v, rows.in + first);
-          store_elements<CHUNK, ACCESS>(rows.out + first, v);
+          sj_load_elements<CHUNK, ACCESS>(v, rows.in + first);
+          sj_store_elements<CHUNK, ACCESS>(rows.out + first, v);
         } else {
           compute_t nan[CHUNK];
 #pragma unroll

@@ -7,5 +7,6 @@
 #include "shapejit/shapejit_core.h"
 #include "shapejit/rearrange.h"
 #include "shapejit/rope.h"
+#include "shapejit/hadamard.h"
 
 #endif /* SHAPEJIT_H */

@@ -7,3 +7,4 @@
 #include "shapejit/core.hpp"
 #include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
+#include "shapejit/hadamard.hpp"

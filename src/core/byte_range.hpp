@@ -19,4 +19,9 @@ ByteRange byte_range(const TensorDesc& desc);
 /// Whether [a.lo, a.hi) at `a_base` and [b.lo, b.hi) at `b_base` share a byte.
 bool ranges_overlap(std::uintptr_t a_base, ByteRange a, std::uintptr_t b_base, ByteRange b);
 
+/// Throws invalid_argument, naming the view `name`, unless every element of `desc` (an output) has
+/// its own address: sorted by |stride|, each stride must exceed the span of the smaller ones (a
+/// layout that interleaves its dims is refused even when it happens to be distinct).
+void check_distinct_elements(const TensorDesc& desc, const char* name);
+
 }  // namespace shapejit

@@ -85,6 +85,7 @@ const std::vector<Operator>& operators() {
   static const std::vector<Operator> all = {
       rearrange_operator(),
       rope_operator(),
+      hadamard_operator(),
   };
   return all;
 }

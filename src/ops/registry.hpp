@@ -121,5 +121,6 @@ std::vector<jit::DeployJob> deploy_jobs(std::string_view line, const std::string
 // The entries, each defined in its operator's folder.
 const Operator& rearrange_operator();
 const Operator& rope_operator();
+const Operator& hadamard_operator();
 
 }  // namespace shapejit::ops

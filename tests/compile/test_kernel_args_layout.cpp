@@ -14,8 +14,10 @@
 #include "jit/nvrtc.hpp"
 #include "ops/rearrange/codegen.hpp"
 #include "ops/rearrange/plan.hpp"
+#include "ops/hadamard/impl.hpp"
 #include "ops/rope/impl.hpp"
 #include "shapejit/rearrange.hpp"
+#include "shapejit/hadamard.hpp"
 #include "shapejit/rope.hpp"
 
 using namespace shapejit;
@@ -61,7 +63,7 @@ class DeviceLayouts {
 
   /// Size and alignment of a field type.
   std::pair<std::size_t, std::size_t> type_size(const std::string& type) {
-    if (type.find("long long") != std::string::npos) return {8, 8};
+    if (type.find("long long") != std::string::npos || type == "double") return {8, 8};
     if (type == "unsigned" || type == "int" || type == "unsigned int" || type == "float") return {4, 4};
     const Layout nested = of(type);
     return {nested.size, nested.align};
@@ -170,6 +172,26 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field")
                   HOST_FIELD(Args, seq_div_shift), HOST_FIELD(Args, x_stride), HOST_FIELD(Args, y_stride),
                   HOST_FIELD(Args, k_stride), HOST_FIELD(Args, k_out_stride), HOST_FIELD(Args, position_stride),
                   HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset)},
+                 sizeof(Args));
+  }
+}
+
+TEST_CASE("hadamard: HadamardKernelArgs matches the template's HadamardArgs field by field") {
+  HadamardDesc desc;
+  desc.x = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
+  desc.group = 2;
+  const auto plan = detail::make_hadamard_plan(desc, {});
+  using Args = plan::HadamardKernelArgs;
+  using Dim = plan::HadamardDim;
+  for (const jit::Program* program : plan->programs()) {
+    DeviceLayouts device(program->source);
+    check_layout(device.of("HadamardDim"),
+                 {HOST_FIELD(Dim, extent), HOST_FIELD(Dim, multiplier), HOST_FIELD(Dim, shift),
+                  HOST_FIELD(Dim, x_stride), HOST_FIELD(Dim, y_stride)},
+                 sizeof(Dim));
+    check_layout(device.of("HadamardArgs"),
+                 {HOST_FIELD(Args, x), HOST_FIELD(Args, y), HOST_FIELD(Args, rows), HOST_FIELD(Args, scale),
+                  HOST_FIELD(Args, x_head_stride), HOST_FIELD(Args, y_head_stride), HOST_FIELD(Args, dim)},
                  sizeof(Args));
   }
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/byte_range.hpp"
 #include "core/errors.hpp"
 #include "shapejit/rearrange.hpp"
 
@@ -46,32 +47,6 @@ Wide byte_extent(const TensorDesc& desc) {
   return span;
 }
 
-// Sorted by |stride|, every stride must exceed the span of all smaller ones: then no two elements
-// share an address. (A layout that interleaves its dims is refused even when it happens to be distinct.)
-void check_distinct_elements(const TensorDesc& dst) {
-  const auto strides = dst.effective_strides();
-  std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < strides.size(); ++i)
-    if (dst.shape[i] > 1) order.push_back(i);
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return std::llabs(strides[a]) < std::llabs(strides[b]); });
-  Wide span = 0;
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const std::size_t i = order[k];
-    const Wide stride = std::llabs(strides[i]);
-    if (stride == 0)
-      invalid_argument("dst.strides[{}] is 0 with extent {}: destination elements would overlap; every destination "
-                       "element needs its own address (a zero stride is only allowed in src, to broadcast)",
-                       i, dst.shape[i]);
-    if (stride <= span)
-      invalid_argument("dst.strides {} make destination elements overlap (dim {} with stride {} falls inside the span "
-                       "of the dims with smaller strides): sorted by |stride|, each stride must exceed "
-                       "sum(|stride| * (extent - 1)) of the smaller ones",
-                       strides, i, strides[i]);
-    span += stride * (dst.shape[i] - 1);
-  }
-}
-
 }  // namespace
 
 void check_rearrange_descs(const TensorDesc& dst, const TensorDesc& src) {
@@ -91,7 +66,7 @@ void check_rearrange_descs(const TensorDesc& dst, const TensorDesc& src) {
     invalid_argument("dst: shape {} with strides {} spans more than 2^63 bytes", dst.shape, dst.effective_strides());
   if (byte_extent(src) > kMaxSpan)
     invalid_argument("src: shape {} with strides {} spans more than 2^63 bytes", src.shape, src.effective_strides());
-  check_distinct_elements(dst);
+  check_distinct_elements(dst, "dst");
 }
 
 void check_assumed_alignment(std::size_t alignment) {

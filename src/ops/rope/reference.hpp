@@ -1,21 +1,15 @@
-// Host-side rope helpers: element conversions between doubles and every rope dtype, and the
-// float64 CPU reference that tests and tools compare kernels with.
+// The float64 CPU reference of rope that tests and tools compare kernels with (element conversions:
+// core/convert.hpp).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/convert.hpp"
 #include "ops/rope/plan.hpp"
 #include "shapejit/rope.hpp"
 
 namespace shapejit::detail {
-
-/// Element `index` of a host array of dtype `t` (any float or integer dtype), as a double.
-double load_as_double(const void* base, DType t, std::int64_t index);
-
-/// Stores `value` rounded to nearest (ties to even) into element `index` of a host array of
-/// float dtype `t`; values beyond the range become infinities, NaN stays NaN.
-void store_from_double(void* base, DType t, std::int64_t index, double value);
 
 /// The rope outputs of one token (batch b, sequence index s), computed in double from host
 /// copies of the inputs laid out exactly as `plan.desc` describes them (x, k, table, positions;
