@@ -53,4 +53,23 @@ std::string render(std::initializer_list<std::string_view> pieces, const CodePar
   return source;
 }
 
+/// The prelude's name for an element type of rope data, tables or positions.
+std::string_view prelude_type(DType t) {
+  switch (t) {
+    case DType::f16: return "sj_f16";
+    case DType::bf16: return "sj_bf16";
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::u8: return "sj_u8";
+    case DType::i8: return "sj_i8";
+    case DType::u16: return "sj_u16";
+    case DType::i16: return "sj_i16";
+    case DType::u32: return "sj_u32";
+    case DType::i32: return "sj_i32";
+    case DType::u64: return "sj_u64";
+    case DType::i64: return "sj_i64";
+  }
+  return "void";
+}
+
 }  // namespace shapejit::codegen

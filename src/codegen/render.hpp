@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "shapejit/core.hpp"
+
 namespace shapejit::codegen {
 
 /// The compile-time facts of one specialization, in the order they are emitted.
@@ -45,6 +47,9 @@ class CodeParams {
   static std::string upper_case(std::string_view name);
   std::string text_;
 };
+
+/// The prelude's (or CUDA's) name for an element type: sj_f16, sj_bf16, float, double, sj_u8 ... sj_i64.
+std::string_view prelude_type(DType t);
 
 /// Complete, self-contained CUDA source: the prelude, the params, then each template piece in
 /// order (a kernel composed from pieces of several operators lists them all).

@@ -5,7 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "jit/driver.hpp"
+#include "shapejit/core.hpp"
 #include "support/device.hpp"
 
 namespace shapejit::test {
@@ -17,6 +21,15 @@ inline bool gpu_present() {
 
 /// Decorator: skip this test case when there is no GPU.
 inline doctest::skip gpu_only() { return doctest::skip(!gpu_present()); }
+
+/// Spacing of the float dtype's values at |v|.
+inline double ulp(DType t, double v) {
+  const int mantissa = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : t == DType::f32 ? 23 : 52;
+  const int min_exponent = t == DType::f16 ? -14 : t == DType::f64 ? -1022 : -126;
+  int e = 0;
+  std::frexp(std::fabs(v), &e);
+  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
+}
 
 using support::DeviceBuffer;
 using support::random_bytes;

@@ -24,14 +24,6 @@ std::int64_t span(const TensorDesc& d) {
   return n;
 }
 
-double ulp(DType t, double v) {
-  const int mantissa = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : t == DType::f32 ? 23 : 52;
-  const int min_exponent = t == DType::f16 ? -14 : t == DType::f64 ? -1022 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-}
-
 struct Run {
   std::int64_t checked = 0, bad = 0;
 };
@@ -78,7 +70,7 @@ Run check_plan(const HadamardDesc& desc, std::int64_t x_offset, std::uint64_t se
       const std::int64_t i = n <= 1024 ? k : static_cast<std::int64_t>(pick() % static_cast<std::uint64_t>(n));
       const double want = detail::hadamard_reference_output(data, in, i);
       const double got = detail::load_as_double(y_host.data(), t, at[static_cast<std::size_t>(i)] + x_offset);
-      const double tolerance = ulp(t, want) + (t == DType::f64 ? 1e-13 : 4e-6) * l1 * *data.desc.scale;
+      const double tolerance = test::ulp(t, want) + (t == DType::f64 ? 1e-13 : 4e-6) * l1 * *data.desc.scale;
       ++run.checked;
       if (!(std::fabs(got - want) <= tolerance)) {
         if (run.bad++ < 5) MESSAGE("row " << row << " value " << i << ": got " << got << ", want " << want);

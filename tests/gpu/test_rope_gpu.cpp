@@ -87,19 +87,10 @@ std::uint64_t raw_bits(const void* base, DType t, std::int64_t index) {
   return v;
 }
 
-/// Spacing of the dtype's values at |v|.
-double ulp(DType t, double v) {
-  const int mantissa = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : t == DType::f32 ? 23 : 52;
-  const int min_exponent = t == DType::f16 ? -14 : t == DType::f64 ? -1022 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  return std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-}
-
 double tolerance(DType t, double reference, double magnitude) {
   switch (t) {
     case DType::f16:
-    case DType::bf16: return ulp(t, reference) + 1e-6 * magnitude;
+    case DType::bf16: return test::ulp(t, reference) + 1e-6 * magnitude;
     case DType::f32: return 1e-6 * magnitude;
     default: return 1e-12 * magnitude;
   }

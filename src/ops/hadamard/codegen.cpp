@@ -3,24 +3,8 @@
 #include <fmt/format.h>
 
 #include "codegen/render.hpp"
-#include "core/errors.hpp"
 
 namespace shapejit::codegen {
-namespace {
-
-std::string_view cuda_type(DType t) {
-  switch (t) {
-    case DType::f16: return "sj_f16";
-    case DType::bf16: return "sj_bf16";
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    default: break;
-  }
-  fail(ErrorCode::internal, "hadamard has no kernel for dtype {}", dtype_name(t));
-}
-
-}  // namespace
-
 std::string hadamard_kernel_label(const plan::HadamardSpec& s) {
   return fmt::format("hadamard_{}_n{}_g{}_d{}_m{}_v{}_t{}_r{}_dims{}{}{}", dtype_name(s.data), plan::hadamard_n(s),
                      s.group, s.head_dim, s.base, s.vec, s.threads_per_row, s.rows_per_block, s.row_dims,
@@ -35,7 +19,7 @@ jit::Program hadamard_program(const plan::HadamardSpec& spec, const std::string&
   }
   CodeParams params;
   params.fields(spec)
-      .type("data_t", cuda_type(spec.data))
+      .type("data_t", prelude_type(spec.data))
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int")
       .array("HM", signs);

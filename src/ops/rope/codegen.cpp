@@ -5,28 +5,6 @@
 #include "codegen/render.hpp"
 
 namespace shapejit::codegen {
-namespace {
-
-/// The prelude's name for an element type of rope data, tables or positions.
-std::string_view cuda_type(DType t) {
-  switch (t) {
-    case DType::f16: return "sj_f16";
-    case DType::bf16: return "sj_bf16";
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::u8: return "sj_u8";
-    case DType::i8: return "sj_i8";
-    case DType::u16: return "sj_u16";
-    case DType::i16: return "sj_i16";
-    case DType::u32: return "sj_u32";
-    case DType::i32: return "sj_i32";
-    case DType::u64: return "sj_u64";
-    case DType::i64: return "sj_i64";
-  }
-  return "void";
-}
-
-}  // namespace
 
 std::string rope_kernel_label(const plan::RopeSpec& spec) {
   std::string label = fmt::format("rope_{}_{}_tab{}_pos{}{}_d{}_r{}_{}d", rope_style_name(spec.style), dtype_name(spec.data),
@@ -46,9 +24,9 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
   params.fields(spec)
       .flag("STYLE_NEOX", spec.style == RopeStyle::neox)
       .flag("HAS_POSITIONS", spec.position.has_value())
-      .type("data_t", cuda_type(spec.data))
-      .type("table_t", cuda_type(spec.table))
-      .type("pos_t", spec.position ? cuda_type(*spec.position) : "sj_i64")
+      .type("data_t", prelude_type(spec.data))
+      .type("table_t", prelude_type(spec.table))
+      .type("pos_t", spec.position ? prelude_type(*spec.position) : "sj_i64")
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int");
   return {rope_kernel_label(spec), render({"rope.cu"}, params), {}, manifest_line};
