@@ -94,7 +94,7 @@ void hadamard(const HadamardDesc& desc, const HadamardPointers& pointers, void* 
 /// 12 * 1024, 20 * 1024 and 28 * 1024).
 bool hadamard_size_supported(std::int64_t n) noexcept;
 
-/// H_n as signs (+1 or -1), row-major n x n, in the ordering described above. Throws
+/// H_n as signs (+1 or -1), row-major n x n (n * n bytes), in the ordering described above. Throws
 /// invalid_argument for an unsupported n.
 std::vector<std::int8_t> hadamard_matrix(std::int64_t n);
 

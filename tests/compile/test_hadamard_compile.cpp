@@ -1,11 +1,7 @@
 // Hadamard kernels compile with NVRTC for every size class, dtype and access width, sm_80 and sm_90.
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
-#include "jit/nvrtc.hpp"
+#include "compile/compile_jobs.hpp"
 #include "ops/hadamard/impl.hpp"
 #include "shapejit/hadamard.hpp"
 
@@ -26,29 +22,10 @@ TEST_CASE("hadamard compiles for every size class (bf16: every size) and every d
     for (std::int64_t n : {8, 128, 4096, 96, 20 * 64, 28 * 1024, 16384})
       if (t != DType::f64 || n <= 16384) add(n, t, 1);
 
-  std::vector<std::pair<jit::Program, std::string>> jobs;
+  std::vector<jit::Program> programs;
   for (const HadamardDesc& d : descs)
-    for (const jit::Program* p : detail::make_hadamard_plan(d, {})->programs())
-      for (const char* arch : {"sm_80", "sm_90"}) jobs.emplace_back(*p, arch);
-  std::vector<std::string> failures;
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < jobs.size();) {
-      const auto& [program, arch] = jobs[i];
-      try {
-        const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
-        if (cubin.size() < 4 || cubin[0] != 0x7f || cubin[1] != 'E') throw std::runtime_error("not an ELF cubin");
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mutex);
-        failures.push_back(program.label + " " + arch + ": " + e.what());
-      }
-    }
-  };
-  std::vector<std::thread> threads(std::max(2u, std::thread::hardware_concurrency()));
-  for (auto& t : threads) t = std::thread(worker);
-  for (auto& t : threads) t.join();
-  for (const std::string& f : failures) FAIL_CHECK(f);
-  CHECK(jobs.size() >= 2 * 2 * 60);
-  MESSAGE(jobs.size() << " hadamard kernels compiled");
+    for (const jit::Program* p : detail::make_hadamard_plan(d, {})->programs()) programs.push_back(*p);
+  for (const std::string& f : test::compile_programs(programs, {"sm_80", "sm_90"})) FAIL_CHECK(f);
+  CHECK(programs.size() >= 2 * 60);
+  MESSAGE(2 * programs.size() << " hadamard kernels compiled");
 }

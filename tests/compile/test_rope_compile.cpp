@@ -1,11 +1,7 @@
 // Rope kernels compile with NVRTC for every dtype combination and every code-changing flag.
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
-#include "jit/nvrtc.hpp"
+#include "compile/compile_jobs.hpp"
 #include "ops/rope/impl.hpp"
 #include "shapejit/rope.hpp"
 
@@ -27,44 +23,21 @@ RopeDesc small_desc(RopeStyle style, DType data, DType table, std::optional<DTyp
   return desc;
 }
 
-struct CompileFailure {
-  std::string label, arch, message;
-};
-
 /// Compiles each plan's kernel (and, with `variants`, its scalar variant) for sm_80 and sm_90 on
 /// all cores; returns the failures.
-std::vector<CompileFailure> compile_all(const std::vector<RopeDesc>& descs, bool variants, std::size_t& compiled) {
-  std::vector<std::pair<jit::Program, std::string>> jobs;
+std::vector<std::string> compile_all(const std::vector<RopeDesc>& descs, bool variants, std::size_t& compiled) {
+  std::vector<jit::Program> programs;
   for (const RopeDesc& desc : descs) {
     const auto plan = detail::make_rope_plan(desc, {});
-    const auto programs = plan->programs();
-    for (std::size_t i = 0; i < (variants ? programs.size() : 1); ++i)
-      for (const char* arch : {"sm_80", "sm_90"}) jobs.emplace_back(*programs[i], arch);
+    const auto all = plan->programs();
+    for (std::size_t i = 0; i < (variants ? all.size() : 1); ++i) programs.push_back(*all[i]);
   }
-  std::vector<CompileFailure> failures;
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < jobs.size();) {
-      const auto& [program, arch] = jobs[i];
-      try {
-        const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
-        if (cubin.size() < 4 || cubin[0] != 0x7f || cubin[1] != 'E') throw std::runtime_error("not an ELF cubin");
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mutex);
-        failures.push_back({program.label, arch, e.what()});
-      }
-    }
-  };
-  std::vector<std::thread> threads(std::max(2u, std::thread::hardware_concurrency()));
-  for (auto& t : threads) t = std::thread(worker);
-  for (auto& t : threads) t.join();
-  compiled = jobs.size();
-  return failures;
+  compiled = 2 * programs.size();
+  return test::compile_programs(programs, {"sm_80", "sm_90"});
 }
 
-void require_no_failures(const std::vector<CompileFailure>& failures) {
-  for (const auto& f : failures) FAIL_CHECK(f.label << " (" << f.arch << "): " << f.message);
+void require_no_failures(const std::vector<std::string>& failures) {
+  for (const std::string& f : failures) FAIL_CHECK(f);
 }
 
 }  // namespace

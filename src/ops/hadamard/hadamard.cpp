@@ -15,19 +15,12 @@
 #include "ops/hadamard/codegen.hpp"
 #include "ops/hadamard/impl.hpp"
 #include "ops/hadamard/manifest.hpp"
+#include "ops/plan_text.hpp"
 #include "shapejit/hadamard.hpp"
 
 namespace shapejit {
 namespace detail {
 namespace {
-
-// The arch whose keys describe() prints: keys differ per arch, and plans are printed without a GPU.
-constexpr const char* kDescribedArch = "sm_90";
-
-std::string tensor_text(const TensorDesc& t) {
-  return fmt::format("{} [{}] strides [{}]", dtype_name(t.dtype), fmt::join(t.shape, ","),
-                     fmt::join(t.effective_strides(), ","));
-}
 
 bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -39,8 +32,8 @@ void bind_pointers(const HadamardPlanImpl& plan, const HadamardPointers& p, plan
   if (inplace && p.y != p.x)
     invalid_argument("pointers.y differs from pointers.x but the plan is in place; pass x as y (or plan with inplace = "
                      "false)");
-  if (!inplace && ranges_overlap(reinterpret_cast<std::uintptr_t>(p.x), byte_range(plan.data.desc.x),
-                                 reinterpret_cast<std::uintptr_t>(p.y), byte_range(*plan.data.desc.y)))
+  if (!inplace && ranges_overlap(reinterpret_cast<std::uintptr_t>(p.x), plan.x_range,
+                                 reinterpret_cast<std::uintptr_t>(p.y), plan.y_range))
     invalid_argument("x and y memory overlap but the plan is not in place: give y memory of its own, or plan with "
                      "inplace = true and y = x");
   const std::size_t bytes = dtype_size(plan.data.spec.data);
@@ -56,9 +49,9 @@ const jit::KernelHandle& registered_hadamard_kernel(const plan::HadamardSpec& sp
       plan::hadamard_shared_bytes(spec));
 }
 
-jit::LaunchDims launch_dims(const plan::HadamardSpec& spec, unsigned grid) {
+jit::LaunchDims launch_dims(const plan::HadamardSpec& spec, std::int64_t rows) {
   jit::LaunchDims dims;
-  dims.grid[0] = grid;
+  dims.grid[0] = plan::hadamard_grid(spec, rows);
   dims.block[0] = static_cast<unsigned>(spec.threads_per_row * spec.rows_per_block);
   dims.shared_bytes = plan::hadamard_shared_bytes(spec);
   return dims;
@@ -69,8 +62,14 @@ jit::LaunchDims launch_dims(const plan::HadamardSpec& spec, unsigned grid) {
 HadamardPlanImpl::HadamardPlanImpl(plan::HadamardPlanData planned)
     : data(std::move(planned)),
       manifest(plan::hadamard_manifest_line(data)),
+      x_range(byte_range(data.desc.x)),
+      y_range(byte_range(*data.desc.y)),
+      dims(launch_dims(data.spec, data.args.rows)),
       kernel(&registered_hadamard_kernel(data.spec, manifest)) {
-  if (data.spec.vec > 1) scalar_kernel = &registered_hadamard_kernel(plan::hadamard_scalar_variant(data.spec), manifest);
+  if (data.spec.vec == 1) return;
+  const plan::HadamardSpec scalar = plan::hadamard_scalar_variant(data.spec);
+  scalar_dims = launch_dims(scalar, data.args.rows);
+  scalar_kernel = &registered_hadamard_kernel(scalar, manifest);
 }
 
 std::vector<const jit::Program*> HadamardPlanImpl::programs() const {
@@ -96,39 +95,31 @@ std::string describe(const HadamardPlanImpl& plan) {
   const plan::HadamardFactors f = plan::hadamard_factors(plan::hadamard_n(s));
   std::string text = fmt::format("hadamard plan (n = {} = {} x {}, group {} x dhead {}, scale {})\n",
                                  plan::hadamard_n(s), f.base, f.pow2, s.group, s.head_dim, *d.desc.scale);
-  text += fmt::format("  x:        {}\n  y:        {}{}\n", tensor_text(d.desc.x), tensor_text(*d.desc.y),
+  text += fmt::format("  x:        {}\n  y:        {}{}\n", ops::tensor_text(d.desc.x), ops::tensor_text(*d.desc.y),
                       s.inplace ? " (in place)" : "");
   if (d.desc.check_pointers) text += "  pointers: checked at each launch (device, allocation bounds)\n";
   text += fmt::format("  rows:     {} (head groups), over {} run-time dims\n", d.args.rows, s.row_dims);
   text += fmt::format("  launch:   grid {} x block {} ({} thread(s) per row, {} row(s) per block), shared memory {} "
                       "bytes{}\n",
-                      d.grid, s.threads_per_row * s.rows_per_block, s.threads_per_row, s.rows_per_block,
+                      plan.dims.grid[0], s.threads_per_row * s.rows_per_block, s.threads_per_row, s.rows_per_block,
                       plan::hadamard_shared_bytes(s), d.empty ? " (empty: nothing to launch)" : "");
   text += fmt::format("  spec:     {}-value accesses, {} values per thread, {}-bit offsets\n", s.vec,
                       plan::hadamard_n(s) / s.threads_per_row, s.wide_index ? 64 : 32);
-  for (const jit::Program* p : plan.programs())
-    text += fmt::format("  kernel:   {}\n            key ({}) {}\n", p->label, kDescribedArch,
-                        jit::kernel_key(*p, kDescribedArch).hex());
+  text += ops::kernels_text(plan.programs(), 12);
   text += fmt::format("  manifest: {}\n", plan.manifest);
   return text;
 }
 
 std::string json(const HadamardPlanImpl& plan) {
   const plan::HadamardPlanData& d = plan.data;
-  auto tensor = [](const TensorDesc& t) {
-    return fmt::format(R"({{"dtype": "{}", "shape": [{}], "strides": [{}]}})", dtype_name(t.dtype),
-                       fmt::join(t.shape, ", "), fmt::join(t.effective_strides(), ", "));
-  };
-  std::string kernels;
-  for (const jit::Program* p : plan.programs())
-    kernels += fmt::format(R"({}{{"label": "{}", "arch": "{}", "key": "{}"}})", kernels.empty() ? "" : ", ", p->label,
-                           kDescribedArch, jit::kernel_key(*p, kDescribedArch).hex());
+  const auto tensor = ops::tensor_json;
+  const std::string kernels = ops::kernels_json(plan.programs());
   return fmt::format(
       R"({{"op": "hadamard", "n": {}, "x": {}, "y": {}, "scale": {}, "spec": {{{}, "check_pointers": {}}}, )"
       R"("rows": {}, "launch": {{"grid": {}, "block": {}, "shared_bytes": {}, "empty": {}}}, "kernels": [{}], )"
       R"("manifest": "{}"}})",
       plan::hadamard_n(d.spec), tensor(d.desc.x), tensor(*d.desc.y), *d.desc.scale, spec_json_members(d.spec),
-      d.desc.check_pointers, d.args.rows, d.grid, d.spec.threads_per_row * d.spec.rows_per_block,
+      d.desc.check_pointers, d.args.rows, plan.dims.grid[0], d.spec.threads_per_row * d.spec.rows_per_block,
       plan::hadamard_shared_bytes(d.spec), d.empty, kernels, plan.manifest);
 }
 
@@ -156,13 +147,12 @@ void HadamardPlan::launch(const HadamardPointers& pointers, void* stream) const 
   const bool scalar = !vector_aligned && plan.scalar_kernel != nullptr;
   const jit::StreamContext context(stream);
   if (plan.data.desc.check_pointers)
-    for (const jit::PointerUse& use : {jit::PointerUse{"pointers.x", args.x, byte_range(plan.data.desc.x)},
-                                       jit::PointerUse{"pointers.y", args.y, byte_range(*plan.data.desc.y)}})
+    for (const jit::PointerUse& use : {jit::PointerUse{"pointers.x", args.x, plan.x_range},
+                                       jit::PointerUse{"pointers.y", args.y, plan.y_range}})
       jit::check_pointer(use, context.device());
-  const plan::HadamardSpec spec = scalar ? plan::hadamard_scalar_variant(plan.data.spec) : plan.data.spec;
   void* params[] = {&args};
-  (scalar ? *plan.scalar_kernel : *plan.kernel)
-      .launch(context, detail::launch_dims(spec, plan::hadamard_grid(spec, args.rows)), stream, params);
+  if (scalar) return plan.scalar_kernel->launch(context, plan.scalar_dims, stream, params);
+  plan.kernel->launch(context, plan.dims, stream, params);
 }
 
 std::string HadamardPlan::describe() const { return detail::describe(impl()); }

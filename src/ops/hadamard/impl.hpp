@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_range.hpp"
 #include "jit/launch.hpp"
 #include "ops/hadamard/plan.hpp"
 
@@ -17,6 +18,9 @@ struct HadamardPlanImpl {
 
   plan::HadamardPlanData data;
   std::string manifest;
+  ByteRange x_range, y_range;  ///< the bytes x and y reach, for the launch's overlap and pointer checks
+  jit::LaunchDims dims;         ///< the planned kernel's launch
+  jit::LaunchDims scalar_dims;  ///< the scalar variant's launch
   const jit::KernelHandle* kernel = nullptr;
   const jit::KernelHandle* scalar_kernel = nullptr;  ///< nullptr when the plan's accesses are scalar
 

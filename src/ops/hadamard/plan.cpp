@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <set>
 
 #include "core/byte_range.hpp"
 #include "core/errors.hpp"
@@ -261,8 +260,7 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   a.x_head_stride = xs[rank - 2];
   a.y_head_stride = ys[rank - 2];
   for (std::size_t i = 0; i < dims.size(); ++i) a.dim[i] = dims[i];
-  plan.empty = rows == 0 || n == 0;
-  plan.grid = hadamard_grid(s, rows);
+  plan.empty = rows == 0;
   return plan;
 }
 

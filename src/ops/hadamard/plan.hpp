@@ -81,7 +81,6 @@ struct HadamardPlanData {
   HadamardDesc desc;  ///< as given, with y filled in and the scale resolved
   HadamardSpec spec;
   HadamardKernelArgs args;  ///< pointers left for the launch
-  unsigned grid = 1;
   bool empty = false;  ///< no row: a launch does nothing
 };
 

@@ -15,21 +15,13 @@
 #include "jit/record.hpp"
 #include "ops/rope/codegen.hpp"
 #include "ops/rope/impl.hpp"
+#include "ops/plan_text.hpp"
 #include "ops/rope/manifest.hpp"
 #include "shapejit/rope.hpp"
 
 namespace shapejit {
 namespace detail {
 namespace {
-
-// The arch whose keys describe() prints: keys differ per arch, and plans are printed without a GPU.
-constexpr const char* kDescribedArch = "sm_90";
-
-std::string shape_text(const std::vector<std::int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
-
-std::string tensor_text(const TensorDesc& t) {
-  return fmt::format("{} {} strides {}", dtype_name(t.dtype), shape_text(t.shape), shape_text(t.effective_strides()));
-}
 
 bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -174,7 +166,7 @@ void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, p
 
 std::string describe_position_source(const RopeDesc& desc) {
   if (!desc.positions) return "none: position = seq index + offset";
-  return tensor_text(*desc.positions);
+  return ops::tensor_text(*desc.positions);
 }
 
 }  // namespace
@@ -216,12 +208,12 @@ std::string describe(const RopePlanImpl& plan) {
   const plan::RopeSpec& spec = d.spec;
   std::string text = fmt::format("rope plan ({}, {})\n", rope_style_name(spec.style),
                                  spec.inverse ? "inverse" : "forward");
-  text += fmt::format("  x:          {}\n  y:          {}{}\n", tensor_text(d.desc.x), tensor_text(*d.desc.y),
+  text += fmt::format("  x:          {}\n  y:          {}{}\n", ops::tensor_text(d.desc.x), ops::tensor_text(*d.desc.y),
                       spec.inplace ? " (in place)" : "");
   if (d.desc.k)
-    text += fmt::format("  k:          {}\n  k_out:      {}\n", tensor_text(*d.desc.k), tensor_text(*d.desc.k_out));
+    text += fmt::format("  k:          {}\n  k_out:      {}\n", ops::tensor_text(*d.desc.k), ops::tensor_text(*d.desc.k_out));
   text += fmt::format("  rotary dim: {} of {}\n  table:      {} (cos and sin)\n  positions:  {}{}\n",
-                      spec.rotary_dim, spec.head_dim, tensor_text(d.desc.table), describe_position_source(d.desc),
+                      spec.rotary_dim, spec.head_dim, ops::tensor_text(d.desc.table), describe_position_source(d.desc),
                       spec.checked ? " (checked)" : "");
   if (d.desc.check_pointers) text += "  pointers:   checked at each launch (device, allocation bounds)\n";
   text += fmt::format("  tokens:     {} x {} heads ({} q + {} k)\n", d.args.tokens, d.args.heads_total, d.heads_q,
@@ -231,9 +223,7 @@ std::string describe(const RopePlanImpl& plan) {
                       d.launch.heads_per_thread, d.empty ? " (empty: nothing to launch)" : "");
   text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses, {}-bit offsets\n",
                       spec.chunk, spec.access, spec.table_access, spec.wide_index ? 64 : 32);
-  for (const jit::Program* p : plan.programs())
-    text += fmt::format("  kernel:     {}\n              key ({}) {}\n", p->label, kDescribedArch,
-                        jit::kernel_key(*p, kDescribedArch).hex());
+  text += ops::kernels_text(plan.programs(), 14);
   text += fmt::format("  manifest:   {}\n", plan.manifest);
   return text;
 }
@@ -241,14 +231,8 @@ std::string describe(const RopePlanImpl& plan) {
 std::string json(const RopePlanImpl& plan) {
   const plan::RopePlanData& d = plan.data;
   const plan::RopeSpec& spec = d.spec;
-  auto tensor = [](const TensorDesc& t) {
-    return fmt::format(R"({{"dtype": "{}", "shape": [{}], "strides": [{}]}})", dtype_name(t.dtype),
-                       fmt::join(t.shape, ", "), fmt::join(t.effective_strides(), ", "));
-  };
-  std::string kernels;
-  for (const jit::Program* p : plan.programs())
-    kernels += fmt::format(R"({}{{"label": "{}", "arch": "{}", "key": "{}"}})", kernels.empty() ? "" : ", ", p->label,
-                           kDescribedArch, jit::kernel_key(*p, kDescribedArch).hex());
+  const auto tensor = ops::tensor_json;
+  const std::string kernels = ops::kernels_json(plan.programs());
   return fmt::format(
       R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
       R"("spec": {{{}, "positions": "{}", "check_pointers": {}, "index_bits": {}}}, "tokens": {}, "heads_q": {}, )"
