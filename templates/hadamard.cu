@@ -124,14 +124,13 @@ __device__ __forceinline__ void transform_in_thread(compute_t (&v)[CHUNKS][VEC])
 // Butterflies over the lane bits of t: the partner holds the same chunk with that bit flipped.
 __device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VEC], int t) {
 #pragma unroll
-  for (int h = 1; h < LANES; h <<= 1)
+  for (int h = 1; h < LANES; h <<= 1) {
+    const compute_t sign = (t & h) ? (compute_t)-1 : (compute_t)1;  // the upper partner keeps other - v
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const compute_t other = __shfl_xor_sync(0xffffffffu, v[c][e], h);
-        v[c][e] = (t & h) ? other - v[c][e] : v[c][e] + other;
-      }
+      for (int e = 0; e < VEC; ++e) v[c][e] = sign * v[c][e] + __shfl_xor_sync(0xffffffffu, v[c][e], h);
+  }
 }
 
 // Butterflies over the warp bits of t: the row goes through shared memory, where thread (w', l)
