@@ -35,6 +35,9 @@ struct HadamardDesc {
   std::optional<TensorDesc> y;
   /// G, the heads transformed together (divides heads); n = G * dhead must be a power of two from 2
   /// to 32768 (16384 for f64), or 12, 20 or 28 times a power of two up to 12288, 20480 and 28672.
+  /// A row of more than 1024 values is exchanged through (n + n/32) * 4 bytes (8 for f64) of shared
+  /// memory per block: n above 24576 (12288 for f64) needs a GPU with more than 99 KB per block
+  /// (A100, H100; not sm_86/sm_89, where the first launch fails).
   std::int64_t group = 1;
   /// The factor applied to the result; std::nullopt: 1 / sqrt(n) (orthonormal).
   std::optional<double> scale;
@@ -83,7 +86,8 @@ class HadamardPlan {
 
 /// Validates `desc` and plans it. Throws shapejit::Error (invalid_argument) naming the argument for:
 /// a rank outside 2..6, a non-float dtype, a group that does not divide the heads, an unsupported
-/// n, a dhead stride other than 1, a y of another shape or dtype, y strides whose groups overlap.
+/// n, a dhead stride other than 1, a y of another shape or dtype, output strides (y's, or x's in
+/// place) that make elements overlap.
 /// Records the manifest line in record mode (SHAPEJIT_RECORD).
 HadamardPlan plan_hadamard(const HadamardDesc& desc);
 

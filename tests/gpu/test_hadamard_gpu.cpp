@@ -127,6 +127,7 @@ TEST_CASE("hadamard: [B, H, S, D] views, padded outputs, in place and misaligned
     CHECK(run.checked > 2 * 5 * 8 * 64);
     // An odd head stride: one-value accesses planned.
     d.x.strides = {5 * 8 * 67, 8 * 67, 67, 1};
+    CHECK(plan_hadamard(d).impl().data.spec.vec == 1);
     run = check_plan(d, 0, 12);
     CHECK(run.bad == 0);
     // In place, and on pointers one element off the vector alignment (the scalar variant).
@@ -136,7 +137,7 @@ TEST_CASE("hadamard: [B, H, S, D] views, padded outputs, in place and misaligned
     CHECK(check_plan(d, 1, 14).bad == 0);
     d.inplace = false;
     CHECK(check_plan(d, 1, 15).bad == 0);
-    d = desc_of({2, 28, 64}, 28, t);  // n = 1792 = 28 * 64 across warps
+    d = desc_of({2, 28, 64}, 28, t);  // n = 1792 = 28 * 64; misaligned, its scalar variant spans two warps
     CHECK(check_plan(d, 1, 16).bad == 0);
   }
 }

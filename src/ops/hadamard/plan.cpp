@@ -219,7 +219,7 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
                      kMaxF64Size);
   if (desc.scale && !std::isfinite(*desc.scale)) invalid_argument("scale is {}: give a finite factor", *desc.scale);
   plan.desc.scale = desc.scale.value_or(1.0 / std::sqrt(static_cast<double>(n)));
-  if (!desc.inplace) check_distinct_elements(y, "y");
+  check_distinct_elements(y, desc.inplace ? "x" : "y");  // in place, y is x
 
   std::vector<HadamardDim> dims = row_dims(desc.x, y, desc.group);
   std::int64_t rows = 1;
@@ -230,8 +230,8 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
     dims.resize(static_cast<std::size_t>(overrides.row_dims));
   }
   if (dims.size() > static_cast<std::size_t>(kHadamardMaxRowDims))
-    invalid_argument("x and y step through {} outer dims that do not merge: hadamard takes at most {}",
-                     dims.size() - 1, kHadamardMaxRowDims - 1);
+    fail(ErrorCode::internal, "{} row dims from a rank-{} tensor: at most {} fit the kernel's arguments",
+         dims.size(), rank, kHadamardMaxRowDims);
   if (rows > std::numeric_limits<std::int32_t>::max())
     fail(ErrorCode::unsupported, "{} rows (head groups) to transform: hadamard takes fewer than 2^31", rows);
   for (HadamardDim& d : dims) {
@@ -249,8 +249,11 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   s.inplace = desc.inplace;
   s.wide_index = overrides.index_bits == 64 || (overrides.index_bits != 32 && !(fits_int32(desc.x) && fits_int32(y)));
   const auto xs = desc.x.effective_strides(), ys = y.effective_strides();
-  std::vector<std::int64_t> steps = {head_dim, xs[rank - 2], ys[rank - 2]};
-  for (const HadamardDim& d : dims) steps.insert(steps.end(), {d.x_stride, d.y_stride});
+  // Vectors must stay aligned across every head and row a plan steps through.
+  std::vector<std::int64_t> steps = {head_dim};
+  if (heads > 1) steps.insert(steps.end(), {xs[rank - 2], ys[rank - 2]});
+  for (const HadamardDim& d : dims)
+    if (d.extent > 1) steps.insert(steps.end(), {d.x_stride, d.y_stride});
   const int max_vec = std::min(overrides.max_vec, static_cast<int>(16 / dtype_size(s.data)));
   const HadamardLayout layout = choose_hadamard_layout(factors.base, factors.pow2, largest_pow2_dividing(max_vec, steps),
                                                        s.data == DType::f64 ? 8 : 4);
