@@ -163,6 +163,74 @@ __device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VE
   __syncthreads();
 }
 
+// ---- power-of-two rows across several warps: bit passes through shared memory ----------------
+// Value i's bits: e (the vector) at [0, LOG_VEC), t at [LOG_VEC, LOG_VEC + LOG_T), the chunk above.
+// After the in-thread butterflies (e and chunk bits), the t bits go in passes of up to LOG_V bits:
+// in pass j thread t' holds every combination of that pass's bits (slot s's low bits), its own bits
+// and s's high bits filling the other positions, lowest first, so lanes read consecutive words.
+// Bits are disjoint, so a padded position splits into a per-thread and a per-slot part.
+__host__ __device__ constexpr int sj_log2(long long v) { return v > 1 ? 1 + sj_log2(v / 2) : 0; }
+constexpr int LOG_VEC = sj_log2(VEC), LOG_T = sj_log2(T), LOG_V = sj_log2(VALUES);
+constexpr int LOG_N = LOG_VEC + LOG_T + sj_log2(CHUNKS);
+constexpr int PASSES = LOG_V > 0 ? (LOG_T + LOG_V - 1) / LOG_V : 0;
+constexpr bool BIT_PASSES = BASE == 1 && WARPS > 1;
+static_assert(!BIT_PASSES || (1LL << LOG_N) == N, "bit passes need a power-of-two row");
+
+__host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * LOG_V; }
+__host__ __device__ constexpr int pass_width(int j) {
+  return pass_first(j) + LOG_V <= LOG_VEC + LOG_T ? LOG_V : LOG_VEC + LOG_T - pass_first(j);
+}
+__host__ __device__ constexpr long long padded(long long i) { return i + (i >> 5); }
+// Bits laid on the positions outside pass j's, from position `from` up: those below the pass stay,
+// the rest step over it.
+__host__ __device__ constexpr long long around_pass(int j, long long bits, int from) {
+  const int below = pass_first(j) > from ? pass_first(j) - from : 0;
+  const long long low = below >= 62 ? bits : bits & ((1LL << below) - 1);
+  return (low << from) | ((bits >> below) << (from + below + pass_width(j)));
+}
+// The slot part of value positions in pass j: s's low bits on the pass's bits, its high bits on the
+// positions above the thread's.
+__host__ __device__ constexpr long long pass_slot_part(int j, int s) {
+  return padded(((long long)(s & ((1 << pass_width(j)) - 1)) << pass_first(j)) |
+                around_pass(j, s >> pass_width(j), LOG_T));
+}
+
+__device__ __forceinline__ long long pass_thread_part(int j, int t) { return padded(around_pass(j, t, 0)); }
+
+// Pass J and the ones after it, on the row in shared memory.
+template <int J>
+__device__ __forceinline__ void bit_passes(compute_t* row, int t) {
+  if constexpr (J < PASSES) {
+    constexpr int WIDTH = pass_width(J);
+    const long long base = pass_thread_part(J, t);
+    compute_t u[VALUES];
+#pragma unroll
+    for (int s = 0; s < VALUES; ++s) u[s] = row[base + pass_slot_part(J, s)];
+#pragma unroll
+    for (int high = 0; high < VALUES >> WIDTH; ++high)
+      butterflies<1 << WIDTH>([&](int b) -> compute_t& { return u[(high << WIDTH) + b]; });
+#pragma unroll
+    for (int s = 0; s < VALUES; ++s) row[base + pass_slot_part(J, s)] = u[s];
+    __syncthreads();
+    bit_passes<J + 1>(row, t);
+  }
+}
+
+__device__ __forceinline__ void transform_by_passes(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
+  const long long natural = padded((long long)t * VEC);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) row[natural + padded((long long)c * T * VEC + e)] = v[c][e];
+  __syncthreads();
+  bit_passes<0>(row, t);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[c][e] = row[natural + padded((long long)c * T * VEC + e)];
+  __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const HadamardArgs args) {
   extern __shared__ __align__(16) unsigned char sj_shared[];
   compute_t* row = reinterpret_cast<compute_t*>(sj_shared);
@@ -185,8 +253,12 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
       for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
     }
     transform_in_thread(v);
-    if constexpr (LANES > 1) transform_across_lanes(v, t);
-    if constexpr (WARPS > 1) transform_across_warps(v, row, t);
+    if constexpr (BIT_PASSES) {
+      transform_by_passes(v, row, t);
+    } else {
+      if constexpr (LANES > 1) transform_across_lanes(v, t);
+      if constexpr (WARPS > 1) transform_across_warps(v, row, t);
+    }
     if (!live) continue;
     const compute_t scale = (compute_t)args.scale;
 #pragma unroll
