@@ -139,6 +139,8 @@ TEST_CASE("hadamard: [B, H, S, D] views, padded outputs, in place and misaligned
     CHECK(check_plan(d, 1, 15).bad == 0);
     d = desc_of({2, 28, 64}, 28, t);  // n = 1792 = 28 * 64; misaligned, its scalar variant spans two warps
     CHECK(check_plan(d, 1, 16).bad == 0);
+    d = desc_of({3, 32, 128}, 32, t);  // n = 4096; misaligned, one-value bit passes across four warps
+    CHECK(check_plan(d, 1, 17).bad == 0);
   }
 }
 
