@@ -6,8 +6,9 @@
 // POW2), H = H_BASE (x) H_POW2. THREADS_PER_ROW threads own a row, each VALUES of it as CHUNKS
 // accesses of VEC consecutive values: chunk c of thread t starts at a * POW2 + (p * T + t) * VEC with
 // a = c / POW2_CHUNKS, p = c % POW2_CHUNKS. Butterflies over the bits of r inside a vector and
-// across chunks run in registers, over the lane bits of t through shuffles, and over the warp bits
-// of t after an exchange through shared memory; the m-point factor runs in registers.
+// across chunks run in registers, and so does the m-point factor. Over the bits of t: in a row of
+// one warp, through shuffles; in a power-of-two row of several warps, in passes through shared
+// memory; otherwise shuffles over the lane bits and one shared-memory exchange for the warp bits.
 
 constexpr long long N = GROUP * HEAD_DIM;
 constexpr long long POW2 = N / BASE;
@@ -76,7 +77,7 @@ __device__ __forceinline__ long long chunk_start(int c, int t) {
 
 // Shared-memory slot of value i: one word of padding per 32, so lanes VEC values apart hit
 // different banks.
-__device__ __forceinline__ int staged(long long i) { return (int)(i + (i >> 5)); }
+__host__ __device__ constexpr long long padded(long long i) { return i + (i >> 5); }
 
 // Butterflies over the bits of a power-of-two index inside the thread: v[j], v[j ^ h].
 template <int COUNT, typename Get>
@@ -140,7 +141,7 @@ __device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VE
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) row[staged(chunk_start(c, t) + e)] = v[c][e];
+    for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
   __syncthreads();
   const int lane = t % 32, warp = t / 32;
   compute_t u[SLOTS][WARPS];
@@ -149,17 +150,17 @@ __device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VE
     const int s = warp + WARPS * j;
     if (VALUES % WARPS == 0 || s < VALUES) {
 #pragma unroll
-      for (int w = 0; w < WARPS; ++w) u[j][w] = row[staged(chunk_start(s / VEC, w * 32 + lane) + s % VEC)];
+      for (int w = 0; w < WARPS; ++w) u[j][w] = row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)];
       butterflies<WARPS>([&](int w) -> compute_t& { return u[j][w]; });
 #pragma unroll
-      for (int w = 0; w < WARPS; ++w) row[staged(chunk_start(s / VEC, w * 32 + lane) + s % VEC)] = u[j][w];
+      for (int w = 0; w < WARPS; ++w) row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)] = u[j][w];
     }
   }
   __syncthreads();
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) v[c][e] = row[staged(chunk_start(c, t) + e)];
+    for (int e = 0; e < VEC; ++e) v[c][e] = row[padded(chunk_start(c, t) + e)];
   __syncthreads();
 }
 
@@ -180,7 +181,6 @@ __host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * LOG_V
 __host__ __device__ constexpr int pass_width(int j) {
   return pass_first(j) + LOG_V <= LOG_VEC + LOG_T ? LOG_V : LOG_VEC + LOG_T - pass_first(j);
 }
-__host__ __device__ constexpr long long padded(long long i) { return i + (i >> 5); }
 // Bits laid on the positions outside pass j's, from position `from` up: those below the pass stay,
 // the rest step over it.
 __host__ __device__ constexpr long long around_pass(int j, long long bits, int from) {
