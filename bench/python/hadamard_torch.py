@@ -13,9 +13,10 @@ is compared on its first row with a float64 fast Walsh-Hadamard transform. Needs
 
 import argparse
 import math
-import statistics
 
 import torch
+
+from cuda_timing import median_event_ms
 
 SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 12 * 256, 20 * 1024, 28 * 1024]
 
@@ -36,20 +37,6 @@ def fwht64(row: torch.Tensor) -> torch.Tensor:
         x = torch.stack([x[:, 0] + x[:, 1], x[:, 0] - x[:, 1]], 1).view(n)
         h *= 2
     return x
-
-
-def median_ms(fn, runs: int) -> float:
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(runs):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -80,9 +67,9 @@ def main() -> None:
             check = "ok" if torch.allclose(got, want, rtol=2e-2, atol=2e-2 * want.abs().max().item()) else "WRONG"
         y = torch.empty_like(x)
         bytes_moved = 2 * x.numel() * size
-        copy = bytes_moved / (median_ms(lambda: y.copy_(x), args.runs) * 1e6)
-        t_eager = bytes_moved / (median_ms(eager, args.runs) * 1e6)
-        t_compiled = bytes_moved / (median_ms(lambda: compiled(x, h), args.runs) * 1e6)
+        copy = bytes_moved / (median_event_ms(lambda: y.copy_(x), args.runs, warmup=10) * 1e6)
+        t_eager = bytes_moved / (median_event_ms(eager, args.runs, warmup=10) * 1e6)
+        t_compiled = bytes_moved / (median_event_ms(lambda: compiled(x, h), args.runs, warmup=10) * 1e6)
         name = str(dtype).replace("torch.", "")
         print(f"| {name} [{rows},{n}] | {100 * t_eager / copy:.1f}% | {100 * t_compiled / copy:.1f}% | {copy:.0f} | {check} |",
               flush=True)

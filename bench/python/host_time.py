@@ -18,6 +18,7 @@ import time
 import torch
 
 import shapejit
+from cuda_timing import median_event_ms
 
 
 def host_us(fn, calls: int, rounds: int) -> float:
@@ -37,17 +38,7 @@ def host_us(fn, calls: int, rounds: int) -> float:
 
 def gpu_us(fn, runs: int = 50) -> float:
     """Median CUDA-event microseconds of one call of fn."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(runs):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    return statistics.median(times)
+    return median_event_ms(fn, runs, warmup=5) * 1e3
 
 
 def main() -> None:
