@@ -18,6 +18,7 @@ import time
 import torch
 
 import shapejit
+from shapejit import _shapejit
 from cuda_timing import median_event_ms
 
 
@@ -80,9 +81,21 @@ def main() -> None:
         ("for reference: torch.empty_like(y) alone", lambda: torch.empty_like(y)),
         ("for reference: torch x.new_empty(shape) alone", lambda: x.new_empty((64, 32, 512, 128))),
     ]
+    # The one-shot calls again with their outputs allocated by torch from Python, as they are where
+    # the C++ allocation is off.
+    torch_allocated = [
+        ("rope decode, shapejit.rope(...) allocating outputs, torch allocation",
+         lambda: shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)),
+        ("permute, shapejit.permute(x, dims), torch allocation", lambda: shapejit.permute(x, (0, 2, 1, 3))),
+    ]
+    print(f"C++ allocation of one-shot outputs: {'on' if _shapejit.torch_allocation(True) else 'off'}")
     print(f"| call | host us per call (median of {args.rounds} rounds x {args.calls}) |\n|---|---|")
     for name, fn in rows:
         print(f"| {name} | {host_us(fn, args.calls, args.rounds):.2f} |")
+    _shapejit.torch_allocation(False)
+    for name, fn in torch_allocated:
+        print(f"| {name} | {host_us(fn, args.calls, args.rounds):.2f} |")
+    _shapejit.torch_allocation(True)
     nbytes = 2 * x.numel() * x.element_size()
     print("\n| permute [64,512,32,128] f16 -> 0,2,1,3 | GPU us per call | GB/s |\n|---|---|---|")
     for name, fn in (("shapejit.permute", lambda: shapejit.permute(x, (0, 2, 1, 3))),

@@ -69,6 +69,8 @@ def _register_fast_path() -> bool:
 
 #: Whether plain CUDA tensors take the C++ fast path (else every call takes the Python one).
 FAST_PATH = _register_fast_path()
+#: Whether the fast path also allocates one-shot outputs in C++ (else torch allocates them).
+ALLOCATES = _ext.torch_allocation(True)
 
 
 def _not_cuda(name: str, t: Tensor) -> InvalidArgumentError:
@@ -212,18 +214,24 @@ def _rope_eager(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor,
                 positions: Optional[Tensor], offset: int, style: str, rotary_dim: Optional[int],
                 inplace: bool, inverse: bool, out: Optional[Tensor], k_out: Optional[Tensor],
                 checked: bool, stream: Any) -> Any:
+    s = _ops._stream_or_none(stream)
+    offset = int(offset)
+    rd = int(rotary_dim or 0)
     if inplace:
         if out is not None or k_out is not None:
             raise InvalidArgumentError("out, k_out: an in-place rope writes q and k; pass neither", 1)
         y, ko = q, k
+    elif out is None and k_out is None:
+        made = _ext.rope_new(q, k, cos, sin, positions, offset, style, rd, inverse, checked, s)
+        if made is not None:
+            return made
+        y = torch.empty_like(q, memory_format=_contiguous)
+        ko = None if k is None else torch.empty_like(k, memory_format=_contiguous)
     else:
         if k is None and k_out is not None:
             raise InvalidArgumentError("k_out: given without k", 1)
         y = out if out is not None else torch.empty_like(q, memory_format=_contiguous)
         ko = None if k is None else (k_out if k_out is not None else torch.empty_like(k, memory_format=_contiguous))
-    s = _ops._stream_or_none(stream)
-    offset = int(offset)
-    rd = int(rotary_dim or 0)
     args = (q, y, k, ko, cos, sin, positions, offset, style, rd, inplace, inverse, checked, s)
     if not _ext.rope_cached(*args, None):
         key = ("torch.rope", q.get_device(), style, rd, inplace, inverse, checked) + tuple(

@@ -48,6 +48,15 @@ struct TorchAbi {
   std::int32_t (*current_stream)(std::int32_t, void**) = nullptr;
   std::int32_t cuda = -1;     ///< aoti_torch_device_type_cuda()
   std::int32_t strided = -1;  ///< aoti_torch_layout_strided()
+
+  /// Allocation: a new at::Tensor (the handle owns it) from at::empty_strided, freed with
+  /// delete_tensor once THPVariable_Wrap (libtorch_python) has made the Python tensor that keeps
+  /// it. Null where not found: outputs are then allocated from Python.
+  using Owned = void**;
+  std::int32_t (*empty_strided)(std::int64_t, const std::int64_t*, const std::int64_t*, std::int32_t, std::int32_t,
+                                std::int32_t, Owned*) = nullptr;
+  std::int32_t (*delete_tensor)(Owned) = nullptr;
+  PyObject* (*wrap)(Owned) = nullptr;
 };
 
 /// What registration sets up; never freed (it holds Python objects that must not be released
@@ -57,6 +66,8 @@ struct Torch {
   std::vector<nb::object> types;  ///< torch.Tensor and torch.nn.Parameter: exact types only
   std::unordered_map<std::int32_t, std::pair<int, int>> dtypes;  ///< torch ScalarType -> (code, opaque bytes)
   nb::object cdata = nb::steal(PyUnicode_InternFromString("_cdata"));
+  bool can_allocate = false;  ///< abi.empty_strided was found and its probe agreed
+  bool allocates = false;     ///< outputs come from abi.empty_strided (can_allocate, not turned off)
 };
 
 Torch* torch_state = nullptr;
@@ -67,10 +78,25 @@ bool find_symbol(void* lib, const char* name, F& out) {
   return out != nullptr;
 }
 
+/// Finds the allocation functions; leaves them null when any is missing.
+void load_allocation(const std::string& torch_lib_dir, void* cpu, TorchAbi& abi) {
+  void* python = dlopen((torch_lib_dir + "/libtorch_python.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  // THPVariable_Wrap(const at::TensorBase&), or its by-value / by-rvalue forms of older and newer
+  // torch: each takes the address of a tensor (one TensorImpl pointer), as a handle is.
+  bool wrap = false;
+  for (const char* name : {"_Z16THPVariable_WrapRKN2at10TensorBaseE", "_Z16THPVariable_WrapON2at10TensorBaseE",
+                           "_Z16THPVariable_WrapN2at10TensorBaseE"})
+    wrap = wrap || (python != nullptr && find_symbol(python, name, abi.wrap));
+  if (!wrap || !find_symbol(cpu, "aoti_torch_empty_strided", abi.empty_strided) ||
+      !find_symbol(cpu, "aoti_torch_delete_tensor_object", abi.delete_tensor))
+    abi.empty_strided = nullptr;
+}
+
 bool load_abi(const std::string& torch_lib_dir, TorchAbi& abi) {
   void* cpu = dlopen((torch_lib_dir + "/libtorch_cpu.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
   void* cuda = dlopen((torch_lib_dir + "/libtorch_cuda.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
   if (cpu == nullptr || cuda == nullptr) return false;
+  load_allocation(torch_lib_dir, cpu, abi);
   std::int32_t (*cuda_type)() = nullptr;
   std::int32_t (*strided_layout)() = nullptr;
   return find_symbol(cpu, "aoti_torch_get_data_ptr", abi.data_ptr) && find_symbol(cpu, "aoti_torch_get_dim", abi.dim) &&
@@ -139,6 +165,47 @@ bool read_tensor(PyObject* obj, Layout& layout, TensorRead& out) {
   return impl != nullptr && read_impl(*t, impl, layout, out, true);
 }
 
+/// A new tensor from at::empty_strided, made in C++ (no Python argument parsing): contiguous
+/// strides when `strides` is null. A null object when allocation is off or fails (the caller then
+/// allocates from Python, which raises torch's own error).
+nb::object allocate(const Torch& t, std::int64_t rank, const std::int64_t* shape, const std::int64_t* strides,
+                    std::int32_t scalar_type, std::int32_t device_type, long long device) {
+  thread_local std::vector<std::int64_t> contiguous;
+  if (strides == nullptr) {
+    contiguous.assign(static_cast<std::size_t>(rank), 1);
+    for (std::int64_t i = rank - 1; i > 0; --i) contiguous[i - 1] = contiguous[i] * std::max<std::int64_t>(shape[i], 1);
+    strides = contiguous.data();
+  }
+  TorchAbi::Owned owned = nullptr;
+  if (t.abi.empty_strided(rank, shape, strides, scalar_type, device_type, static_cast<std::int32_t>(device), &owned) != 0)
+    return {};
+  nb::object out = nb::steal(t.abi.wrap(owned));
+  t.abi.delete_tensor(owned);  // the Python tensor holds its own reference
+  if (!out.is_valid()) PyErr_Clear();
+  return out;
+}
+
+/// A new contiguous CUDA tensor shaped `shape`, of the dtype and device `like` was read with.
+nb::object new_contiguous(std::int64_t rank, const std::int64_t* shape, const TensorRead& like) {
+  const Torch* t = torch_state;
+  if (t == nullptr || !t->allocates) return {};
+  return allocate(*t, rank, shape, nullptr, like.scalar_type, t->abi.cuda, like.device);
+}
+
+/// Whether allocating in C++ gives what torch would: a CPU tensor made with odd strides must read
+/// back as a plain torch.Tensor of that shape, those strides and that dtype.
+bool allocation_agrees(const Torch& t, std::int32_t scalar_type, std::int32_t cpu) {
+  const std::int64_t shape[] = {2, 3}, strides[] = {1, 2};
+  nb::object probe = allocate(t, 2, shape, strides, scalar_type, cpu, 0);
+  void* impl = probe.is_valid() ? tensor_impl(t, probe.ptr()) : nullptr;
+  Layout layout;
+  TensorRead read;
+  return impl != nullptr && !t.types.empty() && Py_TYPE(probe.ptr()) == reinterpret_cast<PyTypeObject*>(t.types.front().ptr()) &&
+         Py_REFCNT(probe.ptr()) == 1 && read_impl(t, impl, layout, read, false) && read.scalar_type == scalar_type &&
+         layout.size() == 7 && std::equal(shape, shape + 2, layout.begin() + 3) &&
+         std::equal(strides, strides + 2, layout.begin() + 5);
+}
+
 using ProbeTruth = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
 
 /// Sets up the fast path: finds libtorch's C functions in `torch_lib_dir`, learns the ScalarType
@@ -170,8 +237,14 @@ bool register_torch(const std::string& torch_lib_dir, const std::vector<nb::hand
   const bool agrees = read.data == data && layout.size() == 3 + 2 * shape.size() && layout[2] == rank &&
                       std::equal(shape.begin(), shape.end(), layout.begin() + 3) &&
                       std::equal(strides.begin(), strides.end(), layout.begin() + 3 + rank);
-  if (agrees) torch_state = t.release();
-  return agrees;
+  if (!agrees) return false;
+  std::int32_t (*cpu_type)() = nullptr;
+  void* cpu = dlopen((torch_lib_dir + "/libtorch_cpu.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  t->can_allocate = t->abi.empty_strided != nullptr && find_symbol(cpu, "aoti_torch_device_type_cpu", cpu_type) &&
+                    allocation_agrees(*t, read.scalar_type, cpu_type());
+  t->allocates = t->can_allocate;
+  torch_state = t.release();
+  return true;
 }
 
 /// Reads an optional tensor: None appends nothing and reads as a null pointer on `device`.
@@ -358,28 +431,34 @@ bool copy_cached(nb::handle dst, nb::handle src, nb::handle axes, nb::handle str
   return true;
 }
 
-/// x.permute(axes).contiguous() into a tensor from x.new_empty, through the plan cached for these
-/// layouts: the whole one-shot permute in one call. None on a miss (nothing launched) or when x is
-/// not a CUDA torch tensor; a failed allocation raises.
+/// x.permute(axes).contiguous() into a new tensor, through the plan cached for these layouts: the
+/// whole one-shot permute in one call. None on a miss (nothing launched) or when x is not a CUDA
+/// torch tensor; a failed allocation raises.
 nb::object permute_new(nb::handle x, nb::handle axes, nb::handle stream) {
   thread_local Layout layout;
+  thread_local std::vector<std::int64_t> shape;
   layout.clear();
   TensorRead read;
   if (!PyTuple_Check(axes.ptr()) || !read_tensor(x.ptr(), layout, read)) return nb::none();
   const std::int64_t rank = layout[2];
   if (PyTuple_GET_SIZE(axes.ptr()) != rank) return nb::none();
-  nb::object shape = nb::steal(PyTuple_New(rank));
+  shape.clear();
   for (std::int64_t i = 0; i < rank; ++i) {
     const long long axis = PyLong_AsLongLong(PyTuple_GET_ITEM(axes.ptr(), i));
     if (axis < 0 || axis >= rank) {
       PyErr_Clear();
       return nb::none();
     }
-    PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromLongLong(layout[3 + axis]));
+    shape.push_back(layout[3 + axis]);
   }
-  static PyObject* new_empty = PyUnicode_InternFromString("new_empty");
-  nb::object out = nb::steal(PyObject_CallMethodOneArg(x.ptr(), new_empty, shape.ptr()));
-  if (!out.is_valid()) throw nb::python_error();
+  nb::object out = new_contiguous(rank, shape.data(), read);
+  if (!out.is_valid()) {
+    static PyObject* new_empty = PyUnicode_InternFromString("new_empty");
+    nb::object shape_tuple = nb::steal(PyTuple_New(rank));
+    for (std::int64_t i = 0; i < rank; ++i) PyTuple_SET_ITEM(shape_tuple.ptr(), i, PyLong_FromLongLong(shape[i]));
+    out = nb::steal(PyObject_CallMethodOneArg(x.ptr(), new_empty, shape_tuple.ptr()));
+    if (!out.is_valid()) throw nb::python_error();
+  }
   return copy_cached(out, x, axes, stream, nullptr) ? out : nb::none();
 }
 
@@ -406,6 +485,28 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
   const RopePlan kept = *found;  // a checked launch lets other threads run, and change the cache
   launch_rope(kept, rope_pointers(t, offset_value), st, checked);
   return true;
+}
+
+/// A one-shot rope into new contiguous outputs shaped like q and k, through the plan cached for
+/// these layouts: q's output, or (q's, k's). None on a miss (nothing launched), when allocation
+/// from C++ is off, or for arguments the fast path does not take.
+nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, nb::handle positions,
+                    nb::handle offset, const std::string& style, std::int64_t rotary_dim, bool inverse, bool checked,
+                    nb::handle stream) {
+  thread_local Layout layout;
+  const auto new_like = [](nb::handle t) -> nb::object {
+    layout.clear();
+    TensorRead read;
+    if (!read_tensor(t.ptr(), layout, read)) return {};
+    return new_contiguous(layout[2], layout.data() + 3, read);
+  };
+  nb::object y = new_like(q);
+  nb::object k_out = nb::none();
+  if (!k.is_none()) k_out = new_like(k);
+  if (!y.is_valid() || !k_out.is_valid() ||
+      !rope_cached(q, y, k, k_out, cos, sin, positions, offset, style, rotary_dim, false, inverse, checked, stream, nullptr))
+    return nb::none();
+  return k.is_none() ? y : nb::make_tuple(y, k_out);
 }
 
 }  // namespace
@@ -436,6 +537,15 @@ void bind_torch_fast_path(nb::module_& m) {
   m.def("rope_cached", &rope_cached, "q"_a.none(), "y"_a.none(), "k"_a.none(), "k_out"_a.none(), "cos"_a.none(), "sin"_a.none(),
         "positions"_a.none(), "offset"_a.none(), "style"_a, "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a,
         "stream"_a.none(), "plan"_a.none(), "As copy_cached, for rope.");
+  m.def("torch_allocation", [](bool on) {
+    if (torch_state != nullptr) torch_state->allocates = on && torch_state->can_allocate;
+    return torch_state != nullptr && torch_state->allocates;
+  }, "on"_a, "Turns the allocation of one-shot outputs in C++ (at::empty_strided through libtorch's C "
+     "functions) on or off; returns whether it is on (off where the fast path is, or its probe disagreed).");
+  m.def("rope_new", &rope_new, "q"_a.none(), "k"_a.none(), "cos"_a.none(), "sin"_a.none(), "positions"_a.none(),
+        "offset"_a.none(), "style"_a, "rotary_dim"_a, "inverse"_a, "checked"_a, "stream"_a.none(),
+        "A one-shot rope into new contiguous outputs (q's, or q's and k's) through the plan cached for "
+        "these layouts. None, with nothing launched, on a miss or other arguments.");
   m.def("clear_torch_plans", [] {
     copy_plans().plans.clear();
     rope_plans().plans.clear();

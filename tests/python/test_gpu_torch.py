@@ -196,6 +196,43 @@ def test_fast_path_off_keeps_every_call_working():
         assert _torch._register_fast_path()
 
 
+def test_one_shot_outputs_from_cpp_or_torch_allocation():
+    """One-shot outputs made in C++ (at::empty_strided through libtorch's C functions) are plain
+    contiguous tensors on the input's device that free their memory; with that allocation off,
+    torch allocates them and the results are the same."""
+    from shapejit import _shapejit, _torch
+
+    assert _torch.ALLOCATES, "this torch's outputs are not allocated through its C functions"
+    cos, sin = tables()
+    x = random_tensor([6, 7, 9], torch.float16)
+    q = torch.randn(2, 5, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 5, 2, 64, device="cuda", dtype=torch.bfloat16)
+    pos = torch.randint(0, 64, (2, 5), device="cuda", dtype=torch.int32)
+    try:
+        for on in (True, False, True):
+            assert _shapejit.torch_allocation(on) is on
+            for _ in range(2):  # a miss (or hit) then a hit
+                got = shapejit.permute(x, (2, 0, 1))
+                q_out, k_out = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+                q_only = shapejit.rope(q, cos=cos, sin=sin, positions=pos, style="gptj")
+                for t, like in ((got, x.permute(2, 0, 1)), (q_out, q), (k_out, k), (q_only, q)):
+                    assert type(t) is torch.Tensor and t.is_contiguous() and not t.requires_grad
+                    assert t.shape == like.shape and t.dtype == like.dtype and t.device == like.device
+                assert torch.equal(as_bytes(got), as_bytes(x.permute(2, 0, 1)))
+                assert_close(q_out, rope_reference(q, cos, sin, pos.long(), "neox", 64))
+                assert_close(k_out, rope_reference(k, cos, sin, pos.long(), "neox", 64))
+                assert_close(q_only, rope_reference(q, cos, sin, pos.long(), "gptj", 64))
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        for _ in range(50):
+            shapejit.permute(x, (2, 0, 1))
+            shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_allocated() == before  # every output was freed with its tensor
+    finally:
+        _shapejit.torch_allocation(True)
+
+
 def test_copy_errors():
     a = torch.zeros(4, 4, device="cuda")
     with pytest.raises(shapejit.InvalidArgumentError, match="does not convert"):
