@@ -1,26 +1,6 @@
-// Grouped-head fast Walsh-Hadamard transform. Reads from the specialization:
-//   HEAD_DIM, GROUP, BASE, VEC, THREADS_PER_ROW, ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX,
-//   data_t, compute_t, idx_t, and HM (the BASE x BASE signs of the m-point factor; {1} for BASE 1).
-//
-// A row is one transform of N = GROUP * HEAD_DIM values, value i = a * POW2 + r (a < BASE, r <
-// POW2), H = H_BASE (x) H_POW2. THREADS_PER_ROW threads own a row, each VALUES of it as CHUNKS
-// accesses of VEC consecutive values: chunk c of thread t starts at a * POW2 + (p * T + t) * VEC with
-// a = c / POW2_CHUNKS, p = c % POW2_CHUNKS. Butterflies over the bits of r inside a vector and
-// across chunks run in registers, and so does the m-point factor. Over the bits of t: in a row of
-// one warp, through shuffles; in a power-of-two row of several warps, in passes through shared
-// memory; otherwise shuffles over the lane bits and one shared-memory exchange for the warp bits.
-
-constexpr long long N = GROUP * HEAD_DIM;
-constexpr long long POW2 = N / BASE;
-constexpr int T = THREADS_PER_ROW;
-constexpr int VALUES = (int)(N / T);
-constexpr int CHUNKS = VALUES / VEC;
-constexpr int POW2_CHUNKS = (int)(POW2 / (T * VEC));
-constexpr int LANES = T < 32 ? T : 32;
-constexpr int WARPS = T / LANES;
-constexpr int SLOTS = (VALUES + WARPS - 1) / WARPS;  // values a thread holds per warp in the exchange
-static_assert(POW2_CHUNKS * T * VEC == POW2 && CHUNKS == BASE * POW2_CHUNKS, "a row does not split evenly");
-static_assert(HEAD_DIM % VEC == 0, "a vector must stay inside one head");
+// Grouped-head fast Walsh-Hadamard transform kernel, after compute.cu and hadamard_transform.cu
+// (the transform of one row). Reads from the specialization, besides theirs:
+//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, data_t, idx_t.
 
 struct HadamardDim {
   long long extent, multiplier, shift, x_stride, y_stride;
@@ -34,18 +14,6 @@ struct HadamardArgs {
   long long x_head_stride, y_head_stride;
   HadamardDim dim[5];
 };
-
-template <typename T>
-__device__ __forceinline__ compute_t to_compute(T v) {
-  if constexpr (sizeof(compute_t) == 8) return sj_to_double(v);
-  else return sj_to_float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_compute(compute_t v) {
-  if constexpr (sizeof(compute_t) == 8) return v;  // f64 data only
-  else return sj_from_float<T>(v);
-}
 
 // Offsets of row r in x and y: the group index, then the outer dims, innermost first.
 __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, idx_t& x, idx_t& y) {
@@ -62,173 +30,6 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
     x += (idx_t)c * (idx_t)a.dim[k].x_stride;
     y += (idx_t)c * (idx_t)a.dim[k].y_stride;
   }
-}
-
-// Value i of a row, as an element offset from the row's first: head i / HEAD_DIM of the group.
-__device__ __forceinline__ idx_t value_offset(long long i, long long head_stride) {
-  const long long head = i / HEAD_DIM;
-  return (idx_t)(head * head_stride + (i - head * HEAD_DIM));
-}
-
-// First value of chunk c of thread t.
-__device__ __forceinline__ long long chunk_start(int c, int t) {
-  return (long long)(c / POW2_CHUNKS) * POW2 + ((long long)(c % POW2_CHUNKS) * T + t) * VEC;
-}
-
-// Shared-memory slot of value i: one word of padding per 32, so lanes VEC values apart hit
-// different banks.
-__host__ __device__ constexpr long long padded(long long i) { return i + (i >> 5); }
-
-// Butterflies over the bits of a power-of-two index inside the thread: v[j], v[j ^ h].
-template <int COUNT, typename Get>
-__device__ __forceinline__ void butterflies(Get&& at) {
-#pragma unroll
-  for (int h = 1; h < COUNT; h <<= 1)
-#pragma unroll
-    for (int j = 0; j < COUNT; ++j)
-      if ((j & h) == 0) {
-        compute_t& lo = at(j);
-        compute_t& hi = at(j | h);
-        const compute_t sum = lo + hi;
-        hi = lo - hi;
-        lo = sum;
-      }
-}
-
-__device__ __forceinline__ void transform_in_thread(compute_t (&v)[CHUNKS][VEC]) {
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) butterflies<VEC>([&](int e) -> compute_t& { return v[c][e]; });
-#pragma unroll
-  for (int a = 0; a < BASE; ++a)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      butterflies<POW2_CHUNKS>([&](int p) -> compute_t& { return v[a * POW2_CHUNKS + p][e]; });
-  if constexpr (BASE > 1) {
-#pragma unroll
-    for (int p = 0; p < POW2_CHUNKS; ++p)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        compute_t in[BASE];
-#pragma unroll
-        for (int a = 0; a < BASE; ++a) in[a] = v[a * POW2_CHUNKS + p][e];
-#pragma unroll
-        for (int a = 0; a < BASE; ++a) {
-          compute_t sum = 0;
-#pragma unroll
-          for (int b = 0; b < BASE; ++b) sum += HM[a * BASE + b] > 0 ? in[b] : -in[b];
-          v[a * POW2_CHUNKS + p][e] = sum;
-        }
-      }
-  }
-}
-
-// Butterflies over the lane bits of t: the partner holds the same chunk with that bit flipped.
-__device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VEC], int t) {
-#pragma unroll
-  for (int h = 1; h < LANES; h <<= 1) {
-    const compute_t sign = (t & h) ? (compute_t)-1 : (compute_t)1;  // the upper partner keeps other - v
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) v[c][e] = sign * v[c][e] + __shfl_xor_sync(0xffffffffu, v[c][e], h);
-  }
-}
-
-// Butterflies over the warp bits of t: the row goes through shared memory, where thread (w', l)
-// takes slots s = w' + WARPS * j of every thread (w, l), does the butterflies over w, and puts them
-// back.
-__device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
-  __syncthreads();
-  const int lane = t % 32, warp = t / 32;
-  compute_t u[SLOTS][WARPS];
-#pragma unroll
-  for (int j = 0; j < SLOTS; ++j) {
-    const int s = warp + WARPS * j;
-    if (VALUES % WARPS == 0 || s < VALUES) {
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) u[j][w] = row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)];
-      butterflies<WARPS>([&](int w) -> compute_t& { return u[j][w]; });
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)] = u[j][w];
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[c][e] = row[padded(chunk_start(c, t) + e)];
-  __syncthreads();
-}
-
-// ---- power-of-two rows across several warps: bit passes through shared memory ----------------
-// Value i's bits: e (the vector) at [0, LOG_VEC), t at [LOG_VEC, LOG_VEC + LOG_T), the chunk above.
-// After the in-thread butterflies (e and chunk bits), the t bits go in passes of up to LOG_V bits:
-// in pass j thread t' holds every combination of that pass's bits (slot s's low bits), its own bits
-// and s's high bits filling the other positions, lowest first, so lanes read consecutive words.
-// Bits are disjoint, so a padded position splits into a per-thread and a per-slot part.
-__host__ __device__ constexpr int sj_log2(long long v) { return v > 1 ? 1 + sj_log2(v / 2) : 0; }
-constexpr int LOG_VEC = sj_log2(VEC), LOG_T = sj_log2(T), LOG_V = sj_log2(VALUES);
-constexpr int LOG_N = LOG_VEC + LOG_T + sj_log2(CHUNKS);
-constexpr int PASSES = LOG_V > 0 ? (LOG_T + LOG_V - 1) / LOG_V : 0;
-constexpr bool BIT_PASSES = BASE == 1 && WARPS > 1;
-static_assert(!BIT_PASSES || (1LL << LOG_N) == N, "bit passes need a power-of-two row");
-
-__host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * LOG_V; }
-__host__ __device__ constexpr int pass_width(int j) {
-  return pass_first(j) + LOG_V <= LOG_VEC + LOG_T ? LOG_V : LOG_VEC + LOG_T - pass_first(j);
-}
-// Bits laid on the positions outside pass j's, from position `from` up: those below the pass stay,
-// the rest step over it.
-__host__ __device__ constexpr long long around_pass(int j, long long bits, int from) {
-  const int below = pass_first(j) > from ? pass_first(j) - from : 0;
-  const long long low = below >= 62 ? bits : bits & ((1LL << below) - 1);
-  return (low << from) | ((bits >> below) << (from + below + pass_width(j)));
-}
-// The slot part of value positions in pass j: s's low bits on the pass's bits, its high bits on the
-// positions above the thread's.
-__host__ __device__ constexpr long long pass_slot_part(int j, int s) {
-  return padded(((long long)(s & ((1 << pass_width(j)) - 1)) << pass_first(j)) |
-                around_pass(j, s >> pass_width(j), LOG_T));
-}
-
-__device__ __forceinline__ long long pass_thread_part(int j, int t) { return padded(around_pass(j, t, 0)); }
-
-// Pass J and the ones after it, on the row in shared memory.
-template <int J>
-__device__ __forceinline__ void bit_passes(compute_t* row, int t) {
-  if constexpr (J < PASSES) {
-    constexpr int WIDTH = pass_width(J);
-    const long long base = pass_thread_part(J, t);
-    compute_t u[VALUES];
-#pragma unroll
-    for (int s = 0; s < VALUES; ++s) u[s] = row[base + pass_slot_part(J, s)];
-#pragma unroll
-    for (int high = 0; high < VALUES >> WIDTH; ++high)
-      butterflies<1 << WIDTH>([&](int b) -> compute_t& { return u[(high << WIDTH) + b]; });
-#pragma unroll
-    for (int s = 0; s < VALUES; ++s) row[base + pass_slot_part(J, s)] = u[s];
-    __syncthreads();
-    bit_passes<J + 1>(row, t);
-  }
-}
-
-__device__ __forceinline__ void transform_by_passes(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
-  const long long natural = padded((long long)t * VEC);
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) row[natural + padded((long long)c * T * VEC + e)] = v[c][e];
-  __syncthreads();
-  bit_passes<0>(row, t);
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[c][e] = row[natural + padded((long long)c * T * VEC + e)];
-  __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const HadamardArgs args) {
@@ -252,13 +53,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
     }
-    transform_in_thread(v);
-    if constexpr (BIT_PASSES) {
-      transform_by_passes(v, row, t);
-    } else {
-      if constexpr (LANES > 1) transform_across_lanes(v, t);
-      if constexpr (WARPS > 1) transform_across_warps(v, row, t);
-    }
+    transform_row(v, row, t);
     if (!live) continue;
     const compute_t scale = (compute_t)args.scale;
 #pragma unroll

@@ -1,4 +1,4 @@
-// Rotary position embedding. Reads from the specialization:
+// Rotary position embedding, after compute.cu and rope_common.cu. Reads from the specialization:
 //   STYLE_NEOX, HEAD_DIM, ROTARY_DIM, FOUR_D, HAS_K, INPLACE, INVERSE, CHECKED,
 //   HAS_POSITIONS, POSITIONS_BATCHED, CHUNK, ACCESS, TABLE_ACCESS,
 //   data_t, table_t, pos_t (unused without positions), compute_t, idx_t.
@@ -14,32 +14,6 @@ constexpr int PAIRS = STYLE_NEOX ? CHUNK : CHUNK / 2;  // table entries one chun
 constexpr int ROTATED_CHUNKS = (STYLE_NEOX ? HALF : ROTARY_DIM) / CHUNK;
 constexpr int PASS_CHUNKS = (HEAD_DIM - ROTARY_DIM) / CHUNK;
 
-struct RopeArgs {
-  const data_t* x;
-  data_t* y;
-  const data_t* k;
-  data_t* k_out;
-  const table_t* cos;
-  const table_t* sin;
-  const pos_t* positions;
-  unsigned long long* bad_token;
-  long long tokens, seq, heads_q, heads_total, seq_div_multiplier, seq_div_shift;
-  long long x_stride[3], y_stride[3], k_stride[3], k_out_stride[3];  // batch, seq, head
-  long long position_stride[2];                                     // batch, seq
-  long long table_rows, table_stride, offset;
-};
-
-template <typename T>
-__device__ __forceinline__ compute_t to_compute(T v) {
-  if constexpr (sizeof(compute_t) == 8) return sj_to_double(v);
-  else return sj_to_float(v);
-}
-
-__device__ __forceinline__ compute_t nan_compute() {
-  if constexpr (sizeof(compute_t) == 8) return sj_nan_double();
-  else return sj_nan_float();
-}
-
 // Two f32 values rounded to a 16-bit dtype in one instruction: a in the low half, b in the high.
 __device__ __forceinline__ unsigned pack_pair(float a, float b, sj_bf16) {
   unsigned packed;
@@ -53,12 +27,6 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b, sj_f16) {
 }
 __device__ __forceinline__ unsigned pack_pair(float, float, float) { return 0; }  // never called: 4-byte data
 __device__ __forceinline__ unsigned pack_pair(double, double, double) { return 0; }
-
-template <typename T>
-__device__ __forceinline__ T from_compute(compute_t v) {
-  if constexpr (sizeof(compute_t) == 8) return v;  // f64 data only
-  else return sj_from_float<T>(v);
-}
 
 // Rounds CHUNK computed values to data_t and stores them at p: 16-bit dtypes two at a time.
 constexpr int WORDS_PER_ACCESS = ACCESS >= 2 ? ACCESS / 2 : 1;  // 32-bit words per access (16-bit data)
@@ -83,18 +51,6 @@ __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUN
   }
 }
 
-// (x0, x1) -> (y0, y1) rotated by the angle with cosine c and sine s (by -angle when INVERSE).
-__device__ __forceinline__ void rotate(compute_t x0, compute_t x1, compute_t c, compute_t s, compute_t& y0,
-                                       compute_t& y1) {
-  if (INVERSE) {
-    y0 = x0 * c + x1 * s;
-    y1 = x1 * c - x0 * s;
-  } else {
-    y0 = x0 * c - x1 * s;
-    y1 = x0 * s + x1 * c;
-  }
-}
-
 __device__ __forceinline__ idx_t row_offset(const long long (&stride)[3], idx_t b, idx_t s) {
   return b * (idx_t)stride[0] + s * (idx_t)stride[1];
 }
@@ -105,16 +61,6 @@ struct Token {
   long long position;
   bool valid;
 };
-
-__device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, idx_t s) {
-  if constexpr (HAS_POSITIONS) {
-    idx_t at = s * (idx_t)a.position_stride[1];
-    if (POSITIONS_BATCHED) at += b * (idx_t)a.position_stride[0];
-    return (long long)a.positions[at];  // u64 beyond 2^63 turns negative: out of range either way
-  } else {
-    return (long long)s + a.offset;
-  }
-}
 
 // The input and output rows (dhead element 0) of head h: q heads first, then k heads.
 struct Rows {

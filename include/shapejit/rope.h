@@ -1,5 +1,6 @@
 /* shapejit C API: rope, rotary position embedding (GPT-J interleaved and GPT-NeoX half-split),
- * q and optionally k in one launch. See shapejit/rope.hpp for the semantics; this mirrors it. */
+ * q and optionally k in one launch, optionally fused with a grouped Hadamard transform. See
+ * shapejit/rope.hpp for the semantics; this mirrors it. */
 #ifndef SHAPEJIT_ROPE_H
 #define SHAPEJIT_ROPE_H
 
@@ -12,8 +13,12 @@ extern "C" {
 /** Which elements form a rotated pair: GPT-J (x[2i], x[2i+1]) or NeoX (x[i], x[i + R/2]). */
 typedef enum sj_rope_style { SJ_ROPE_GPTJ = 0, SJ_ROPE_NEOX = 1 } sj_rope_style;
 
+/** Which step runs first when rope is fused with a Hadamard transform (sj_rope_desc.hadamard_group). */
+typedef enum sj_hadamard_order { SJ_ROPE_THEN_HADAMARD = 0, SJ_HADAMARD_THEN_ROPE = 1 } sj_hadamard_order;
+
 /** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
- *  contiguous, or the input itself for an in-place plan; k, positions: none). */
+ *  contiguous, or the input itself for an in-place plan; k, positions: none). A zero-initialized
+ *  tail (the Hadamard fields) means no fused transform. */
 typedef struct sj_rope_desc {
   sj_rope_style style;
   sj_tensor_desc x;         /**< [seq, heads, dhead] or [batch, seq, heads, dhead]; f16 bf16 f32 f64 */
@@ -28,6 +33,11 @@ typedef struct sj_rope_desc {
   int checked;              /**< nonzero: each launch waits and fails on a position outside [0, P) */
   int check_pointers;       /**< nonzero: each launch first verifies every pointer is memory of the
                                  stream's device (or managed) holding its whole view; see rope.hpp */
+  int64_t hadamard_group;   /**< fused Hadamard transform over G heads (divides x's and k's heads),
+                                 n = G * dhead; 0: none */
+  int has_hadamard_scale;   /**< nonzero: use `hadamard_scale`; zero: 1/sqrt(n) */
+  double hadamard_scale;
+  sj_hadamard_order hadamard_order; /**< which step runs first (an inverse plan runs them the other way) */
 } sj_rope_desc;
 
 /** Device pointers of one launch (NULL for what the plan does not use). */

@@ -28,6 +28,15 @@ enum class RopeStyle : std::uint8_t {
 /// "gptj" or "neox".
 std::string_view rope_style_name(RopeStyle style) noexcept;
 
+/// Which step comes first when rope is fused with a Hadamard transform (RopeDesc::hadamard_group).
+enum class HadamardOrder : std::uint8_t {
+  rope_then_hadamard,  ///< rotate, then transform (QuaRot, SpinQuant: keys rotated after rope)
+  hadamard_then_rope,  ///< transform, then rotate (rope on keys dequantized from a rotated cache)
+};
+
+/// "rope-then-hadamard" or "hadamard-then-rope".
+std::string_view hadamard_order_name(HadamardOrder order) noexcept;
+
 /// What a rope call looks like: every shape, stride and dtype, but no pointer.
 ///
 /// Shapes are [seq, heads, dhead] (3-D) or [batch, seq, heads, dhead] (4-D). Strides are in
@@ -54,8 +63,18 @@ struct RopeDesc {
   /// y is x and k_out is k: launch with pointers.y == pointers.x (and k_out == k). y and k_out
   /// descriptors, when given, must equal x's and k's.
   bool inplace = false;
-  /// Rotate by -angle (the backward pass).
+  /// Rotate by -angle (the backward pass). With a Hadamard transform, the inverse of the whole
+  /// fused step: the two steps run in the opposite order, the rotation by -angle and the transform
+  /// scaled by 1 / (hadamard_scale * n), so that the inverse plan undoes the forward one.
   bool inverse = false;
+  /// Fuses a grouped-head Hadamard transform (shapejit/hadamard.hpp) into the launch: 0 for none,
+  /// else G, dividing the head counts of x and k; each token's heads are taken G at a time and the
+  /// n = G * dhead values of a group are multiplied by hadamard_scale * H_n, for n a power of two
+  /// from 2 to 32768 or 12, 20 or 28 times a power of two (f64: n up to 16384).
+  std::int64_t hadamard_group = 0;
+  /// The transform's factor; std::nullopt: 1 / sqrt(n) (orthonormal).
+  std::optional<double> hadamard_scale;
+  HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
   /// whose position is outside [0, P). Each launch then costs an 8-byte allocation, a context
   /// synchronization before (the flag's reset) and a stream synchronization after; without it such

@@ -20,6 +20,9 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   if (desc == nullptr) invalid_argument("desc is NULL");
   if (desc->style != SJ_ROPE_GPTJ && desc->style != SJ_ROPE_NEOX)
     invalid_argument("desc.style is {}; use SJ_ROPE_GPTJ or SJ_ROPE_NEOX", static_cast<int>(desc->style));
+  if (desc->hadamard_order != SJ_ROPE_THEN_HADAMARD && desc->hadamard_order != SJ_HADAMARD_THEN_ROPE)
+    invalid_argument("desc.hadamard_order is {}; use SJ_ROPE_THEN_HADAMARD or SJ_HADAMARD_THEN_ROPE",
+                     static_cast<int>(desc->hadamard_order));
   RopeDesc out;
   out.style = desc->style == SJ_ROPE_GPTJ ? RopeStyle::gptj : RopeStyle::neox;
   out.x = to_desc(&desc->x, "desc.x");
@@ -33,6 +36,10 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   out.inverse = desc->inverse != 0;
   out.checked = desc->checked != 0;
   out.check_pointers = desc->check_pointers != 0;
+  out.hadamard_group = desc->hadamard_group;
+  if (desc->has_hadamard_scale) out.hadamard_scale = desc->hadamard_scale;
+  out.hadamard_order = desc->hadamard_order == SJ_HADAMARD_THEN_ROPE ? HadamardOrder::hadamard_then_rope
+                                                                      : HadamardOrder::rope_then_hadamard;
   return out;
 }
 

@@ -154,15 +154,21 @@ TEST_CASE("rearrange: RearrangeKernelArgs matches the template's SjArgs field by
   }
 }
 
-TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field") {
+TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, plain and fused with hadamard") {
   RopeDesc desc;
   desc.x = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
   desc.k = TensorDesc{{2, 8, 2, 64}, {}, DType::bf16};
   desc.table = TensorDesc{{16, 32}, {}, DType::f32};
   desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
-  const auto plan = detail::make_rope_plan(desc, {});
+  RopeDesc fused = desc;
+  fused.hadamard_group = 2;
+  std::vector<const jit::Program*> programs;
+  const auto plain_plan = detail::make_rope_plan(desc, {});
+  const auto fused_plan = detail::make_rope_plan(fused, {});
+  for (const auto& plan : {plain_plan, fused_plan})
+    for (const jit::Program* program : plan->programs()) programs.push_back(program);
   using Args = plan::RopeKernelArgs;
-  for (const jit::Program* program : plan->programs()) {
+  for (const jit::Program* program : programs) {
     DeviceLayouts device(program->source);
     check_layout(device.of("RopeArgs"),
                  {HOST_FIELD(Args, x), HOST_FIELD(Args, y), HOST_FIELD(Args, k), HOST_FIELD(Args, k_out),
@@ -171,7 +177,8 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field")
                   HOST_FIELD(Args, heads_q), HOST_FIELD(Args, heads_total), HOST_FIELD(Args, seq_div_multiplier),
                   HOST_FIELD(Args, seq_div_shift), HOST_FIELD(Args, x_stride), HOST_FIELD(Args, y_stride),
                   HOST_FIELD(Args, k_stride), HOST_FIELD(Args, k_out_stride), HOST_FIELD(Args, position_stride),
-                  HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset)},
+                  HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset),
+                  HOST_FIELD(Args, group_rows), HOST_FIELD(Args, group_div), HOST_FIELD(Args, hadamard_scale)},
                  sizeof(Args));
   }
 }

@@ -98,3 +98,46 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
   require_no_failures(compile_all(descs, true, compiled));
   CHECK(compiled > descs.size() * 2);  // scalar variants included
 }
+
+TEST_CASE("rope fused with a Hadamard transform compiles for every style, data dtype, order and size class, with "
+          "every rope flag and scalar accesses") {
+  std::vector<RopeDesc> descs;
+  auto fused = [](RopeStyle style, DType data, std::int64_t heads, std::int64_t head_dim, std::int64_t group,
+                  HadamardOrder order) {
+    RopeDesc desc;
+    desc.style = style;
+    desc.x = {{2, 3, heads, head_dim}, {}, data};
+    desc.k = TensorDesc{{2, 3, group, head_dim}, {}, data};
+    desc.table = {{16, head_dim / 2}, {}, data == DType::f64 ? DType::f64 : DType::f32};
+    desc.positions = TensorDesc{{2, 3}, {}, DType::i32};
+    desc.hadamard_group = group;
+    desc.hadamard_order = order;
+    return desc;
+  };
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (HadamardOrder order : {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope}) {
+      for (DType data : kFloatTypes) descs.push_back(fused(style, data, 8, 128, 4, order));  // one warp per row
+      descs.push_back(fused(style, DType::bf16, 2, 64, 1, order));         // several rows per warp
+      descs.push_back(fused(style, DType::bf16, 32, 128, 32, order));      // n = 4096: bit passes over warps
+      descs.push_back(fused(style, DType::f16, 12, 64, 12, order));        // n = 768 = 12 x 64
+      descs.push_back(fused(style, DType::bf16, 40, 128, 20, order));      // n = 2560 = 20 x 128
+      descs.push_back(fused(style, DType::f32, 28, 64, 28, order));        // n = 1792 = 28 x 64
+      RopeDesc flags = fused(style, DType::f16, 4, 64, 2, order);
+      flags.inplace = flags.inverse = flags.checked = true;
+      flags.rotary_dim = 32;
+      descs.push_back(flags);
+      RopeDesc three_d = fused(style, DType::bf16, 4, 96, 2, order);  // n = 192 = 12 x 16, partial rotary
+      three_d.x.shape = {5, 4, 96};
+      three_d.k->shape = {5, 2, 96};
+      three_d.positions = TensorDesc{{5}, {}, DType::u8};
+      three_d.rotary_dim = 48;
+      descs.push_back(three_d);
+      RopeDesc padded = fused(style, DType::bf16, 4, 64, 4, order);  // odd strides: one value per access
+      padded.x.strides = {3 * 4 * 65, 4 * 65, 65, 1};
+      descs.push_back(padded);
+    }
+  std::size_t compiled = 0;
+  require_no_failures(compile_all(descs, true, compiled));
+  CHECK(compiled > descs.size() * 2);  // scalar variants included
+  MESSAGE(compiled << " fused rope + hadamard kernels compiled");
+}

@@ -19,6 +19,7 @@
 #include "gpu.hpp"
 #include "ops/rope/reference.hpp"
 #include "ops/rope/impl.hpp"
+#include "shapejit/hadamard.hpp"
 #include "shapejit/rope.h"
 #include "shapejit/rope.hpp"
 
@@ -123,8 +124,22 @@ struct RopeCall {
   }
 };
 
+/// Fused with a Hadamard transform: the sum of |input| over the group of head `head` of q or k
+/// (every output of the group is bounded by twice that times the scale).
+double input_group_l1(const RopeCall& call, const plan::RopePlanData& plan, std::int64_t b, std::int64_t s, bool is_q,
+                      std::int64_t head) {
+  const View& in = is_q ? call.x : call.k;
+  const std::int64_t group = plan.spec.hadamard_group, first = head / group * group;
+  double l1 = 0;
+  for (std::int64_t h = first; h < first + group; ++h)
+    for (std::int64_t i = 0; i < plan.spec.head_dim; ++i)
+      l1 += std::fabs(detail::load_as_double(in.storage->host.data(), plan.spec.data, in.at(b, s, h, i)));
+  return l1;
+}
+
 /// Compares every output element of `call` (after a launch) with the reference, and checks that
-/// nothing outside the output views changed.
+/// nothing outside the output views changed. Fused plans: each output within one unit of the data
+/// type plus the f32 (f64) arithmetic's error on its group's magnitude.
 Mismatches verify(const RopeCall& call, const plan::RopePlanData& plan) {
   Mismatches m;
   const plan::RopeSpec& spec = plan.spec;
@@ -139,6 +154,8 @@ Mismatches verify(const RopeCall& call, const plan::RopePlanData& plan) {
   std::vector<char> k_written(separate_k ? static_cast<std::size_t>(call.k_out.storage->elements) : 0, 0);
 
   std::vector<double> ref;
+  const bool fused = spec.hadamard_group != 0;
+  double group_l1 = 0;  // fused: the sum of |input| over the current head's group
   const std::int64_t tokens = plan.batch * plan.seq;
   for (std::int64_t token = 0; token < tokens; ++token) {
     const std::int64_t b = token / plan.seq, s = token % plan.seq;
@@ -164,6 +181,12 @@ Mismatches verify(const RopeCall& call, const plan::RopePlanData& plan) {
         };
         if (bad) {
           if (!std::isnan(v)) m.note(where() + " (bad position: NaN expected)");
+          continue;
+        }
+        if (fused) {
+          if (i == 0) group_l1 = input_group_l1(call, plan, b, s, is_q, hh);
+          const double bound = 2 * group_l1 * std::fabs(plan.args.hadamard_scale);
+          if (!(std::fabs(v - r) <= test::ulp(t, r) + (t == DType::f64 ? 1e-12 : 1e-5) * bound)) m.note(where());
           continue;
         }
         const std::uint64_t input_bits = raw_bits(in.storage->host.data(), t, in.at(b, s, hh, i));
@@ -223,6 +246,8 @@ struct Case {
   Layout layout = Layout::contiguous;
   Pattern pattern = Pattern::random;
   bool inplace = false, inverse = false;
+  std::int64_t hadamard_group = 0;
+  HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
   std::vector<std::int64_t> x_strides, y_strides;  ///< explicit (file cases)
   double theta = 1e4;
 
@@ -233,6 +258,7 @@ struct Case {
       << " S" << seq << " H" << heads << " Hk" << k_heads << " D" << dhead << " R" << rotary << " layout "
       << static_cast<int>(layout) << " pattern " << static_cast<int>(pattern) << (inplace ? " inplace" : "")
       << (inverse ? " inverse" : "");
+    if (hadamard_group != 0) o << " hadamard G" << hadamard_group << " " << hadamard_order_name(hadamard_order);
     return o.str();
   }
 };
@@ -280,6 +306,8 @@ RopeCall build_call(const Case& c, std::mt19937_64& rng) {
   d.rotary_dim = c.rotary;
   d.inplace = c.inplace;
   d.inverse = c.inverse;
+  d.hadamard_group = c.hadamard_group;
+  d.hadamard_order = c.hadamard_order;
   const std::int64_t R = c.rotary == 0 ? c.dhead : c.rotary;
   call.has_k = c.k_heads >= 0;
   const std::int64_t k_heads = std::max<std::int64_t>(c.k_heads, 0);
@@ -370,6 +398,7 @@ Mismatches run_case(const Case& c, std::uint64_t seed) {
   const RopePlan plan = plan_rope(call.desc);
   plan.launch(call.device_pointers());
   Mismatches m = verify(call, plan.impl().data);
+  if (c.hadamard_group != 0) return m;  // position 0 is the identity only without a transform
   if (const std::int64_t zero = position_zero_mismatches(call, plan.impl().data); zero > 0)
     m.note(std::to_string(zero) + " elements of position-0 tokens differ from their inputs");
   return m;
@@ -820,6 +849,185 @@ TEST_CASE("rope: misaligned pointers take the scalar variant; one-shot rope and 
     }
     m = verify(call, plan.impl().data);
     INFO("api " << api << ": " << m.first);
+    CHECK(m.count == 0);
+  }
+}
+
+// ---- rope fused with a Hadamard transform ---------------------------------------------------
+
+namespace {
+
+Case fused_case(RopeStyle style, DType data, HadamardOrder order, std::int64_t heads, std::int64_t k_heads,
+                std::int64_t dhead, std::int64_t group) {
+  Case c;
+  c.style = style;
+  c.data = data;
+  c.table = data == DType::f64 ? DType::f64 : DType::f32;
+  c.batch = 2;
+  c.seq = 5;
+  c.heads = heads;
+  c.k_heads = k_heads;
+  c.dhead = dhead;
+  c.hadamard_group = group;
+  c.hadamard_order = order;
+  return c;
+}
+
+constexpr HadamardOrder kOrders[] = {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope};
+
+}  // namespace
+
+TEST_CASE("rope + hadamard: styles x data dtypes x orders with GQA, against the float64 reference" *
+          test::gpu_only()) {
+  std::uint64_t seed = 900;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (DType data : {DType::f16, DType::bf16, DType::f32, DType::f64})
+      for (HadamardOrder order : kOrders) check_case(fused_case(style, data, order, 8, 4, 64, 4), ++seed);
+}
+
+TEST_CASE("rope + hadamard: size classes, strided and in-place layouts, partial rotary, 3-D, position dtypes, "
+          "inverse" * test::gpu_only()) {
+  std::uint64_t seed = 1000;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (HadamardOrder order : kOrders) {
+      // n = 128 (several rows per warp), 4096 (bit passes across warps), 768, 2560 and 1792 (m-point factors).
+      for (auto [heads, dhead, group] : {std::array<std::int64_t, 3>{2, 128, 1}, {32, 128, 32}, {12, 64, 12},
+                                         {20, 128, 20}, {28, 64, 28}}) {
+        Case c = fused_case(style, DType::f32, order, heads, heads, dhead, group);
+        c.batch = 1;
+        c.seq = 3;
+        check_case(c, ++seed);
+      }
+      for (Layout layout : {Layout::padded, Layout::swapped, Layout::packed}) {
+        Case c = fused_case(style, DType::bf16, order, 6, 2, 64, 2);
+        c.layout = layout;
+        c.inplace = layout == Layout::packed;
+        check_case(c, ++seed);
+      }
+      Case partial = fused_case(style, DType::f16, order, 4, 2, 64, 2);
+      partial.rotary = 32;
+      partial.inverse = true;
+      check_case(partial, ++seed);
+      Case three_d = fused_case(style, DType::bf16, order, 4, 2, 96, 2);  // n = 192 = 12 x 16
+      three_d.batch = 0;
+      three_d.seq = 7;
+      three_d.rotary = 48;
+      check_case(three_d, ++seed);
+      for (std::optional<DType> pos : {std::optional<DType>{DType::u8}, {DType::i16}, {DType::u64}, {std::nullopt}}) {
+        Case c = fused_case(style, DType::bf16, order, 4, 4, 64, 4);
+        c.position = pos;
+        c.positions_batched = pos == DType::i16;
+        check_case(c, ++seed);
+      }
+    }
+}
+
+TEST_CASE("rope + hadamard: the inverse plan undoes the forward one, in either order and with a given scale" *
+          test::gpu_only()) {
+  for (HadamardOrder order : kOrders) {
+    std::mt19937_64 rng(order == HadamardOrder::rope_then_hadamard ? 7 : 8);
+    Case c = fused_case(RopeStyle::neox, DType::f32, order, 8, 4, 128, 4);
+    c.inplace = true;
+    RopeCall call = build_call(c, rng);
+    call.desc.hadamard_scale = 0.25;
+    upload_all(call);
+    RopeDesc back = call.desc;
+    back.inverse = true;
+    plan_rope(call.desc).launch(call.device_pointers());
+    plan_rope(back).launch(call.device_pointers());
+    for (const Storage* storage : {call.x.storage.get(), call.k.storage.get()}) {
+      const std::vector<std::uint8_t> after = storage->download();
+      std::int64_t bad = 0;
+      for (std::int64_t e = 0; e < storage->elements; ++e) {
+        const double a = detail::load_as_double(storage->host.data(), DType::f32, e);
+        const double b = detail::load_as_double(after.data(), DType::f32, e);
+        bad += !(std::fabs(a - b) <= 2e-5);  // |x| <= 2 and n = 512: a few f32 units of the row's norm
+      }
+      INFO(hadamard_order_name(order));
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("rope + hadamard: one launch equals rope and hadamard launched one after the other" * test::gpu_only()) {
+  for (HadamardOrder order : kOrders) {
+    std::mt19937_64 rng(41);
+    Case c = fused_case(RopeStyle::gptj, DType::f32, order, 8, 8, 64, 8);
+    c.k_heads = -1;
+    RopeCall call = build_call(c, rng);
+    upload_all(call);
+    plan_rope(call.desc).launch(call.device_pointers());
+    const std::vector<std::uint8_t> fused = call.y.storage->download();
+
+    // The same steps as two plans, through a temporary of y's layout.
+    RopeDesc plain = call.desc;
+    plain.hadamard_group = 0;
+    HadamardDesc transform;
+    transform.x = *call.desc.y;
+    transform.group = c.hadamard_group;
+    const bool hadamard_first = order == HadamardOrder::hadamard_then_rope;
+    if (hadamard_first) transform.x = call.desc.x;
+    transform.y = *call.desc.y;
+    const HadamardPlan hadamard = plan_hadamard(transform);
+    View temp = own_view(*call.desc.y);
+    temp.storage->upload();
+    RopePointers p = call.device_pointers();
+    if (hadamard_first) {
+      hadamard.launch({call.x.device(), temp.device()});
+      plain.x = *call.desc.y;
+      p.x = temp.device();
+      plan_rope(plain).launch(p);
+    } else {
+      p.y = temp.device();
+      plan_rope(plain).launch(p);
+      hadamard.launch({temp.device(), call.y.device()});
+    }
+    const std::vector<std::uint8_t> separate = call.y.storage->download();
+    std::int64_t bad = 0;
+    for (std::int64_t e = 0; e < call.y.storage->elements; ++e)
+      bad += !(std::fabs(detail::load_as_double(fused.data(), DType::f32, e) -
+                         detail::load_as_double(separate.data(), DType::f32, e)) <= 2e-5);
+    INFO(hadamard_order_name(order));
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("rope + hadamard: bad positions give NaN rows and checked mode names the token; misaligned pointers "
+          "take the scalar variant" * test::gpu_only()) {
+  for (HadamardOrder order : kOrders) {
+    std::mt19937_64 rng(61);
+    Case c = fused_case(RopeStyle::neox, DType::bf16, order, 4, 2, 64, 2);
+    c.position = DType::i32;
+    c.positions_batched = true;
+    RopeCall call = build_call(c, rng);
+    const std::int64_t rows = call.desc.table.shape[0];
+    const std::int32_t bad_position = static_cast<std::int32_t>(rows);
+    std::memcpy(call.positions->host.data() + (1 * c.seq + 2) * 4, &bad_position, 4);  // token (1, 2)
+    upload_all(call);
+    const RopePlan plan = plan_rope(call.desc);
+    plan.launch(call.device_pointers());
+    Mismatches m = verify(call, plan.impl().data);
+    INFO(hadamard_order_name(order) << ": " << m.first);
+    CHECK(m.count == 0);
+    RopeDesc checked = call.desc;
+    checked.checked = true;
+    try {
+      plan_rope(checked).launch(call.device_pointers());
+      FAIL("a checked launch with a bad position must throw");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("positions[batch 1, seq 2] = " + std::to_string(rows)) != std::string::npos);
+    }
+
+    // x one element into a larger allocation: rows no longer start on 16 bytes.
+    auto shifted = std::make_shared<Storage>(c.data, call.x.storage->elements + 1);
+    std::copy(call.x.storage->host.begin(), call.x.storage->host.end(), shifted->host.begin() + 2);
+    call.x = {shifted, 1, call.x.desc};
+    std::fill(call.y.storage->host.begin(), call.y.storage->host.end(), 0xff);
+    upload_all(call);
+    REQUIRE(plan.impl().scalar_kernel != nullptr);
+    plan.launch(call.device_pointers());
+    m = verify(call, plan.impl().data);
+    INFO("misaligned: " << m.first);
     CHECK(m.count == 0);
   }
 }

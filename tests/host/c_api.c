@@ -29,5 +29,14 @@ int shapejit_c_api_check(void) {
   sj_rope_plan rope = NULL;
   if (sj_rope_plan_create(&rope, NULL) != SJ_INVALID_ARGUMENT || rope != NULL) return 6;
   if (sj_rope_plan_destroy(NULL) != SJ_OK) return 7;
+  const int64_t x_shape[4] = {2, 8, 8, 64};
+  const int64_t table_shape[2] = {16, 32};
+  const sj_rope_desc desc = {.style = SJ_ROPE_NEOX,
+                             .x = {4, x_shape, NULL, SJ_BF16, 0},
+                             .table = {2, table_shape, NULL, SJ_F32, 0},
+                             .hadamard_group = 4,
+                             .hadamard_order = (sj_hadamard_order)2};
+  if (sj_rope_plan_create(&rope, &desc) != SJ_INVALID_ARGUMENT || rope != NULL) return 11;
+  if (strstr(sj_last_error(), "desc.hadamard_order is 2") == NULL) return 12;
   return 0;
 }

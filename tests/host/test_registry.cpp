@@ -2,7 +2,9 @@
 // records plan again to the same kernels, and bad lines are errors naming the option.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ops/registry.hpp"
 #include "ops/rope/impl.hpp"
@@ -73,6 +75,31 @@ TEST_CASE("a rope plan's manifest line plans again to the same kernels, options 
                     .programs) == expected);
 }
 
+TEST_CASE("a fused rope + Hadamard plan's manifest line plans again to the same kernels, scale and order included") {
+  RopeDesc desc;
+  desc.x = TensorDesc{{2, 8, 8, 64}, {}, DType::bf16};
+  desc.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
+  desc.table = TensorDesc{{16, 32}, {}, DType::f32};
+  desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
+  desc.hadamard_group = 4;
+  for (const HadamardOrder order : {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope}) {
+    desc.hadamard_order = order;
+    for (const std::optional<double> scale : {std::optional<double>(), std::optional<double>(1.0 / 3.0)}) {
+      desc.hadamard_scale = scale;
+      const RopePlan plan = plan_rope(desc);  // needs the fused planner
+      CAPTURE(plan.manifest_line());
+      CHECK(contains(plan.manifest_line(), "--hadamard-group 4"));
+      CHECK(contains(plan.manifest_line(), "--hadamard-scale") == scale.has_value());
+      CHECK(contains(plan.manifest_line(), "--hadamard-order") == (order == HadamardOrder::hadamard_then_rope));
+      std::vector<std::string> expected;
+      for (const jit::Program* p : plan.impl().programs()) expected.push_back(p->source);
+      const ops::PlannedLine again = ops::plan_manifest_line(plan.manifest_line());
+      CHECK(sources(again.programs) == expected);
+      CHECK(contains(again.text, "manifest:   " + plan.manifest_line() + "\n"));  // the scale round-trips exactly
+    }
+  }
+}
+
 TEST_CASE("list options take commas, several words or repeats, and a # comment ends the line, as on the CLI") {
   const std::vector<std::string> expected =
       sources(ops::plan_manifest_line("rearrange --dtype f16 --shape 6,40,33 --perm 2,0,1").programs);
@@ -97,6 +124,12 @@ TEST_CASE("bad manifest lines are errors naming the operation or option") {
   CHECK(contains(error_of("rearrange f16"), "'f16' is not an option"));
   CHECK(contains(error_of("rope --algo sideways --dtype bf16 --shape 1,4,32,128"), "--algo: sideways is not one of neox, gptj"));
   CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --access 3"), "--access: 3 is not one of"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group 4 --hadamard-order sideways"),
+                 "--hadamard-order: sideways is not one of rope-then-hadamard, hadamard-then-rope"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group 4 --hadamard-scale 0.5x"),
+                 "--hadamard-scale 0.5x is not a number"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group four"),
+                 "--hadamard-group: four is not an integer"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape " + std::string(5000, '7')), "manifest lines are at most 4096"));
 }
 

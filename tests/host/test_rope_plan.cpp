@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "jit/program.hpp"
@@ -218,6 +219,34 @@ TEST_CASE("manifest lines: the contiguous line of a plan, and overrides for what
   CHECK(plan::plan_rope_data(plan::manifest_desc(m), m.overrides).spec == strided.spec);
 }
 
+TEST_CASE("manifest lines: a fused Hadamard transform's group, scale and order reach the descriptor and the line") {
+  plan::RopeManifest m;
+  m.shape = {2, 8, 8, 64};
+  m.k_heads = 4;
+  m.hadamard_group = 4;
+  m.hadamard_scale = 0.125;
+  m.hadamard_order = HadamardOrder::hadamard_then_rope;
+  const RopeDesc desc = plan::manifest_desc(m);
+  CHECK(desc.hadamard_group == 4);
+  CHECK(desc.hadamard_scale == 0.125);
+  CHECK(desc.hadamard_order == HadamardOrder::hadamard_then_rope);
+
+  // Needs the fused planner. The scale is written only when it is not 1/sqrt(n), in full.
+  RopeDesc fused = valid_desc();
+  fused.x.shape = {2, 8, 8, 64};
+  fused.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
+  fused.positions = TensorDesc{{2, 8}, {}, DType::i32};
+  fused.hadamard_group = 4;
+  const std::string prefix = "rope --algo neox --dtype bf16 --pos-dtype i32 --shape 2,8,8,64 --k-heads 4 --hadamard-group 4";
+  CHECK(plan::rope_manifest_line(plan::plan_rope_data(fused)) == prefix);
+  fused.hadamard_scale = 1.0 / 16.0;  // 1/sqrt(4 * 64), the default
+  CHECK(plan::rope_manifest_line(plan::plan_rope_data(fused)) == prefix);
+  fused.hadamard_scale = 0.1;
+  fused.hadamard_order = HadamardOrder::hadamard_then_rope;
+  CHECK(plan::rope_manifest_line(plan::plan_rope_data(fused)) ==
+        prefix + " --hadamard-scale 0.1 --hadamard-order hadamard-then-rope");
+}
+
 TEST_CASE("describe and json name the shapes, the specialization, the launch and every kernel") {
   const RopePlan plan = plan_rope(valid_desc());
   const std::string text = plan.describe();
@@ -294,4 +323,33 @@ TEST_CASE("the C API plans, reports errors through sj_last_error and never throw
   CHECK(std::string(sj_last_error()).find("desc.style is 7") != std::string::npos);
   CHECK(sj_rope(nullptr, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
   CHECK(sj_rope_plan_create(nullptr, &desc) == SJ_INVALID_ARGUMENT);
+}
+
+TEST_CASE("the C API passes the fused Hadamard transform's group, scale and order to the planner") {
+  const int64_t x_shape[] = {2, 8, 8, 64};
+  const int64_t table_shape[] = {16, 32};
+  sj_rope_desc desc = {};
+  desc.style = SJ_ROPE_NEOX;
+  desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
+  desc.table = {2, table_shape, nullptr, SJ_F32, 0};
+  desc.hadamard_order = static_cast<sj_hadamard_order>(2);
+  sj_rope_plan plan = nullptr;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.hadamard_order is 2") != std::string::npos);
+
+  // Needs the fused planner: a group that does not divide the heads, and a non-finite scale, are
+  // rejected only if they reach it.
+  desc.hadamard_order = SJ_HADAMARD_THEN_ROPE;
+  desc.hadamard_group = 4;
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  desc.hadamard_group = 3;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("hadamard_group") != std::string::npos);
+  desc.hadamard_group = 4;
+  desc.hadamard_scale = std::numeric_limits<double>::infinity();
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_OK);  // ignored without has_hadamard_scale
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  desc.has_hadamard_scale = 1;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
 }

@@ -11,19 +11,21 @@ std::string hadamard_kernel_label(const plan::HadamardSpec& s) {
                      s.inplace ? "_inplace" : "", s.wide_index ? "_i64" : "");
 }
 
+std::vector<std::int64_t> hadamard_base_signs(std::int64_t base) {
+  if (base == 1) return {1};
+  std::vector<std::int64_t> signs;
+  for (std::int8_t s : plan::paley_hadamard(base)) signs.push_back(s);
+  return signs;
+}
+
 jit::Program hadamard_program(const plan::HadamardSpec& spec, const std::string& manifest_line) {
-  std::vector<std::int64_t> signs{1};
-  if (spec.base > 1) {
-    signs.clear();
-    for (std::int8_t s : plan::paley_hadamard(spec.base)) signs.push_back(s);
-  }
   CodeParams params;
   params.fields(spec)
       .type("data_t", prelude_type(spec.data))
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int")
-      .array("HM", signs);
-  return {hadamard_kernel_label(spec), render({"hadamard.cu"}, params), {}, manifest_line};
+      .array("HM", hadamard_base_signs(spec.base));
+  return {hadamard_kernel_label(spec), render({"compute.cu", "hadamard_transform.cu", "hadamard.cu"}, params), {}, manifest_line};
 }
 
 }  // namespace shapejit::codegen

@@ -95,6 +95,20 @@ HadamardFactors hadamard_factors(std::int64_t n) {
   return {};
 }
 
+HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_dim, DType data,
+                                         const char* group_name) {
+  const std::int64_t n = group * head_dim;
+  const HadamardFactors factors = hadamard_factors(n);
+  if (factors.base == 0)
+    invalid_argument("n = {} * dhead = {} * {} = {} is not a supported size: use a power of two from 2 to 32768, "
+                     "or 12, 20 or 28 times a power of two (up to 12288, 20480 and 28672)",
+                     group_name, group, head_dim, n);
+  if (data == DType::f64 && n > kMaxF64Size)
+    invalid_argument("n = {} with f64 data: f64 transforms go up to n = {} (a row must fit shared memory)", n,
+                     kMaxF64Size);
+  return factors;
+}
+
 HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes) {
   // About 32 (f32) or 16 (f64) values in registers per thread; twice that where it keeps the row in
   // one warp (a shared-memory exchange costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
@@ -209,14 +223,7 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   if (desc.group < 1 || heads % desc.group != 0)
     invalid_argument("group is {} but x has {} heads: the group must divide the heads", desc.group, heads);
   const std::int64_t n = desc.group * head_dim;
-  const HadamardFactors factors = hadamard_factors(n);
-  if (factors.base == 0)
-    invalid_argument("n = group * dhead = {} * {} = {} is not a supported size: use a power of two from 2 to 32768, "
-                     "or 12, 20 or 28 times a power of two (up to 12288, 20480 and 28672)",
-                     desc.group, head_dim, n);
-  if (desc.x.dtype == DType::f64 && n > kMaxF64Size)
-    invalid_argument("n = {} with f64 data: f64 transforms go up to n = {} (a row must fit shared memory)", n,
-                     kMaxF64Size);
+  const HadamardFactors factors = checked_hadamard_factors(desc.group, head_dim, desc.x.dtype, "group");
   if (desc.scale && !std::isfinite(*desc.scale)) invalid_argument("scale is {}: give a finite factor", *desc.scale);
   plan.desc.scale = desc.scale.value_or(1.0 / std::sqrt(static_cast<double>(n)));
   check_distinct_elements(y, desc.inplace ? "x" : "y");  // in place, y is x

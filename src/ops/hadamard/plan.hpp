@@ -102,6 +102,11 @@ struct HadamardFactors {
 };
 HadamardFactors hadamard_factors(std::int64_t n);
 
+/// The factors of n = group * head_dim for `data`; throws invalid_argument naming `group_name`
+/// for a size no kernel serves (or too large for f64 rows in shared memory).
+HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_dim, DType data,
+                                         const char* group_name);
+
 /// Threads per row and rows per block for n = base * pow2 with `vec`-value accesses and `value_bytes`
 /// per computed value (4 or 8): a pure function of them.
 struct HadamardLayout {

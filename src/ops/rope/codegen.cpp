@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "codegen/render.hpp"
+#include "ops/hadamard/codegen.hpp"
 
 namespace shapejit::codegen {
 
@@ -16,6 +17,9 @@ std::string rope_kernel_label(const plan::RopeSpec& spec) {
   if (spec.inverse) label += "_inverse";
   if (spec.checked) label += "_checked";
   if (spec.wide_index) label += "_i64";
+  if (spec.hadamard_group != 0)
+    label += fmt::format("_hadamard_g{}_m{}_t{}_r{}{}", spec.hadamard_group, spec.hadamard_base, spec.hadamard_threads,
+                         spec.hadamard_rows_per_block, spec.hadamard_first ? "_first" : "");
   return label + fmt::format("_c{}_a{}_ta{}", spec.chunk, spec.access, spec.table_access);
 }
 
@@ -29,7 +33,18 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
       .type("pos_t", spec.position ? prelude_type(*spec.position) : "sj_i64")
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int");
-  return {rope_kernel_label(spec), render({"rope.cu"}, params), {}, manifest_line};
+  if (spec.hadamard_group == 0)
+    return {rope_kernel_label(spec), render({"compute.cu", "rope_common.cu", "rope.cu"}, params), {}, manifest_line};
+  // Fused: the transform piece reads the hadamard kernel's names for the row layout.
+  params.integer("GROUP", spec.hadamard_group)
+      .integer("BASE", spec.hadamard_base)
+      .integer("VEC", spec.access)
+      .integer("THREADS_PER_ROW", spec.hadamard_threads)
+      .integer("ROWS_PER_BLOCK", spec.hadamard_rows_per_block)
+      .array("HM", hadamard_base_signs(spec.hadamard_base));
+  return {rope_kernel_label(spec),
+          render({"compute.cu", "hadamard_transform.cu", "rope_common.cu", "rope_hadamard.cu"}, params), {},
+          manifest_line};
 }
 
 }  // namespace shapejit::codegen

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/errors.hpp"
 #include "ops/registry.hpp"
@@ -13,6 +14,15 @@ namespace shapejit::plan {
 namespace {
 
 DType default_table_dtype(DType data) { return data == DType::f64 ? DType::f64 : DType::f32; }
+
+/// The fused transform's scale when it is not the default 1/sqrt(n): it changes no kernel, but a
+/// line that names it describes the same plan.
+std::optional<double> explicit_hadamard_scale(const RopePlanData& plan) {
+  const std::optional<double>& scale = plan.desc.hadamard_scale;
+  const auto n = static_cast<double>(plan.spec.hadamard_group * plan.spec.head_dim);
+  if (!scale || *scale == 1.0 / std::sqrt(n)) return std::nullopt;
+  return scale;
+}
 
 }  // namespace
 
@@ -25,6 +35,9 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   desc.inverse = m.inverse;
   desc.checked = m.checked;
   desc.check_pointers = m.check_pointers;
+  desc.hadamard_group = m.hadamard_group;
+  desc.hadamard_scale = m.hadamard_scale;
+  desc.hadamard_order = m.hadamard_order;
   const DType table_dtype = m.table_dtype.value_or(default_table_dtype(m.dtype));
   if (m.shape.size() < 3) {  // the planner names what is wrong with x
     desc.table = TensorDesc{{1, std::max<std::int64_t>(m.rotary_dim / 2, 1)}, {}, table_dtype};
@@ -58,6 +71,11 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   m.shape = plan.desc.x.shape;
   if (spec.has_k) m.k_heads = plan.heads_k;
   m.rotary_dim = spec.rotary_dim == spec.head_dim ? 0 : spec.rotary_dim;
+  if (spec.hadamard_group != 0) {
+    m.hadamard_group = spec.hadamard_group;
+    m.hadamard_scale = explicit_hadamard_scale(plan);
+    m.hadamard_order = plan.desc.hadamard_order;
+  }
   m.inplace = spec.inplace;
   m.inverse = spec.inverse;
   m.checked = spec.checked;
@@ -71,6 +89,10 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   line += fmt::format(" --shape {}", fmt::join(m.shape, ","));
   if (m.k_heads) line += fmt::format(" --k-heads {}", *m.k_heads);
   if (m.rotary_dim != 0) line += fmt::format(" --rotary-dim {}", m.rotary_dim);
+  if (m.hadamard_group != 0) line += fmt::format(" --hadamard-group {}", m.hadamard_group);
+  if (m.hadamard_scale) line += fmt::format(" --hadamard-scale {}", *m.hadamard_scale);  // shortest round-trip form
+  if (m.hadamard_order != HadamardOrder::rope_then_hadamard)
+    line += fmt::format(" --hadamard-order {}", hadamard_order_name(m.hadamard_order));
   if (spec.inplace) line += " --inplace";
   if (spec.inverse) line += " --inverse";
   if (spec.checked) line += " --checked";
@@ -92,6 +114,17 @@ DType dtype_option(const ManifestArgs& args, const char* name) {
   return *t;
 }
 
+double number_option(const ManifestArgs& args, const char* name) {
+  const std::string text = args.text(name);
+  std::size_t used = 0;
+  try {
+    const double value = std::stod(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  invalid_argument("--{} {} is not a number", name, text);
+}
+
 plan::RopeManifest to_manifest(const ManifestArgs& args) {
   plan::RopeManifest m;
   m.style = args.text("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
@@ -106,6 +139,10 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
   m.shape = args.integers("shape");
   if (args.has("k-heads")) m.k_heads = args.integer("k-heads");
   m.rotary_dim = args.integer("rotary-dim", 0);
+  m.hadamard_group = args.integer("hadamard-group", 0);
+  if (args.has("hadamard-scale")) m.hadamard_scale = number_option(args, "hadamard-scale");
+  m.hadamard_order = args.text("hadamard-order") == "hadamard-then-rope" ? HadamardOrder::hadamard_then_rope
+                                                                          : HadamardOrder::rope_then_hadamard;
   m.inplace = args.has("inplace");
   m.inverse = args.has("inverse");
   m.checked = args.has("checked");
@@ -140,6 +177,11 @@ const Operator& rope_operator() {
           {"shape", OptionKind::integers, "x's shape: seq,heads,dhead or batch,seq,heads,dhead", true},
           {"k-heads", OptionKind::integer, "Rotate k too, with this many heads, in the same launch"},
           {"rotary-dim", OptionKind::integer, "Rotated leading dims R (default dhead)"},
+          {"hadamard-group", OptionKind::integer,
+           "Fuse a Hadamard transform over groups of G heads (G divides x's and k's heads; n = G * dhead)"},
+          {"hadamard-scale", OptionKind::text, "Factor of the fused transform (default 1/sqrt(n); no kernel change)"},
+          {"hadamard-order", OptionKind::text, "Which step of the fused transform runs first (default rope-then-hadamard)",
+           false, {"rope-then-hadamard", "hadamard-then-rope"}},
           {"inplace", OptionKind::flag, "Write the outputs over the inputs"},
           {"inverse", OptionKind::flag, "Rotate by -angle (backward pass)"},
           {"checked", OptionKind::flag, "Fail on positions outside the table (synchronizes)"},

@@ -1,7 +1,8 @@
 // The rope manifest line: `rope --algo neox|gptj --dtype D [--table-dtype T] [--pos-dtype P|none]
-// [--pos-layout seq] --shape [B,]S,H,D [--k-heads N] [--rotary-dim R] [--inplace] [--inverse]
-// [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan` accepts and
-// record mode writes.
+// [--pos-layout seq] --shape [B,]S,H,D [--k-heads N] [--rotary-dim R] [--hadamard-group G]
+// [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope] [--inplace]
+// [--inverse] [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan`
+// accepts and record mode writes.
 #pragma once
 
 #include <optional>
@@ -22,6 +23,9 @@ struct RopeManifest {
   std::vector<std::int64_t> shape;   ///< [seq, heads, dhead] or [batch, seq, heads, dhead]
   std::optional<std::int64_t> k_heads;  ///< std::nullopt: no k
   std::int64_t rotary_dim = 0;       ///< 0: dhead
+  std::int64_t hadamard_group = 0;   ///< 0: no fused Hadamard transform
+  std::optional<double> hadamard_scale;  ///< std::nullopt: 1/sqrt(G * dhead)
+  HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
   bool inplace = false;
   bool inverse = false;
   bool checked = false;
@@ -35,7 +39,8 @@ RopeDesc manifest_desc(const RopeManifest& manifest);
 
 /// The manifest line that reproduces the kernels of `plan`: the shapes and flags, plus --access,
 /// --table-access and --index where the plan's strides made it choose differently from the
-/// contiguous descriptor of the same line.
+/// contiguous descriptor of the same line. A Hadamard scale other than 1/sqrt(n) is written too,
+/// though it changes no kernel, so that the line describes the same plan.
 std::string rope_manifest_line(const RopePlanData& plan);
 
 }  // namespace shapejit::plan

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/errors.hpp"
 #include "core/fastdiv.hpp"
+#include "ops/hadamard/plan.hpp"
 
 namespace shapejit::plan {
 namespace {
@@ -16,6 +18,7 @@ constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
 constexpr int kBlockThreads = 256;
 constexpr int kGridYLimit = 65535;
 constexpr int kBlockZLimit = 64;
+constexpr std::int64_t kFusedMaxBlocks = 65535;  // fused blocks loop over their rows: a few waves suffice
 
 /// Heads each thread rotates, from the chunk-heads of work: one while threads are scarce (decode),
 /// more as work grows, so that sin/cos loads and index math are shared over more heads while
@@ -153,6 +156,66 @@ void fill_row_strides(std::int64_t (&out)[3], const TensorDesc& t) {
   }
 }
 
+/// Fuses the transform of desc.hadamard_group heads into `plan` (already planned as a plain rope):
+/// checks the group and its size, lays a row (one head group of one token) out as
+/// templates/hadamard_transform.cu does, and launches over rows instead of tokens.
+void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePlanData& plan) {
+  RopeSpec& spec = plan.spec;
+  const std::int64_t group = desc.hadamard_group;
+  if (group < 1 || plan.heads_q % group != 0 || plan.heads_k % group != 0)
+    invalid_argument("hadamard_group is {} but x has {} heads{}: the group must divide every head count", group,
+                     plan.heads_q, spec.has_k ? fmt::format(" and k {}", plan.heads_k) : "");
+  const HadamardFactors factors = checked_hadamard_factors(group, spec.head_dim, spec.data, "hadamard_group");
+  const std::int64_t n = group * spec.head_dim;
+  if (desc.hadamard_scale && (!std::isfinite(*desc.hadamard_scale) || *desc.hadamard_scale == 0))
+    invalid_argument("hadamard_scale is {}: give a finite, nonzero factor", *desc.hadamard_scale);
+  const double scale = desc.hadamard_scale.value_or(1.0 / std::sqrt(static_cast<double>(n)));
+  plan.desc.hadamard_scale = scale;
+
+  spec.hadamard_group = group;
+  spec.hadamard_base = factors.base;
+  spec.hadamard_first = (desc.hadamard_order == HadamardOrder::hadamard_then_rope) != desc.inverse;
+  // A vector stays inside one head, one half of the rotated span (or whole pairs) and every row step.
+  RopeKernelArgs& args = plan.args;
+  const std::int64_t rotated_span = spec.style == RopeStyle::neox ? spec.rotary_dim / 2 : spec.rotary_dim;
+  std::int64_t vec = std::min<std::int64_t>(16 / static_cast<std::int64_t>(dtype_size(spec.data)), overrides.max_access);
+  vec = largest_pow2_dividing(vec, {spec.head_dim, rotated_span, spec.head_dim - spec.rotary_dim});
+  for (const auto* strides : {&args.x_stride, &args.y_stride, &args.k_stride, &args.k_out_stride})
+    vec = largest_pow2_dividing(vec, {(*strides)[0], (*strides)[1], (*strides)[2]});
+  const HadamardLayout layout = choose_hadamard_layout(factors.base, factors.pow2, static_cast<int>(vec),
+                                                       spec.data == DType::f64 ? 8 : 4);
+  spec.chunk = spec.access = layout.vec;
+  spec.hadamard_threads = layout.threads_per_row;
+  spec.hadamard_rows_per_block = layout.rows_per_block;
+  const std::int64_t pairs = spec.style == RopeStyle::neox ? spec.access : std::max(spec.access / 2, 1);
+  const auto max_table_vector = static_cast<std::int64_t>(16 / dtype_size(spec.table));
+  spec.table_access = static_cast<int>(largest_pow2_dividing(
+      std::min<std::int64_t>(max_table_vector, overrides.max_table_access), {pairs, args.table_stride}));
+
+  const std::int64_t q_groups = plan.heads_q / group, k_groups = plan.heads_k / group;
+  args.group_rows[0] = args.tokens * q_groups;
+  args.group_rows[1] = args.tokens * (q_groups + k_groups);
+  if (args.group_rows[1] > kMaxTokens)
+    fail(ErrorCode::unsupported, "{} head groups (tokens x groups) to transform: rope with hadamard_group takes "
+                                 "fewer than 2^31",
+         args.group_rows[1]);
+  const FastDivisor q_div = make_fast_divisor(static_cast<std::uint32_t>(std::max<std::int64_t>(q_groups, 1)));
+  const FastDivisor k_div = make_fast_divisor(static_cast<std::uint32_t>(std::max<std::int64_t>(k_groups, 1)));
+  args.group_div[0] = q_div.multiplier;
+  args.group_div[1] = q_div.shift;
+  args.group_div[2] = k_div.multiplier;
+  args.group_div[3] = k_div.shift;
+  args.hadamard_scale = desc.inverse ? 1.0 / (scale * static_cast<double>(n)) : scale;
+
+  RopeLaunchShape& launch = plan.launch;
+  launch = RopeLaunchShape{};
+  const std::int64_t blocks = ceil_div(args.group_rows[1], layout.rows_per_block);
+  launch.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kFusedMaxBlocks));
+  launch.block[0] = static_cast<unsigned>(layout.threads_per_row * layout.rows_per_block);
+  const std::int64_t value_bytes = spec.data == DType::f64 ? 8 : 4;
+  launch.shared_bytes = static_cast<unsigned>((n + n / 32) * value_bytes * layout.rows_per_block);
+}
+
 }  // namespace
 
 std::int64_t largest_pow2_dividing(std::int64_t limit, std::initializer_list<std::int64_t> values) {
@@ -171,6 +234,7 @@ std::int64_t rope_rotated_chunks(const RopeSpec& spec) {
 std::int64_t rope_pass_chunks(const RopeSpec& spec) { return (spec.head_dim - spec.rotary_dim) / spec.chunk; }
 
 RopeSpec scalar_variant(RopeSpec spec) {
+  if (spec.hadamard_group != 0) spec.chunk = 1;  // same threads per row, each with more chunks
   spec.access = 1;
   spec.table_access = 1;
   return spec;
@@ -311,6 +375,7 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
 
   plan.empty = tokens == 0 || args.heads_total == 0;
   plan.launch = choose_rope_launch(tokens, args.heads_total, rope_rotated_chunks(spec));
+  if (desc.hadamard_group != 0) fuse_hadamard(desc, overrides, plan);
   return plan;
 }
 

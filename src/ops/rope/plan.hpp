@@ -16,7 +16,9 @@ inline std::string_view field_text(RopeStyle style) { return rope_style_name(sty
 
 namespace shapejit::plan {
 
-/// Everything that changes the generated code of a rope kernel.
+/// Everything that changes the generated code of a rope kernel. Fused with a Hadamard transform,
+/// a thread owns chunks of `access` consecutive values of a row (the G heads of a group) laid out
+/// as in templates/hadamard_transform.cu, and `chunk` equals `access`.
 #define SHAPEJIT_ROPE_SPEC_FIELDS(X)                                                               \
   X(RopeStyle, style, RopeStyle::neox)                                                             \
   X(DType, data, DType::bf16)                                                                      \
@@ -33,7 +35,12 @@ namespace shapejit::plan {
   X(bool, wide_index, false) /* 64-bit element offsets */                                          \
   X(int, chunk, 1)           /* data elements one thread owns along dhead (per half for NeoX) */   \
   X(int, access, 1)          /* data elements per memory access (divides chunk) */                 \
-  X(int, table_access, 1)    /* table elements per memory access */
+  X(int, table_access, 1)    /* table elements per memory access */                             \
+  X(std::int64_t, hadamard_group, 0) /* G of a fused Hadamard transform; 0: none */               \
+  X(std::int64_t, hadamard_base, 1)  /* m, for n = G * D = m * 2^k */                              \
+  X(bool, hadamard_first, false)     /* the transform runs before the rotation (order, inverse) */ \
+  X(int, hadamard_threads, 1)        /* threads per row (one head group of one token) */          \
+  X(int, hadamard_rows_per_block, 1)
 
 struct RopeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_ROPE_SPEC_FIELDS)
@@ -79,14 +86,20 @@ struct RopeKernelArgs {
   std::int64_t table_rows = 0;              ///< P
   std::int64_t table_stride = 0;            ///< table row stride
   std::int64_t offset = 0;                  ///< set per launch
+  // Fused with a Hadamard transform (zero otherwise):
+  std::int64_t group_rows[2] = {};          ///< rows (head groups) of q; of q and k together
+  std::int64_t group_div[4] = {};           ///< row / (q groups), row / (k groups) as multiply and shift
+  double hadamard_scale = 0;
 };
-static_assert(sizeof(RopeKernelArgs) == 8 * 31, "RopeKernelArgs must match RopeArgs in templates/rope.cu");
+static_assert(sizeof(RopeKernelArgs) == 8 * 38, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
 
 /// Grid and block of a rope launch: tokens on grid.x, head groups on grid.y (at most 65535).
+/// Fused with a Hadamard transform: blocks of rows on grid.x, the rows' threads on block.x.
 struct RopeLaunchShape {
   unsigned grid[2] = {1, 1};
   unsigned block[3] = {1, 1, 1};  ///< chunks, heads, tokens
   int heads_per_thread = 1;
+  unsigned shared_bytes = 0;      ///< fused: the rows of a block in shared memory
 };
 
 /// What a manifest line may impose over the planner's choices from the shapes alone, so that its

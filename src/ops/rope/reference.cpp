@@ -1,48 +1,95 @@
 #include "ops/rope/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "core/errors.hpp"
+#include "ops/hadamard/plan.hpp"
 
 namespace shapejit::detail {
+namespace {
 
-void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
-                          std::vector<double>& out) {
+/// The position of token (b, s); -1 for a u64 id beyond 2^63 (outside any table).
+std::int64_t reference_position(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
+                                std::int64_t s) {
   const plan::RopeSpec& spec = plan.spec;
-  const plan::RopeKernelArgs& args = plan.args;
-  const std::int64_t D = spec.head_dim, half = spec.rotary_dim / 2;
-  std::int64_t position = s + host.offset;
-  if (spec.position) {
-    const std::int64_t at = b * args.position_stride[0] + s * args.position_stride[1];
-    position = static_cast<std::int64_t>(load_as_double(host.positions, *spec.position, at));
-    if (*spec.position == DType::u64) {
-      std::uint64_t raw = 0;
-      std::memcpy(&raw, static_cast<const char*>(host.positions) + at * 8, sizeof raw);
-      if (raw > INT64_MAX) position = -1;
-    }
+  if (!spec.position) return s + host.offset;
+  const std::int64_t at = b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
+  if (*spec.position == DType::u64) {
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, static_cast<const char*>(host.positions) + at * 8, sizeof raw);
+    if (raw > INT64_MAX) return -1;
   }
-  const bool valid = position >= 0 && position < args.table_rows;
-  out.assign(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * D), std::numeric_limits<double>::quiet_NaN());
-  if (!valid) return;
+  return static_cast<std::int64_t>(load_as_double(host.positions, *spec.position, at));
+}
+
+/// The token's inputs, [heads_q + heads_k][dhead], q heads first.
+std::vector<double> token_inputs(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
+                                 std::int64_t s) {
+  const plan::RopeKernelArgs& args = plan.args;
+  const std::int64_t D = plan.spec.head_dim;
+  std::vector<double> values(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * D));
   for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {
     const bool is_q = h < plan.heads_q;
-    const void* in = is_q ? host.x : host.k;
     const std::int64_t(&st)[3] = is_q ? args.x_stride : args.k_stride;
     const std::int64_t row = b * st[0] + s * st[1] + (is_q ? h : h - plan.heads_q) * st[2];
-    double* y = &out[static_cast<std::size_t>(h * D)];
-    for (std::int64_t i = 0; i < D; ++i) y[i] = load_as_double(in, spec.data, row + i);
+    for (std::int64_t i = 0; i < D; ++i)
+      values[static_cast<std::size_t>(h * D + i)] = load_as_double(is_q ? host.x : host.k, plan.spec.data, row + i);
+  }
+  return values;
+}
+
+/// Rotates every head of `values` by the angles of table row `position`.
+void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t position,
+                  std::vector<double>& values) {
+  const plan::RopeSpec& spec = plan.spec;
+  const std::int64_t D = spec.head_dim, half = spec.rotary_dim / 2;
+  for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {
+    double* y = &values[static_cast<std::size_t>(h * D)];
     for (std::int64_t i = 0; i < half; ++i) {
       const std::int64_t i0 = spec.style == RopeStyle::neox ? i : 2 * i;
       const std::int64_t i1 = spec.style == RopeStyle::neox ? i + half : 2 * i + 1;
-      const double c = load_as_double(host.cos, spec.table, position * args.table_stride + i);
-      const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, position * args.table_stride + i);
+      const double c = load_as_double(host.cos, spec.table, position * plan.args.table_stride + i);
+      const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, position * plan.args.table_stride + i);
       const double x0 = y[i0], x1 = y[i1];
       y[i0] = x0 * c - x1 * sn;
       y[i1] = x0 * sn + x1 * c;
     }
   }
+}
+
+/// Multiplies each group of hadamard_group heads of `values` by scale * H_n, by the dense definition.
+void transform_groups(const plan::RopePlanData& plan, std::vector<double>& values) {
+  const std::int64_t n = plan.spec.hadamard_group * plan.spec.head_dim;
+  const plan::HadamardFactors f = plan::hadamard_factors(n);
+  std::vector<double> in(static_cast<std::size_t>(n));
+  for (std::size_t first = 0; first < values.size(); first += static_cast<std::size_t>(n)) {
+    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(first), n, in.begin());
+    for (std::int64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) sum += plan::hadamard_sign(f, i, j) * in[static_cast<std::size_t>(j)];
+      values[first + static_cast<std::size_t>(i)] = sum * plan.args.hadamard_scale;
+    }
+  }
+}
+
+}  // namespace
+
+void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
+                          std::vector<double>& out) {
+  const std::int64_t position = reference_position(plan, host, b, s);
+  if (position < 0 || position >= plan.args.table_rows) {
+    out.assign(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * plan.spec.head_dim),
+               std::numeric_limits<double>::quiet_NaN());
+    return;
+  }
+  out = token_inputs(plan, host, b, s);
+  const bool fused = plan.spec.hadamard_group != 0;
+  if (fused && plan.spec.hadamard_first) transform_groups(plan, out);
+  rotate_heads(plan, host, position, out);
+  if (fused && !plan.spec.hadamard_first) transform_groups(plan, out);
 }
 
 }  // namespace shapejit::detail

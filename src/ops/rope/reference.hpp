@@ -14,7 +14,9 @@ namespace shapejit::detail {
 /// The rope outputs of one token (batch b, sequence index s), computed in double from host
 /// copies of the inputs laid out exactly as `plan.desc` describes them (x, k, table, positions;
 /// cos and sin share the table's layout). `out` receives [heads_q + heads_k][dhead] values, q
-/// heads first; a position outside the table gives a row of NaN.
+/// heads first; a position outside the table gives a row of NaN. A plan fused with a Hadamard
+/// transform also multiplies each group of its heads by scale * H_n (the dense definition), before
+/// or after the rotation as the plan orders them.
 void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
                           std::vector<double>& out);
 

@@ -93,6 +93,7 @@ jit::LaunchDims launch_dims(const plan::RopeLaunchShape& shape) {
   dims.grid[0] = shape.grid[0];
   dims.grid[1] = shape.grid[1];
   for (int i = 0; i < 3; ++i) dims.block[i] = shape.block[i];
+  dims.shared_bytes = shape.shared_bytes;
   return dims;
 }
 
@@ -173,8 +174,10 @@ std::string describe_position_source(const RopeDesc& desc) {
 
 namespace {
 
-const jit::KernelHandle& registered_rope_kernel(const plan::RopeSpec& spec, const std::string& manifest) {
-  return jit::registered_kernel(plan::rope_key(spec), [&] { return codegen::rope_program(spec, manifest); });
+const jit::KernelHandle& registered_rope_kernel(const plan::RopeSpec& spec, const std::string& manifest,
+                                                unsigned shared_bytes) {
+  return jit::registered_kernel(plan::rope_key(spec), [&] { return codegen::rope_program(spec, manifest); },
+                                shared_bytes);
 }
 
 }  // namespace
@@ -182,9 +185,9 @@ const jit::KernelHandle& registered_rope_kernel(const plan::RopeSpec& spec, cons
 RopePlanImpl::RopePlanImpl(plan::RopePlanData planned)
     : data(std::move(planned)),
       manifest(plan::rope_manifest_line(data)),
-      kernel(&registered_rope_kernel(data.spec, manifest)) {
+      kernel(&registered_rope_kernel(data.spec, manifest, data.launch.shared_bytes)) {
   if (data.spec.access > 1 || data.spec.table_access > 1)
-    scalar_kernel = &registered_rope_kernel(plan::scalar_variant(data.spec), manifest);
+    scalar_kernel = &registered_rope_kernel(plan::scalar_variant(data.spec), manifest, data.launch.shared_bytes);
 }
 
 std::vector<const jit::Program*> RopePlanImpl::programs() const {
@@ -221,6 +224,12 @@ std::string describe(const RopePlanImpl& plan) {
   text += fmt::format("  launch:     grid [{},{}] block [{},{},{}], {} head(s) per thread{}\n", d.launch.grid[0],
                       d.launch.grid[1], d.launch.block[0], d.launch.block[1], d.launch.block[2],
                       d.launch.heads_per_thread, d.empty ? " (empty: nothing to launch)" : "");
+  if (spec.hadamard_group != 0)
+    text += fmt::format("  hadamard:   groups of {} heads, n = {}, scale {}, {}{}; {} thread(s) per row, {} row(s) per "
+                        "block, shared memory {} bytes\n",
+                        spec.hadamard_group, spec.hadamard_group * spec.head_dim, *d.desc.hadamard_scale,
+                        hadamard_order_name(d.desc.hadamard_order), spec.inverse ? " (inverse: run in reverse)" : "",
+                        spec.hadamard_threads, spec.hadamard_rows_per_block, d.launch.shared_bytes);
   text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses, {}-bit offsets\n",
                       spec.chunk, spec.access, spec.table_access, spec.wide_index ? 64 : 32);
   text += ops::kernels_text(plan.programs(), 14);
@@ -233,22 +242,33 @@ std::string json(const RopePlanImpl& plan) {
   const plan::RopeSpec& spec = d.spec;
   const auto tensor = ops::tensor_json;
   const std::string kernels = ops::kernels_json(plan.programs());
+  const std::string hadamard =
+      spec.hadamard_group == 0
+          ? "null"
+          : fmt::format(R"({{"group": {}, "n": {}, "scale": {}, "order": "{}"}})", spec.hadamard_group,
+                        spec.hadamard_group * spec.head_dim, *d.desc.hadamard_scale,
+                        hadamard_order_name(d.desc.hadamard_order));
   return fmt::format(
       R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
       R"("spec": {{{}, "positions": "{}", "check_pointers": {}, "index_bits": {}}}, "tokens": {}, "heads_q": {}, )"
-      R"("heads_k": {}, "launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, "empty": {}}}, )"
-      R"("kernels": [{}], "manifest": "{}"}})",
+      R"("heads_k": {}, "hadamard": {}, "launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, )"
+      R"("shared_bytes": {}, "empty": {}}}, "kernels": [{}], "manifest": "{}"}})",
       rope_style_name(spec.style), tensor(d.desc.x), tensor(*d.desc.y), d.desc.k ? tensor(*d.desc.k) : "null",
       d.desc.k_out ? tensor(*d.desc.k_out) : "null", tensor(d.desc.table),
       d.desc.positions ? tensor(*d.desc.positions) : "null", spec_json_members(spec),
       spec.position ? dtype_name(*spec.position) : "none", d.desc.check_pointers, spec.wide_index ? 64 : 32,
-      d.args.tokens, d.heads_q, d.heads_k, d.launch.grid[0], d.launch.grid[1], d.launch.block[0], d.launch.block[1],
-      d.launch.block[2], d.launch.heads_per_thread, d.empty, kernels, plan.manifest);
+      d.args.tokens, d.heads_q, d.heads_k, hadamard, d.launch.grid[0], d.launch.grid[1], d.launch.block[0],
+      d.launch.block[1], d.launch.block[2], d.launch.heads_per_thread, d.launch.shared_bytes, d.empty, kernels,
+      plan.manifest);
 }
 
 }  // namespace detail
 
 std::string_view rope_style_name(RopeStyle style) noexcept { return style == RopeStyle::gptj ? "gptj" : "neox"; }
+
+std::string_view hadamard_order_name(HadamardOrder order) noexcept {
+  return order == HadamardOrder::hadamard_then_rope ? "hadamard-then-rope" : "rope-then-hadamard";
+}
 
 RopePlan plan_rope(const RopeDesc& desc) {
   RopePlan plan;
@@ -290,9 +310,12 @@ std::string desc_key(const RopeDesc& desc) {
                            fmt::join(t->strides, ","))
              : std::string("-");
   };
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}", rope_style_name(desc.style), tensor(desc.x), tensor(desc.y),
-                     tensor(desc.k), tensor(desc.k_out), tensor(desc.table), tensor(desc.positions), desc.rotary_dim,
-                     desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-', desc.check_pointers ? 'p' : '-');
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}", rope_style_name(desc.style), tensor(desc.x),
+                     tensor(desc.y), tensor(desc.k), tensor(desc.k_out), tensor(desc.table), tensor(desc.positions),
+                     desc.rotary_dim, desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-',
+                     desc.check_pointers ? 'p' : '-', desc.hadamard_group,
+                     desc.hadamard_scale ? fmt::format("{}", *desc.hadamard_scale) : "-",
+                     hadamard_order_name(desc.hadamard_order));
 }
 
 }  // namespace

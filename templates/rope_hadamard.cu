@@ -1,0 +1,147 @@
+// Rope fused with a grouped-head Hadamard transform, after compute.cu, hadamard_transform.cu and
+// rope_common.cu. Reads from the specialization, besides theirs:
+//   STYLE_NEOX, ROTARY_DIM, FOUR_D, HAS_K, CHECKED, HADAMARD_FIRST, ROWS_PER_BLOCK, TABLE_ACCESS.
+//
+// A row is the GROUP heads of one head group of one token (q's rows first, then k's), laid out
+// over THREADS_PER_ROW threads as the transform piece says. The row is loaded once, rotated and
+// transformed in registers in the planned order (HADAMARD_FIRST), scaled and stored once. A
+// rotation pairs value d of a head with d +- R/2 (NeoX) or d ^ 1 (GPT-J); partners outside the
+// thread's vector are read from the row's copy in shared memory. A token whose position is outside
+// the table gets NaN in every value of its rows.
+
+constexpr int HALF = ROTARY_DIM / 2;
+constexpr bool PAIRS_IN_VECTOR = !STYLE_NEOX && VEC >= 2;
+constexpr int PAIRS = STYLE_NEOX ? VEC : (VEC >= 2 ? VEC / 2 : 1);  // table entries of one chunk
+constexpr long long ROW_SLOTS = padded(N);
+static_assert((STYLE_NEOX ? HALF : ROTARY_DIM) % VEC == 0, "a vector must stay inside one half of the rotated span");
+
+// Where one row lives and which token it belongs to.
+struct RowPlace {
+  const data_t* in = nullptr;
+  data_t* out = nullptr;
+  long long in_head = 0, out_head = 0;  // head strides
+  long long token = 0, position = 0;
+  bool valid = false;  // the position lies inside the table
+};
+
+__device__ __forceinline__ RowPlace row_place(const RopeArgs& a, unsigned r) {
+  RowPlace p;
+  const bool is_q = !HAS_K || r < (unsigned)a.group_rows[0];
+  const unsigned local = is_q ? r : r - (unsigned)a.group_rows[0];
+  const unsigned token = sj_fastdiv(local, (unsigned)a.group_div[is_q ? 0 : 2], (unsigned)a.group_div[is_q ? 1 : 3]);
+  const unsigned groups = (unsigned)((is_q ? a.heads_q : a.heads_total - a.heads_q) / GROUP);
+  const idx_t head = (idx_t)(local - token * groups) * GROUP;
+  idx_t b = 0, s = (idx_t)token;
+  if (FOUR_D) {
+    b = (idx_t)sj_fastdiv(token, (unsigned)a.seq_div_multiplier, (unsigned)a.seq_div_shift);
+    s = (idx_t)token - b * (idx_t)a.seq;
+  }
+  const long long(&in_stride)[3] = is_q ? a.x_stride : a.k_stride;
+  const long long(&out_stride)[3] = is_q ? a.y_stride : a.k_out_stride;
+  p.in = (is_q ? a.x : a.k) + b * (idx_t)in_stride[0] + s * (idx_t)in_stride[1] + head * (idx_t)in_stride[2];
+  p.out = (is_q ? a.y : a.k_out) + b * (idx_t)out_stride[0] + s * (idx_t)out_stride[1] + head * (idx_t)out_stride[2];
+  p.in_head = in_stride[2];
+  p.out_head = out_stride[2];
+  p.token = token;
+  p.position = token_position(a, b, s);
+  p.valid = p.position >= 0 && p.position < a.table_rows;
+  return p;
+}
+
+// cos and sin of PAIRS table entries from `first` at `position` (NaN for a position outside the table).
+__device__ __forceinline__ void load_angles(const RopeArgs& a, long long position, bool valid, int first,
+                                            compute_t (&cs)[PAIRS], compute_t (&sn)[PAIRS]) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) cs[j] = sn[j] = nan_compute();
+    return;
+  }
+  const idx_t at = (idx_t)position * (idx_t)a.table_stride + first;
+  table_t v[PAIRS];
+  sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
+#pragma unroll
+  for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(v[j]);
+  sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
+#pragma unroll
+  for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(v[j]);
+}
+
+// Rotates the row's values in v by the angles of the row's token. Every thread of the block calls
+// it (it may pass the row through shared memory).
+__device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t, const RopeArgs& a,
+                                           const RowPlace& p) {
+  if constexpr (!PAIRS_IN_VECTOR) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
+    __syncthreads();
+  }
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const long long i = chunk_start(c, t);
+    const int d = (int)(i % HEAD_DIM);
+    if (d >= ROTARY_DIM) continue;  // passes through
+    compute_t cs[PAIRS], sn[PAIRS];
+    load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, cs, sn);
+    if constexpr (PAIRS_IN_VECTOR) {
+#pragma unroll
+      for (int j = 0; j < PAIRS; ++j) rotate(v[c][2 * j], v[c][2 * j + 1], cs[j], sn[j], v[c][2 * j], v[c][2 * j + 1]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const compute_t own = v[c][e];
+        compute_t y0, y1;
+        if constexpr (STYLE_NEOX) {
+          const bool low = d < HALF;
+          const compute_t other = row[padded(low ? i + e + HALF : i + e - HALF)];
+          if (low) rotate(own, other, cs[e], sn[e], y0, y1);
+          else rotate(other, own, cs[e], sn[e], y0, y1);
+          v[c][e] = low ? y0 : y1;
+        } else {  // one value per vector: its partner is the neighbour
+          const compute_t other = row[padded(i ^ 1)];
+          if ((d & 1) == 0) rotate(own, other, cs[0], sn[0], y0, y1);
+          else rotate(other, own, cs[0], sn[0], y0, y1);
+          v[c][e] = (d & 1) == 0 ? y0 : y1;
+        }
+      }
+    }
+  }
+  if constexpr (!PAIRS_IN_VECTOR) __syncthreads();  // before the row's memory is written again
+}
+
+extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const RopeArgs args) {
+  extern __shared__ __align__(16) unsigned char sj_shared[];
+  compute_t* row = reinterpret_cast<compute_t*>(sj_shared) + (threadIdx.x / T) * ROW_SLOTS;
+  const int t = threadIdx.x % T;
+  const long long rows = args.group_rows[HAS_K ? 1 : 0];
+  // Every thread runs every iteration (rows past the end only skip memory), so shuffles and
+  // barriers see the whole warp and block.
+  for (long long first = (long long)blockIdx.x * ROWS_PER_BLOCK; first < rows;
+       first += (long long)gridDim.x * ROWS_PER_BLOCK) {
+    const long long r = first + threadIdx.x / T;
+    const bool live = r < rows;
+    const RowPlace p = live ? row_place(args, (unsigned)r) : RowPlace{};
+    compute_t v[CHUNKS][VEC];
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      data_t in[VEC];
+      if (live) sj_load_elements<VEC, VEC>(in, p.in + value_offset(chunk_start(c, t), p.in_head));
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
+    }
+    if constexpr (HADAMARD_FIRST) transform_row(v, row, t);
+    rotate_row(v, row, t, args, p);
+    if constexpr (!HADAMARD_FIRST) transform_row(v, row, t);
+    if (!live) continue;
+    if (CHECKED && !p.valid && t == 0) atomicMin(args.bad_token, (unsigned long long)p.token);
+    const compute_t scale = (compute_t)args.hadamard_scale;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      data_t out[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(p.valid ? v[c][e] * scale : nan_compute());
+      sj_store_elements<VEC, VEC>(p.out + value_offset(chunk_start(c, t), p.out_head), out);
+    }
+  }
+}
