@@ -5,6 +5,8 @@
 // and with a 512 MiB copy.
 // Bandwidth counts bytes read plus written: q and k in and out, positions, and each token's cos
 // and sin rows. Decode lines (seq 1) also report GPU and host time per call with the plan cached.
+// Lines with --hadamard-group G (and --hadamard-order) time rope fused with the transform, and the
+// same work as separate launches: rope, then hadamard in place on q's and k's outputs.
 //
 //   rope_bench [--cases bench/cases/rope-bench.txt]
 // Writes the markdown table to $OUT/rope_bench.md when OUT is set.
@@ -16,12 +18,14 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "bench/bench_util.hpp"
 #include "ops/rope/impl.hpp"
 #include "ops/rope/reference.hpp"
+#include "shapejit/hadamard.hpp"
 #include "shapejit/rope.hpp"
 #include "support/device.hpp"
 
@@ -62,6 +66,7 @@ struct LineResult {
   double peak_ratio = 0;  ///< gbs over a 512 MiB copy's bandwidth
   double gpu_us = 0, host_us = 0, one_shot_host_us = 0;
   double worst_error = 0;  ///< sampled tokens, relative to the allowed error (<= 1 passes)
+  double separate_us = 0;  ///< fused lines: rope, then hadamard in place on q's and k's outputs
 };
 
 /// GPU time per call in microseconds: the median over `repeats` of `calls` back-to-back launches
@@ -118,6 +123,7 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   const std::int64_t batch = shape[0], seq = shape[1], heads = shape[2], D = shape[3];
   const std::int64_t k_heads = std::stoll(line.get_or("k-heads", "0"));
   const std::int64_t R = std::stoll(line.get_or("rotary-dim", std::to_string(D)));
+  const std::int64_t group = std::stoll(line.get_or("hadamard-group", "0"));
   const std::int64_t rows = std::max<std::int64_t>(seq, 8192), tokens = batch * seq;
 
   RopeDesc desc;
@@ -127,6 +133,8 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   desc.rotary_dim = R;
   desc.table = {{rows, R / 2}, {}, DType::f32};
   desc.positions = TensorDesc{{batch, seq}, {}, DType::i64};
+  desc.hadamard_group = group;
+  if (line.get_or("hadamard-order", "") == "hadamard-then-rope") desc.hadamard_order = HadamardOrder::hadamard_then_rope;
   const RopePlan plan = plan_rope(desc);
 
   const RopeTables tables = rope_tables(rows, R, DType::f32);
@@ -196,6 +204,28 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   r.copy_gbs = queued_copy_gbs(static_cast<std::size_t>(bytes / 2));
   r.ratio = r.gbs / r.copy_gbs;
   r.peak_ratio = r.gbs / peak_copy_gbs;
+  if (group > 0) {  // the same work as separate launches: rope, then hadamard in place on its outputs
+    RopeDesc plain = desc;
+    plain.hadamard_group = 0;
+    const RopePlan rope_plan = plan_rope(plain);
+    auto in_place = [&](std::int64_t h) {
+      HadamardDesc d;
+      d.x = {{batch, seq, h, D}, {}, dtype};
+      d.group = group;
+      d.inplace = true;
+      return plan_hadamard(d);
+    };
+    const HadamardPlan q_plan = in_place(heads);
+    const std::optional<HadamardPlan> k_plan = k_heads > 0 ? std::optional(in_place(k_heads)) : std::nullopt;
+    auto separate = [&](CUstream stream) {
+      const RopePointers& p = pointers[static_cast<std::size_t>(next++ % sets)];
+      rope_plan.launch(p, stream);
+      q_plan.launch({p.y, p.y}, stream);
+      if (k_plan) k_plan->launch({p.k_out, p.k_out}, stream);
+    };
+    for (int i = 0; i < 5; ++i) separate(nullptr);
+    r.separate_us = queued_us_per_call(separate, calls, 21);
+  }
   const RopePointers& p0 = pointers[0];
   r.host_us = bench::host_median_us([&] { plan.launch(p0); }, 201, 20);
   r.one_shot_host_us = bench::host_median_us([&] { rope(desc, p0); }, 201, 20);
@@ -219,7 +249,7 @@ int main(int argc, char** argv) {
 
     bench::Table table;
     table.header = {"case", "GB/s", "copy GB/s (same bytes)", "of copy", "of 512 MiB copy", "GPU us/call",
-                    "host us/call (plan)", "host us/call (one-shot)", "check"};
+                    "host us/call (plan)", "host us/call (one-shot)", "rope + hadamard apart, GPU us", "check"};
     for (const auto& line : lines) {
       const LineResult r = run_line(line, copy);
       const bool decode = bench::parse_int_list(line.get("shape"), "--shape")[1] == 1;
@@ -227,6 +257,7 @@ int main(int argc, char** argv) {
                             fmt::format("{:.0f}%", 100 * r.ratio), fmt::format("{:.0f}%", 100 * r.peak_ratio),
                             fmt::format("{:.2f}", r.gpu_us), decode ? fmt::format("{:.2f}", r.host_us) : "",
                             decode ? fmt::format("{:.2f}", r.one_shot_host_us) : "",
+                            r.separate_us > 0 ? fmt::format("{:.2f} ({:.2f}x)", r.separate_us, r.separate_us / r.gpu_us) : "",
                             r.worst_error <= 1 ? "ok" : fmt::format("FAILED ({:.1f})", r.worst_error)});
       fmt::print("{}: {:.0f} GB/s ({:.0f}% of a same-bytes copy, {:.0f}% of the 512 MiB copy), {:.2f} us\n", line.text,
                  r.gbs, 100 * r.ratio, 100 * r.peak_ratio, r.gpu_us);

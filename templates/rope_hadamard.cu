@@ -5,14 +5,35 @@
 // A row is the GROUP heads of one head group of one token (q's rows first, then k's), laid out
 // over THREADS_PER_ROW threads as the transform piece says. The row is loaded once, rotated and
 // transformed in registers in the planned order (HADAMARD_FIRST), scaled and stored once. A
-// rotation pairs value d of a head with d +- R/2 (NeoX) or d ^ 1 (GPT-J); partners outside the
-// thread's vector are read from the row's copy in shared memory. A token whose position is outside
+// rotation pairs value d of a head with d +- R/2 (NeoX) or d ^ 1 (GPT-J); the partner is found in
+// the thread's registers, read again from the input (rotating first), through a shuffle, or in the
+// row's copy in shared memory. A token whose position is outside
 // the table gets NaN in every value of its rows.
 
 constexpr int HALF = ROTARY_DIM / 2;
-constexpr bool PAIRS_IN_VECTOR = !STYLE_NEOX && VEC >= 2;
 constexpr int PAIRS = STYLE_NEOX ? VEC : (VEC >= 2 ? VEC / 2 : 1);  // table entries of one chunk
 constexpr long long ROW_SLOTS = padded(N);
+// Where a value's partner is. Value i's partner is i + P or i - P; where P is a power of two, heads
+// hold whole 2P blocks and P < POW2, that is i ^ P: one bit of the row index, which the layout
+// puts in the vector, the chunk index or the lane. Elsewhere the row goes through shared memory.
+constexpr int P = STYLE_NEOX ? HALF : 1;
+constexpr bool PAIR_BIT = (P & (P - 1)) == 0 && HEAD_DIM % (2 * P) == 0 && P < POW2;
+constexpr bool PARTNER_IN_VECTOR = P < VEC;
+constexpr bool PARTNER_IN_CHUNK = !PARTNER_IN_VECTOR && PAIR_BIT && P % (T * VEC) == 0;
+constexpr bool PARTNER_IN_LANE = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && PAIR_BIT && P / VEC < LANES;
+// Otherwise, rotating first, the thread reads the partner's input again (its own load brought the
+// line close); rotating last, the row goes through shared memory.
+constexpr bool PARTNER_IN_MEMORY = !HADAMARD_FIRST && !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE;
+constexpr bool PARTNER_IN_SHARED = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE && !PARTNER_IN_MEMORY;
+constexpr int PARTNER_CHUNK = PARTNER_IN_CHUNK ? P / (T * VEC) : 0;  // chunk index bit of the partner
+// Chunk c's dhead offset is chunk ANGLE_PERIOD - c's where a thread's chunks step by whole heads (or
+// divide a head evenly): their angles are then loaded once per row.
+constexpr int ANGLE_PERIOD = BASE > 1 && POW2 % HEAD_DIM != 0 ? 0
+                             : (T * VEC) % HEAD_DIM == 0      ? 1
+                             : HEAD_DIM % (T * VEC) == 0      ? (int)(HEAD_DIM / (T * VEC))
+                                                              : 0;
+constexpr bool ANGLES_PER_ROW = ANGLE_PERIOD > 0 && ANGLE_PERIOD * PAIRS <= 16;
+constexpr int ANGLE_SETS = ANGLES_PER_ROW ? ANGLE_PERIOD : 1;
 static_assert((STYLE_NEOX ? HALF : ROTARY_DIM) % VEC == 0, "a vector must stay inside one half of the rotated span");
 
 // Where one row lives and which token it belongs to.
@@ -67,47 +88,70 @@ __device__ __forceinline__ void load_angles(const RopeArgs& a, long long positio
 }
 
 // Rotates the row's values in v by the angles of the row's token. Every thread of the block calls
-// it (it may pass the row through shared memory).
+// it (it may shuffle, or pass the row through shared memory).
 __device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t, const RopeArgs& a,
                                            const RowPlace& p) {
-  if constexpr (!PAIRS_IN_VECTOR) {
+  if constexpr (PARTNER_IN_SHARED) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
       for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
     __syncthreads();
   }
+  compute_t row_cs[ANGLE_SETS][PAIRS], row_sn[ANGLE_SETS][PAIRS];
+  if constexpr (ANGLES_PER_ROW)
+#pragma unroll
+    for (int c = 0; c < ANGLE_SETS; ++c) {
+      const int d = (int)(chunk_start(c, t) % HEAD_DIM);
+      if (d < ROTARY_DIM) load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, row_cs[c], row_sn[c]);
+    }
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const long long i = chunk_start(c, t);
     const int d = (int)(i % HEAD_DIM);
+    compute_t other[VEC];
+    if constexpr (PARTNER_IN_LANE)  // every lane shuffles, passing through or not
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) other[e] = __shfl_xor_sync(0xffffffffu, v[c][e], P / VEC);
     if (d >= ROTARY_DIM) continue;  // passes through
+    if constexpr (PARTNER_IN_CHUNK) {
+      if (c & PARTNER_CHUNK) continue;  // rotated with its partner's chunk below
+    }
     compute_t cs[PAIRS], sn[PAIRS];
-    load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, cs, sn);
-    if constexpr (PAIRS_IN_VECTOR) {
+    if constexpr (ANGLES_PER_ROW) {
+#pragma unroll
+      for (int j = 0; j < PAIRS; ++j) cs[j] = row_cs[c % ANGLE_SETS][j], sn[j] = row_sn[c % ANGLE_SETS][j];
+    } else {
+      load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, cs, sn);
+    }
+    if constexpr (PARTNER_IN_VECTOR) {
 #pragma unroll
       for (int j = 0; j < PAIRS; ++j) rotate(v[c][2 * j], v[c][2 * j + 1], cs[j], sn[j], v[c][2 * j], v[c][2 * j + 1]);
+    } else if constexpr (PARTNER_IN_CHUNK) {
+      constexpr int hi = PARTNER_CHUNK;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        rotate(v[c][e], v[c | hi][e], cs[STYLE_NEOX ? e : 0], sn[STYLE_NEOX ? e : 0], v[c][e], v[c | hi][e]);
     } else {
+      const bool low = STYLE_NEOX ? d < HALF : (d & 1) == 0;
+      if constexpr (PARTNER_IN_MEMORY) {
+        data_t in[VEC];
+        if (p.valid) sj_load_elements<VEC, VEC>(in, p.in + value_offset(low ? i + P : i - P, p.in_head));
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) other[e] = p.valid ? to_compute(in[e]) : (compute_t)0;
+      }
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
-        const compute_t own = v[c][e];
+        const int j = STYLE_NEOX ? e : 0;  // GPT-J reaches here with one value per vector
+        if constexpr (PARTNER_IN_SHARED) other[e] = row[padded(low ? i + e + P : i + e - P)];
         compute_t y0, y1;
-        if constexpr (STYLE_NEOX) {
-          const bool low = d < HALF;
-          const compute_t other = row[padded(low ? i + e + HALF : i + e - HALF)];
-          if (low) rotate(own, other, cs[e], sn[e], y0, y1);
-          else rotate(other, own, cs[e], sn[e], y0, y1);
-          v[c][e] = low ? y0 : y1;
-        } else {  // one value per vector: its partner is the neighbour
-          const compute_t other = row[padded(i ^ 1)];
-          if ((d & 1) == 0) rotate(own, other, cs[0], sn[0], y0, y1);
-          else rotate(other, own, cs[0], sn[0], y0, y1);
-          v[c][e] = (d & 1) == 0 ? y0 : y1;
-        }
+        if (low) rotate(v[c][e], other[e], cs[j], sn[j], y0, y1);
+        else rotate(other[e], v[c][e], cs[j], sn[j], y0, y1);
+        v[c][e] = low ? y0 : y1;
       }
     }
   }
-  if constexpr (!PAIRS_IN_VECTOR) __syncthreads();  // before the row's memory is written again
+  if constexpr (PARTNER_IN_SHARED) __syncthreads();  // before the row's memory is written again
 }
 
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const RopeArgs args) {

@@ -209,11 +209,11 @@ void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePla
 
   RopeLaunchShape& launch = plan.launch;
   launch = RopeLaunchShape{};
-  const std::int64_t blocks = ceil_div(args.group_rows[1], layout.rows_per_block);
+  const std::int64_t blocks = ceil_div(args.group_rows[1], spec.hadamard_rows_per_block);
   launch.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kFusedMaxBlocks));
-  launch.block[0] = static_cast<unsigned>(layout.threads_per_row * layout.rows_per_block);
+  launch.block[0] = static_cast<unsigned>(layout.threads_per_row * spec.hadamard_rows_per_block);
   const std::int64_t value_bytes = spec.data == DType::f64 ? 8 : 4;
-  launch.shared_bytes = static_cast<unsigned>((n + n / 32) * value_bytes * layout.rows_per_block);
+  launch.shared_bytes = static_cast<unsigned>((n + n / 32) * value_bytes * spec.hadamard_rows_per_block);
 }
 
 }  // namespace
