@@ -19,6 +19,10 @@ struct RopeArgs {
   // as a multiply and shift by the group counts of q and of k; the transform's scale.
   long long group_rows[2], group_div[4];
   double hadamard_scale;
+  // Quantized outputs: one f32 scale per row, at these batch, seq and head group strides.
+  float* q_scale;
+  float* k_scale;
+  long long q_scale_stride[3], k_scale_stride[3];
 };
 
 // (x0, x1) -> (y0, y1) rotated by the angle with cosine c and sine s (by -angle when INVERSE).

@@ -1,6 +1,7 @@
 // Rope fused with a grouped-head Hadamard transform, after compute.cu, hadamard_transform.cu and
 // rope_common.cu. Reads from the specialization, besides theirs:
-//   STYLE_NEOX, ROTARY_DIM, FOUR_D, HAS_K, CHECKED, HADAMARD_FIRST, ROWS_PER_BLOCK, TABLE_ACCESS.
+//   STYLE_NEOX, ROTARY_DIM, FOUR_D, HAS_K, CHECKED, HADAMARD_FIRST, ROWS_PER_BLOCK, TABLE_ACCESS,
+//   Q_QUANTIZE, K_QUANTIZE.
 //
 // A row is the GROUP heads of one head group of one token (q's rows first, then k's), laid out
 // over THREADS_PER_ROW threads as the transform piece says. The row is loaded once, rotated and
@@ -8,7 +9,8 @@
 // rotation pairs value d of a head with d +- R/2 (NeoX) or d ^ 1 (GPT-J); the partner is found in
 // the thread's registers, read again from the input (rotating first), through a shuffle, or in the
 // row's copy in shared memory. A token whose position is outside
-// the table gets NaN in every value of its rows.
+// the table gets NaN in every value of its rows. A quantized row is written as 8-bit codes of
+// value / scale with scale = max |value| / 127 (int8) or / 448 (fp8 e4m3), and its scale.
 
 constexpr int HALF = ROTARY_DIM / 2;
 constexpr int PAIRS = STYLE_NEOX ? VEC : (VEC >= 2 ? VEC / 2 : 1);  // table entries of one chunk
@@ -36,13 +38,17 @@ constexpr bool ANGLES_PER_ROW = ANGLE_PERIOD > 0 && ANGLE_PERIOD * PAIRS <= 16;
 constexpr int ANGLE_SETS = ANGLES_PER_ROW ? ANGLE_PERIOD : 1;
 static_assert((STYLE_NEOX ? HALF : ROTARY_DIM) % VEC == 0, "a vector must stay inside one half of the rotated span");
 
+constexpr bool QUANTIZES = Q_QUANTIZE != 0 || K_QUANTIZE != 0;  // 1: int8 codes, 2: fp8 e4m3 codes
+
 // Where one row lives and which token it belongs to.
 struct RowPlace {
   const data_t* in = nullptr;
-  data_t* out = nullptr;
+  data_t* out = nullptr;  // 8-bit codes where the row is quantized
   long long in_head = 0, out_head = 0;  // head strides
   long long token = 0, position = 0;
   bool valid = false;  // the position lies inside the table
+  int quantize = 0;    // Q_QUANTIZE or K_QUANTIZE
+  float* scale = nullptr;
 };
 
 __device__ __forceinline__ RowPlace row_place(const RopeArgs& a, unsigned r) {
@@ -66,7 +72,69 @@ __device__ __forceinline__ RowPlace row_place(const RopeArgs& a, unsigned r) {
   p.token = token;
   p.position = token_position(a, b, s);
   p.valid = p.position >= 0 && p.position < a.table_rows;
+  p.quantize = is_q ? Q_QUANTIZE : K_QUANTIZE;
+  if (QUANTIZES && p.quantize != 0) {
+    const long long(&st)[3] = is_q ? a.q_scale_stride : a.k_scale_stride;
+    p.scale = (is_q ? a.q_scale : a.k_scale) + b * (idx_t)st[0] + s * (idx_t)st[1] + (idx_t)(head / GROUP) * (idx_t)st[2];
+  }
   return p;
+}
+
+// The largest |value| of the row, in every thread of it. Every thread of the block calls it.
+__device__ __forceinline__ float row_absmax(const compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
+  float m = 0;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) m = fmaxf(m, fabsf((float)v[c][e]));
+#pragma unroll
+  for (int h = 1; h < LANES; h <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, h));
+  if constexpr (WARPS > 1) {
+    if (t % 32 == 0) row[t / 32] = m;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) m = fmaxf(m, (float)row[w]);
+    __syncthreads();
+  }
+  return m;
+}
+
+// x (|x| <= 448) as float8 e4m3fn: 1 sign, 4 exponent bits (bias 7), 3 mantissa bits, rounded to
+// nearest even; NaN as 0x7f.
+__device__ __forceinline__ unsigned char to_e4m3(float x) {
+  if (x != x) return 0x7f;
+  const unsigned sign = __float_as_uint(x) >> 31 << 7;
+  const float a = fminf(fabsf(x), 448.0f);
+  unsigned code;
+  if (a < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9 (a code of 8 is 2^-6, the first normal)
+    code = (unsigned)__float2int_rn(a * 512.0f);
+  } else {
+    const unsigned bits = __float_as_uint(a);
+    const unsigned rounded = bits + 0x7ffffu + ((bits >> 20) & 1u);  // to 3 mantissa bits, ties to even
+    code = (((rounded >> 23) - 120u) << 3) | ((rounded >> 20) & 7u);  // exponent rebased from 127 to 7
+    code = code > 0x7eu ? 0x7eu : code;
+  }
+  return (unsigned char)(sign | code);
+}
+
+// The row's values as codes of value / scale, and the scale (NaN for a token outside the table).
+__device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], const RowPlace& p, float absmax,
+                                            int t) {
+  const float limit = p.quantize == 1 ? 127.0f : 448.0f;
+  const float inverse = absmax > 0 ? limit / absmax : 0.0f;
+  if (t == 0) *p.scale = p.valid ? absmax / limit : __int_as_float(0x7fffffff);
+  unsigned char* out = reinterpret_cast<unsigned char*>(p.out);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    unsigned char codes[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float q = (float)v[c][e] * inverse;
+      codes[e] = p.quantize == 1 ? (unsigned char)(signed char)max(-127, min(127, __float2int_rn(q))) : to_e4m3(q);
+      if (!p.valid) codes[e] = p.quantize == 1 ? 0 : 0x7f;
+    }
+    sj_store_elements<VEC, VEC>(out + value_offset(chunk_start(c, t), p.out_head), codes);
+  }
 }
 
 // cos and sin of PAIRS table entries from `first` at `position` (NaN for a position outside the table).
@@ -177,14 +245,26 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
     if constexpr (HADAMARD_FIRST) transform_row(v, row, t);
     rotate_row(v, row, t, args, p);
     if constexpr (!HADAMARD_FIRST) transform_row(v, row, t);
+    const compute_t scale = (compute_t)args.hadamard_scale;
+    float absmax = 0;
+    if constexpr (QUANTIZES) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[c][e] *= scale;
+      absmax = row_absmax(v, row, t);
+    }
     if (!live) continue;
     if (CHECKED && !p.valid && t == 0) atomicMin(args.bad_token, (unsigned long long)p.token);
-    const compute_t scale = (compute_t)args.hadamard_scale;
+    if (QUANTIZES && p.quantize != 0) {
+      store_codes(v, p, absmax, t);
+      continue;
+    }
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       data_t out[VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(p.valid ? v[c][e] * scale : nan_compute());
+      for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(p.valid ? (QUANTIZES ? v[c][e] : v[c][e] * scale) : nan_compute());
       sj_store_elements<VEC, VEC>(p.out + value_offset(chunk_start(c, t), p.out_head), out);
     }
   }

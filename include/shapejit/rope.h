@@ -16,9 +16,19 @@ typedef enum sj_rope_style { SJ_ROPE_GPTJ = 0, SJ_ROPE_NEOX = 1 } sj_rope_style;
 /** Which step runs first when rope is fused with a Hadamard transform (sj_rope_desc.hadamard_group). */
 typedef enum sj_hadamard_order { SJ_ROPE_THEN_HADAMARD = 0, SJ_HADAMARD_THEN_ROPE = 1 } sj_hadamard_order;
 
+/** How a rope fused with a Hadamard transform writes an output (sj_rope_desc.q_quantize, k_quantize):
+ *  the data dtype, i8 codes (scale = max |value| / 127) or float8_e4m3fn bit patterns as u8
+ *  (scale = max |value| / 448), with one f32 scale per row (the G heads of one head group of one token). */
+typedef enum sj_rope_quantize {
+  SJ_QUANTIZE_NONE = 0,
+  SJ_QUANTIZE_INT8 = 1,
+  SJ_QUANTIZE_FP8_E4M3 = 2
+} sj_rope_quantize;
+
 /** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
- *  contiguous, or the input itself for an in-place plan; k, positions: none). A zero-initialized
- *  tail (the Hadamard fields) means no fused transform. */
+ *  contiguous, or the input itself for an in-place plan; k, positions: none; q_scale, k_scale:
+ *  contiguous). A zero-initialized tail (the Hadamard and quantization fields) means no fused
+ *  transform and outputs in the data dtype. */
 typedef struct sj_rope_desc {
   sj_rope_style style;
   sj_tensor_desc x;         /**< [seq, heads, dhead] or [batch, seq, heads, dhead]; f16 bf16 f32 f64 */
@@ -38,6 +48,11 @@ typedef struct sj_rope_desc {
   int has_hadamard_scale;   /**< nonzero: use `hadamard_scale`; zero: 1/sqrt(n) */
   double hadamard_scale;
   sj_hadamard_order hadamard_order; /**< which step runs first (an inverse plan runs them the other way) */
+  sj_rope_quantize q_quantize; /**< with a Hadamard transform: q's output (y) as 8-bit codes, y's dtype
+                                    SJ_I8 (int8) or SJ_U8 (fp8-e4m3); not in place */
+  sj_rope_quantize k_quantize; /**< the same for k's output (k_out) */
+  sj_tensor_desc q_scale;   /**< q's scales: [batch, seq, heads / G] (3-D data: [seq, heads / G]), f32 */
+  sj_tensor_desc k_scale;   /**< k's scales, laid out as q_scale with k's heads */
 } sj_rope_desc;
 
 /** Device pointers of one launch (NULL for what the plan does not use). */
@@ -50,6 +65,8 @@ typedef struct sj_rope_pointers {
   const void* sin;
   const void* positions;
   int64_t offset; /**< position of sequence index 0 when the plan has no positions */
+  void* q_scale;  /**< f32 scales of q's quantized output (required when quantized) */
+  void* k_scale;  /**< f32 scales of k's quantized output (required when quantized) */
 } sj_rope_pointers;
 
 /** An opaque planned rope. */

@@ -37,6 +37,16 @@ enum class HadamardOrder : std::uint8_t {
 /// "rope-then-hadamard" or "hadamard-then-rope".
 std::string_view hadamard_order_name(HadamardOrder order) noexcept;
 
+/// How a rope fused with a Hadamard transform writes an output (RopeDesc::q_quantize, k_quantize).
+enum class RopeQuantize : std::uint8_t {
+  none,      ///< the data dtype
+  int8,      ///< i8 codes: round(value / scale), scale = max |value| / 127
+  fp8_e4m3,  ///< float8_e4m3fn bit patterns (as u8): value / scale rounded to nearest even, scale = max |value| / 448
+};
+
+/// "none", "int8" or "fp8-e4m3".
+std::string_view rope_quantize_name(RopeQuantize q) noexcept;
+
 /// What a rope call looks like: every shape, stride and dtype, but no pointer.
 ///
 /// Shapes are [seq, heads, dhead] (3-D) or [batch, seq, heads, dhead] (4-D). Strides are in
@@ -75,6 +85,17 @@ struct RopeDesc {
   /// The transform's factor; std::nullopt: 1 / sqrt(n) (orthonormal).
   std::optional<double> hadamard_scale;
   HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
+  /// With a Hadamard transform, 8-bit outputs for q and/or k: each row (the G heads of one head
+  /// group of one token) gets one f32 scale, stored in q_scale / k_scale, and its values are written
+  /// as codes of value / scale (see RopeQuantize); code * scale gives the value back within one
+  /// step of the code. A quantized output's descriptor has dtype i8 (int8) or u8 (fp8_e4m3);
+  /// std::nullopt makes it contiguous. Not in place.
+  RopeQuantize q_quantize = RopeQuantize::none;
+  RopeQuantize k_quantize = RopeQuantize::none;
+  /// The scales of a quantized output: [batch, seq, heads / G] (3-D data: [seq, heads / G]), f32,
+  /// any strides; std::nullopt: contiguous.
+  std::optional<TensorDesc> q_scale;
+  std::optional<TensorDesc> k_scale;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
   /// whose position is outside [0, P). Each launch then costs an 8-byte allocation, a context
   /// synchronization before (the flag's reset) and a stream synchronization after; without it such
@@ -97,6 +118,8 @@ struct RopePointers {
   const void* sin = nullptr;
   const void* positions = nullptr;  ///< required when the plan has positions
   std::int64_t offset = 0;          ///< position of sequence index 0 when the plan has no positions
+  void* q_scale = nullptr;          ///< required when q's output is quantized
+  void* k_scale = nullptr;          ///< required when k's output is quantized
 };
 
 namespace detail {

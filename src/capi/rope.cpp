@@ -16,6 +16,17 @@ std::optional<TensorDesc> optional_desc(const sj_tensor_desc& desc, const char* 
   return to_desc(&desc, argument);
 }
 
+/// `q` as a RopeQuantize; throws invalid_argument naming `field` for a value outside the enum.
+RopeQuantize to_quantize(sj_rope_quantize q, const char* field) {
+  switch (q) {
+    case SJ_QUANTIZE_NONE: return RopeQuantize::none;
+    case SJ_QUANTIZE_INT8: return RopeQuantize::int8;
+    case SJ_QUANTIZE_FP8_E4M3: return RopeQuantize::fp8_e4m3;
+  }
+  invalid_argument("{} is {}; use SJ_QUANTIZE_NONE, SJ_QUANTIZE_INT8 or SJ_QUANTIZE_FP8_E4M3", field,
+                   static_cast<int>(q));
+}
+
 RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   if (desc == nullptr) invalid_argument("desc is NULL");
   if (desc->style != SJ_ROPE_GPTJ && desc->style != SJ_ROPE_NEOX)
@@ -25,6 +36,8 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
                      static_cast<int>(desc->hadamard_order));
   RopeDesc out;
   out.style = desc->style == SJ_ROPE_GPTJ ? RopeStyle::gptj : RopeStyle::neox;
+  out.q_quantize = to_quantize(desc->q_quantize, "desc.q_quantize");
+  out.k_quantize = to_quantize(desc->k_quantize, "desc.k_quantize");
   out.x = to_desc(&desc->x, "desc.x");
   out.y = optional_desc(desc->y, "desc.y");
   out.k = optional_desc(desc->k, "desc.k");
@@ -40,12 +53,14 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   if (desc->has_hadamard_scale) out.hadamard_scale = desc->hadamard_scale;
   out.hadamard_order = desc->hadamard_order == SJ_HADAMARD_THEN_ROPE ? HadamardOrder::hadamard_then_rope
                                                                       : HadamardOrder::rope_then_hadamard;
+  out.q_scale = optional_desc(desc->q_scale, "desc.q_scale");
+  out.k_scale = optional_desc(desc->k_scale, "desc.k_scale");
   return out;
 }
 
 RopePointers to_pointers(const sj_rope_pointers* p) {
   if (p == nullptr) invalid_argument("pointers is NULL");
-  return RopePointers{p->x, p->y, p->k, p->k_out, p->cos, p->sin, p->positions, p->offset};
+  return RopePointers{p->x, p->y, p->k, p->k_out, p->cos, p->sin, p->positions, p->offset, p->q_scale, p->k_scale};
 }
 
 }  // namespace

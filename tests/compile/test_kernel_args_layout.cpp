@@ -178,7 +178,9 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, 
                   HOST_FIELD(Args, seq_div_shift), HOST_FIELD(Args, x_stride), HOST_FIELD(Args, y_stride),
                   HOST_FIELD(Args, k_stride), HOST_FIELD(Args, k_out_stride), HOST_FIELD(Args, position_stride),
                   HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset),
-                  HOST_FIELD(Args, group_rows), HOST_FIELD(Args, group_div), HOST_FIELD(Args, hadamard_scale)},
+                  HOST_FIELD(Args, group_rows), HOST_FIELD(Args, group_div), HOST_FIELD(Args, hadamard_scale),
+                  HOST_FIELD(Args, q_scale), HOST_FIELD(Args, k_scale), HOST_FIELD(Args, q_scale_stride),
+                  HOST_FIELD(Args, k_scale_stride)},
                  sizeof(Args));
   }
 }

@@ -1,6 +1,8 @@
 // Rope kernels compile with NVRTC for every dtype combination and every code-changing flag.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "compile/compile_jobs.hpp"
 #include "ops/rope/impl.hpp"
 #include "shapejit/rope.hpp"
@@ -100,7 +102,7 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
 }
 
 TEST_CASE("rope fused with a Hadamard transform compiles for every style, data dtype, order and size class, with "
-          "every rope flag and scalar accesses") {
+          "every rope flag, scalar accesses and 8-bit outputs") {
   std::vector<RopeDesc> descs;
   auto fused = [](RopeStyle style, DType data, std::int64_t heads, std::int64_t head_dim, std::int64_t group,
                   HadamardOrder order) {
@@ -135,6 +137,13 @@ TEST_CASE("rope fused with a Hadamard transform compiles for every style, data d
       RopeDesc padded = fused(style, DType::bf16, 4, 64, 4, order);  // odd strides: one value per access
       padded.x.strides = {3 * 4 * 65, 4 * 65, 65, 1};
       descs.push_back(padded);
+      for (RopeQuantize quantize : {RopeQuantize::int8, RopeQuantize::fp8_e4m3})
+        for (auto [data, heads, group] : {std::tuple{DType::bf16, 8, 4}, {DType::f32, 32, 32}, {DType::f64, 4, 4}}) {
+          RopeDesc q8 = fused(style, data, heads, 128, group, order);  // n = 4096: the absmax across warps
+          q8.k_quantize = quantize;
+          q8.q_quantize = data == DType::bf16 ? RopeQuantize::none : quantize;
+          descs.push_back(q8);
+        }
     }
   std::size_t compiled = 0;
   require_no_failures(compile_all(descs, true, compiled));

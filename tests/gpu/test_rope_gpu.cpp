@@ -1031,3 +1031,103 @@ TEST_CASE("rope + hadamard: bad positions give NaN rows and checked mode names t
     CHECK(m.count == 0);
   }
 }
+
+namespace {
+
+/// float8 e4m3fn bits as a double (NaN for 0x7f and 0xff).
+double from_e4m3(std::uint8_t code) {
+  const int sign = code & 0x80 ? -1 : 1, exponent = (code >> 3) & 15, mantissa = code & 7;
+  if ((code & 0x7f) == 0x7f) return std::nan("");
+  if (exponent == 0) return sign * std::ldexp(mantissa, -9);
+  return sign * std::ldexp(8 + mantissa, exponent - 10);
+}
+
+}  // namespace
+
+TEST_CASE("rope + hadamard: int8 and fp8 e4m3 outputs dequantize to the float64 result within one step, with "
+          "strided scales and a token outside the table" * test::gpu_only()) {
+  for (RopeQuantize quantize : {RopeQuantize::int8, RopeQuantize::fp8_e4m3})
+    for (HadamardOrder order : kOrders) {
+      std::mt19937_64 rng(71);
+      Case c = fused_case(RopeStyle::neox, DType::bf16, order, 8, 4, 128, 4);
+      c.position = DType::i32;
+      c.positions_batched = true;
+      RopeCall call = build_call(c, rng);
+      const std::int32_t bad_position = static_cast<std::int32_t>(call.desc.table.shape[0]);
+      std::memcpy(call.positions->host.data() + (1 * c.seq + 3) * 4, &bad_position, 4);  // token (1, 3)
+      const DType code_type = quantize == RopeQuantize::int8 ? DType::i8 : DType::u8;
+      // q's codes in a padded layout, k's contiguous; q's scales strided [B, S, 2] inside [B, S, 3].
+      View q_codes = own_view({call.x.desc.shape, {c.seq * 8 * 160, 8 * 160, 160, 1}, code_type});
+      View k_codes = own_view({call.k.desc.shape, {}, code_type});
+      auto q_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * 3);
+      auto k_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * 1);
+      for (auto* storage : {q_codes.storage.get(), k_codes.storage.get(), q_scales.get(), k_scales.get()}) {
+        std::fill(storage->host.begin(), storage->host.end(), 0x5a);
+        storage->upload();
+      }
+      RopeDesc desc = call.desc;
+      desc.y = q_codes.desc;
+      desc.k_out = k_codes.desc;
+      desc.q_quantize = desc.k_quantize = quantize;
+      desc.q_scale = TensorDesc{{2, c.seq, 2}, {c.seq * 3, 3, 1}, DType::f32};
+      upload_all(call);
+      const RopePlan plan = plan_rope(desc);
+      RopePointers p = call.device_pointers();
+      p.y = q_codes.device();
+      p.k_out = k_codes.device();
+      p.q_scale = q_scales->device.get();
+      p.k_scale = k_scales->device.get();
+      plan.launch(p);
+      const std::vector<std::uint8_t> q_got = q_codes.storage->download(), k_got = k_codes.storage->download();
+      const std::vector<std::uint8_t> qs_got = q_scales->download(), ks_got = k_scales->download();
+
+      const plan::RopePlanData& data = plan.impl().data;
+      std::int64_t checked = 0, bad = 0;
+      std::string first;
+      std::vector<double> ref;
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t s = 0; s < c.seq; ++s) {
+          detail::rope_reference_token(data, call.host_pointers(), b, s, ref);
+          for (std::int64_t g = 0; g < (8 + 4) / 4; ++g) {
+            const bool is_q = g < 2;
+            const View& codes = is_q ? q_codes : k_codes;
+            const std::vector<std::uint8_t>& got = is_q ? q_got : k_got;
+            const std::int64_t scale_at = is_q ? b * c.seq * 3 + s * 3 + g : b * c.seq + s;
+            const double scale = detail::load_as_double((is_q ? qs_got : ks_got).data(), DType::f32, scale_at);
+            double absmax = 0;
+            for (std::int64_t i = 0; i < 4 * 128; ++i) absmax = std::fmax(absmax, std::fabs(ref[static_cast<std::size_t>(g * 512 + i)]));
+            const double limit = quantize == RopeQuantize::int8 ? 127 : 448;
+            ++checked;
+            if (std::isnan(ref[static_cast<std::size_t>(g * 512)])) {  // the bad token: NaN scale
+              if (!std::isnan(scale) && bad++ == 0) first = "bad token's scale is not NaN";
+              continue;
+            }
+            if (!(std::fabs(scale - absmax / limit) <= 1e-5 * absmax / limit) && bad++ == 0)
+              first = "scale " + std::to_string(scale) + ", want " + std::to_string(absmax / limit);
+            for (std::int64_t i = 0; i < 4 * 128; ++i) {
+              const std::int64_t head = (is_q ? g * 4 : 0) + i / 128;
+              const std::int64_t o = codes.at(b, s, head, i % 128);
+              const double want = ref[static_cast<std::size_t>(g * 512 + i)];
+              const double value = quantize == RopeQuantize::int8 ? static_cast<std::int8_t>(got[static_cast<std::size_t>(o)]) * scale
+                                                                  : from_e4m3(got[static_cast<std::size_t>(o)]) * scale;
+              const double units = std::fabs(want) / scale;  // the code's magnitude
+              const double step = quantize == RopeQuantize::int8 ? scale
+                                  : units < 0x1p-6 ? 0x1p-9 * scale
+                                                   : std::ldexp(1.0, std::ilogb(units) - 3) * scale;
+              ++checked;
+              if (!(std::fabs(value - want) <= step + 1e-5 * absmax) && bad++ == 0)
+                first = "token (" + std::to_string(b) + "," + std::to_string(s) + ") group " + std::to_string(g) +
+                        " value " + std::to_string(i) + ": " + std::to_string(value) + ", want " + std::to_string(want);
+            }
+          }
+        }
+      // q's padding and the unused scale column keep their poison.
+      for (std::int64_t e = 0; e < q_codes.storage->elements; ++e)
+        if (e % 160 >= 128) bad += q_got[static_cast<std::size_t>(e)] != 0x5a;
+      for (std::int64_t e = 2; e < 2 * c.seq * 3; e += 3)
+        bad += std::memcmp(&qs_got[static_cast<std::size_t>(e * 4)], &q_scales->host[static_cast<std::size_t>(e * 4)], 4) != 0;
+      INFO(rope_quantize_name(quantize) << " " << hadamard_order_name(order) << ": " << first);
+      CHECK(checked > 2 * c.seq * 3 * 512);
+      CHECK(bad == 0);
+    }
+}

@@ -38,5 +38,17 @@ int shapejit_c_api_check(void) {
                              .hadamard_order = (sj_hadamard_order)2};
   if (sj_rope_plan_create(&rope, &desc) != SJ_INVALID_ARGUMENT || rope != NULL) return 11;
   if (strstr(sj_last_error(), "desc.hadamard_order is 2") == NULL) return 12;
+  const int64_t q_scale_shape[3] = {2, 8, 2};
+  const sj_rope_desc quantized = {.style = SJ_ROPE_NEOX,
+                                  .x = {4, x_shape, NULL, SJ_BF16, 0},
+                                  .table = {2, table_shape, NULL, SJ_F32, 0},
+                                  .hadamard_group = 4,
+                                  .q_quantize = SJ_QUANTIZE_INT8,
+                                  .k_quantize = (sj_rope_quantize)3,
+                                  .q_scale = {3, q_scale_shape, NULL, SJ_F32, 0}};
+  if (sj_rope_plan_create(&rope, &quantized) != SJ_INVALID_ARGUMENT || rope != NULL) return 13;
+  if (strstr(sj_last_error(), "desc.k_quantize is 3") == NULL) return 14;
+  const sj_rope_pointers pointers = {.q_scale = NULL, .k_scale = NULL};
+  if (sj_rope(&quantized, &pointers, NULL) != SJ_INVALID_ARGUMENT) return 15;
   return 0;
 }

@@ -100,6 +100,43 @@ TEST_CASE("a fused rope + Hadamard plan's manifest line plans again to the same 
   }
 }
 
+TEST_CASE("a quantized rope + Hadamard plan's manifest line plans again to the same kernels") {
+  RopeDesc desc;
+  desc.x = TensorDesc{{2, 8, 8, 64}, {}, DType::bf16};
+  desc.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
+  desc.table = TensorDesc{{16, 32}, {}, DType::f32};
+  desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
+  desc.hadamard_group = 4;
+  const RopeQuantize kinds[] = {RopeQuantize::none, RopeQuantize::int8, RopeQuantize::fp8_e4m3};
+  for (const HadamardOrder order : {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope}) {
+    desc.hadamard_order = order;
+    for (const RopeQuantize q : kinds) {
+      for (const RopeQuantize k : kinds) {
+        if (q == RopeQuantize::none && k == RopeQuantize::none) continue;
+        desc.q_quantize = q;
+        desc.k_quantize = k;
+        const RopePlan plan = plan_rope(desc);  // needs the quantizing planner
+        CAPTURE(plan.manifest_line());
+        CHECK(contains(plan.manifest_line(), " --q-quantize ") == (q != RopeQuantize::none));
+        CHECK(contains(plan.manifest_line(), " --k-quantize ") == (k != RopeQuantize::none));
+        if (q != RopeQuantize::none)
+          CHECK(contains(plan.manifest_line(), " --q-quantize " + std::string(rope_quantize_name(q))));
+        if (k != RopeQuantize::none)
+          CHECK(contains(plan.manifest_line(), " --k-quantize " + std::string(rope_quantize_name(k))));
+        std::vector<std::string> expected;
+        for (const jit::Program* p : plan.impl().programs()) expected.push_back(p->source);
+        const ops::PlannedLine again = ops::plan_manifest_line(plan.manifest_line());
+        CHECK(sources(again.programs) == expected);
+        CHECK(contains(again.text, "manifest:   " + plan.manifest_line() + "\n"));
+      }
+    }
+  }
+  // none is the default, written or not.
+  const std::string base = "rope --algo neox --dtype bf16 --shape 2,8,8,64 --k-heads 4 --hadamard-group 4";
+  CHECK(sources(ops::plan_manifest_line(base + " --q-quantize none --k-quantize none").programs) ==
+        sources(ops::plan_manifest_line(base).programs));
+}
+
 TEST_CASE("list options take commas, several words or repeats, and a # comment ends the line, as on the CLI") {
   const std::vector<std::string> expected =
       sources(ops::plan_manifest_line("rearrange --dtype f16 --shape 6,40,33 --perm 2,0,1").programs);
@@ -128,6 +165,10 @@ TEST_CASE("bad manifest lines are errors naming the operation or option") {
                  "--hadamard-order: sideways is not one of rope-then-hadamard, hadamard-then-rope"));
   CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group 4 --hadamard-scale 0.5x"),
                  "--hadamard-scale 0.5x is not a number"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group 4 --q-quantize int4"),
+                 "--q-quantize: int4 is not one of none, int8, fp8-e4m3"));
+  CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --k-heads 8 --hadamard-group 4 --k-quantize fp8"),
+                 "--k-quantize: fp8 is not one of none, int8, fp8-e4m3"));
   CHECK(contains(error_of("rope --algo neox --dtype bf16 --shape 1,4,32,128 --hadamard-group four"),
                  "--hadamard-group: four is not an integer"));
   CHECK(contains(error_of("rearrange --dtype f16 --shape " + std::string(5000, '7')), "manifest lines are at most 4096"));

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "jit/program.hpp"
 #include "ops/rope/impl.hpp"
@@ -62,7 +63,7 @@ TEST_CASE("rope rejects each invalid argument with a message naming it") {
   check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 3, 64}, {}, DType::bf16}; },
                  "y has shape [2,5,3,64] but x has [2,5,4,64]; they must match");
   check_rejected([](RopeDesc& d) { d.y = TensorDesc{{2, 5, 4, 64}, {}, DType::f16}; },
-                 "y.dtype is f16 but x.dtype is bf16");
+                 "y.dtype is f16 but must be bf16 (x's dtype)");
   check_rejected([](RopeDesc& d) { d.k->shape[0] = 3; }, "k has shape [3,5,2,64] but x has [2,5,4,64]; they may differ only in heads");
   check_rejected([](RopeDesc& d) { d.k->shape[1] = 4; }, "k has shape [2,4,2,64]");
   check_rejected([](RopeDesc& d) { d.k->shape[3] = 32; }, "k has shape [2,5,2,32]");
@@ -247,6 +248,81 @@ TEST_CASE("manifest lines: a fused Hadamard transform's group, scale and order r
         prefix + " --hadamard-scale 0.1 --hadamard-order hadamard-then-rope");
 }
 
+TEST_CASE("manifest lines: quantized outputs get contiguous code descriptors and round-trip through the line") {
+  plan::RopeManifest m;
+  m.shape = {2, 8, 8, 64};
+  m.k_heads = 4;
+  m.hadamard_group = 4;
+  RopeDesc desc = plan::manifest_desc(m);
+  CHECK_FALSE(desc.y.has_value());  // unquantized: the planner's contiguous outputs in the data dtype
+  CHECK_FALSE(desc.k_out.has_value());
+  m.q_quantize = RopeQuantize::int8;
+  m.k_quantize = RopeQuantize::fp8_e4m3;
+  desc = plan::manifest_desc(m);
+  CHECK(desc.q_quantize == RopeQuantize::int8);
+  CHECK(desc.k_quantize == RopeQuantize::fp8_e4m3);
+  REQUIRE(desc.y.has_value());
+  CHECK(desc.y->shape == std::vector<std::int64_t>{2, 8, 8, 64});
+  CHECK(desc.y->strides.empty());
+  CHECK(desc.y->dtype == DType::i8);
+  REQUIRE(desc.k_out.has_value());
+  CHECK(desc.k_out->shape == std::vector<std::int64_t>{2, 8, 4, 64});
+  CHECK(desc.k_out->strides.empty());
+  CHECK(desc.k_out->dtype == DType::u8);
+  CHECK_FALSE(desc.q_scale.has_value());  // the planner makes the scales contiguous
+  CHECK_FALSE(desc.k_scale.has_value());
+  m.q_quantize = RopeQuantize::fp8_e4m3;
+  m.k_quantize = RopeQuantize::int8;
+  desc = plan::manifest_desc(m);
+  CHECK(desc.y->dtype == DType::u8);
+  CHECK(desc.k_out->dtype == DType::i8);
+  m.inplace = true;  // no consistent output: left for the planner to name the conflict
+  desc = plan::manifest_desc(m);
+  CHECK_FALSE(desc.y.has_value());
+  CHECK_FALSE(desc.k_out.has_value());
+  CHECK(plan_error(desc).find("cannot be in place") != std::string::npos);
+  m.inplace = false;
+  m.k_heads.reset();  // no k: nothing to describe, the planner names k_quantize
+  desc = plan::manifest_desc(m);
+  CHECK_FALSE(desc.k_out.has_value());
+  CHECK(plan_error(desc).find("k_quantize is set but there is no k") != std::string::npos);
+
+  // Needs the quantizing planner: the option is written only when not none, and the line's own
+  // descriptor plans the same specialization.
+  RopeDesc fused = valid_desc();
+  fused.x.shape = {2, 8, 8, 64};
+  fused.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
+  fused.positions = TensorDesc{{2, 8}, {}, DType::i32};
+  fused.table = {{16, 32}, {}, DType::f32};
+  fused.hadamard_group = 4;
+  const std::string prefix = "rope --algo neox --dtype bf16 --pos-dtype i32 --shape 2,8,8,64 --k-heads 4 --hadamard-group 4";
+  fused.k_quantize = RopeQuantize::int8;
+  const plan::RopePlanData k_only = plan::plan_rope_data(fused);
+  CHECK(k_only.desc.k_out->dtype == DType::i8);
+  CHECK(plan::rope_manifest_line(k_only) == prefix + " --k-quantize int8");
+  fused.q_quantize = RopeQuantize::fp8_e4m3;
+  fused.hadamard_order = HadamardOrder::hadamard_then_rope;
+  const plan::RopePlanData both = plan::plan_rope_data(fused);
+  CHECK(plan::rope_manifest_line(both) ==
+        prefix + " --hadamard-order hadamard-then-rope --q-quantize fp8-e4m3 --k-quantize int8");
+  m = {};
+  m.position_dtype = DType::i32;
+  m.shape = {2, 8, 8, 64};
+  m.k_heads = 4;
+  m.hadamard_group = 4;
+  m.hadamard_order = HadamardOrder::hadamard_then_rope;
+  m.q_quantize = RopeQuantize::fp8_e4m3;
+  m.k_quantize = RopeQuantize::int8;
+  CHECK(plan::plan_rope_data(plan::manifest_desc(m)).spec == both.spec);
+
+  // Given (strided) outputs and scales change nothing in the line but what the planner chose.
+  fused.y = TensorDesc{{2, 8, 8, 64}, {8192, 1024, 128, 1}, DType::u8};
+  fused.q_scale = TensorDesc{{2, 8, 2}, {64, 4, 1}, DType::f32};
+  const plan::RopePlanData strided = plan::plan_rope_data(fused);
+  const std::string line = plan::rope_manifest_line(strided);
+  CHECK(line.find(" --q-quantize fp8-e4m3 --k-quantize int8") != std::string::npos);
+}
+
 TEST_CASE("describe and json name the shapes, the specialization, the launch and every kernel") {
   const RopePlan plan = plan_rope(valid_desc());
   const std::string text = plan.describe();
@@ -352,4 +428,72 @@ TEST_CASE("the C API passes the fused Hadamard transform's group, scale and orde
   CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
   desc.has_hadamard_scale = 1;
   CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+}
+
+TEST_CASE("the C API passes quantized outputs, their scale descriptors and pointers to the planner") {
+  const int64_t x_shape[] = {2, 8, 8, 64};
+  const int64_t k_shape[] = {2, 8, 4, 64};
+  const int64_t table_shape[] = {16, 32};
+  const int64_t positions_shape[] = {2, 8};
+  sj_rope_desc desc = {};
+  desc.style = SJ_ROPE_NEOX;
+  desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
+  desc.k = {4, k_shape, nullptr, SJ_BF16, 0};
+  desc.table = {2, table_shape, nullptr, SJ_F32, 0};
+  desc.positions = {2, positions_shape, nullptr, SJ_I32, 0};
+  desc.hadamard_group = 4;
+  sj_rope_plan plan = nullptr;
+  desc.q_quantize = static_cast<sj_rope_quantize>(3);
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(plan == nullptr);
+  CHECK(std::string(sj_last_error()).find("desc.q_quantize is 3; use SJ_QUANTIZE_NONE") != std::string::npos);
+  desc.q_quantize = SJ_QUANTIZE_NONE;
+  desc.k_quantize = static_cast<sj_rope_quantize>(-1);
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.k_quantize is -1") != std::string::npos);
+
+  // Needs the quantizing planner.
+  desc.k_quantize = SJ_QUANTIZE_INT8;
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  desc.q_quantize = SJ_QUANTIZE_FP8_E4M3;
+  desc.k_quantize = SJ_QUANTIZE_FP8_E4M3;
+  const int64_t q_scale_shape[] = {2, 8, 2};
+  const int64_t q_scale_strides[] = {32, 2, 1};
+  const int64_t k_scale_shape[] = {2, 8, 1};
+  desc.q_scale = {3, q_scale_shape, q_scale_strides, SJ_F32, 0};
+  desc.k_scale = {3, k_scale_shape, nullptr, SJ_F32, 0};
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  // The output and scale descriptors reach the planner, which names each.
+  desc.y = {4, x_shape, nullptr, SJ_BF16, 0};
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("y.dtype is bf16 but must be u8 (fp8-e4m3 codes)") != std::string::npos);
+  desc.y = {};
+  desc.q_scale.dtype = SJ_F16;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("q_scale.dtype is f16") != std::string::npos);
+  desc.q_scale.dtype = SJ_F32;
+  desc.k_scale.shape = q_scale_shape;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("k_scale has shape [2,8,2]") != std::string::npos);
+  desc.k_scale = {};  // rank 0: contiguous
+  desc.k_quantize = SJ_QUANTIZE_NONE;
+  desc.k_scale = {3, k_scale_shape, nullptr, SJ_F32, 0};
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("k_scale is given but k is not quantized") != std::string::npos);
+
+  // The scale pointers reach the launch: a plan quantizing q needs pointers.q_scale.
+  desc.k_scale = {};
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  alignas(16) static char memory[6][64];
+  sj_rope_pointers pointers = {memory[0], memory[1], memory[2], memory[3], memory[4], memory[5], memory[4], 0, nullptr, nullptr};
+  CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("pointers.q_scale is NULL") != std::string::npos);
+  pointers.q_scale = memory[5];
+  pointers.k_scale = memory[5];
+  CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("pointers.k_scale is set but that output is not quantized") !=
+        std::string::npos);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
 }

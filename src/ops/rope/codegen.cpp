@@ -20,6 +20,8 @@ std::string rope_kernel_label(const plan::RopeSpec& spec) {
   if (spec.hadamard_group != 0)
     label += fmt::format("_hadamard_g{}_m{}_t{}_r{}{}", spec.hadamard_group, spec.hadamard_base, spec.hadamard_threads,
                          spec.hadamard_rows_per_block, spec.hadamard_first ? "_first" : "");
+  for (auto [quantize, name] : {std::pair{spec.q_quantize, "q"}, {spec.k_quantize, "k"}})
+    if (quantize != RopeQuantize::none) label += fmt::format("_{}{}", name, quantize == RopeQuantize::int8 ? "i8" : "e4m3");
   return label + fmt::format("_c{}_a{}_ta{}", spec.chunk, spec.access, spec.table_access);
 }
 
@@ -41,6 +43,8 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
       .integer("VEC", spec.access)
       .integer("THREADS_PER_ROW", spec.hadamard_threads)
       .integer("ROWS_PER_BLOCK", spec.hadamard_rows_per_block)
+      .integer("Q_QUANTIZE", static_cast<int>(spec.q_quantize))
+      .integer("K_QUANTIZE", static_cast<int>(spec.k_quantize))
       .array("HM", hadamard_base_signs(spec.hadamard_base));
   return {rope_kernel_label(spec),
           render({"compute.cu", "hadamard_transform.cu", "rope_common.cu", "rope_hadamard.cu"}, params), {},

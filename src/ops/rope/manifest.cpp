@@ -24,6 +24,9 @@ std::optional<double> explicit_hadamard_scale(const RopePlanData& plan) {
   return scale;
 }
 
+/// The dtype of an output quantized as `q`: i8 codes for int8, fp8 bit patterns as u8.
+DType quantized_dtype(RopeQuantize q) { return q == RopeQuantize::int8 ? DType::i8 : DType::u8; }
+
 }  // namespace
 
 RopeDesc manifest_desc(const RopeManifest& m) {
@@ -38,6 +41,8 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   desc.hadamard_group = m.hadamard_group;
   desc.hadamard_scale = m.hadamard_scale;
   desc.hadamard_order = m.hadamard_order;
+  desc.q_quantize = m.q_quantize;
+  desc.k_quantize = m.k_quantize;
   const DType table_dtype = m.table_dtype.value_or(default_table_dtype(m.dtype));
   if (m.shape.size() < 3) {  // the planner names what is wrong with x
     desc.table = TensorDesc{{1, std::max<std::int64_t>(m.rotary_dim / 2, 1)}, {}, table_dtype};
@@ -50,7 +55,11 @@ RopeDesc manifest_desc(const RopeManifest& m) {
     std::vector<std::int64_t> k_shape = m.shape;
     k_shape[rank - 2] = *m.k_heads;
     desc.k = TensorDesc{k_shape, {}, m.dtype};
+    if (m.k_quantize != RopeQuantize::none && !m.inplace)
+      desc.k_out = TensorDesc{k_shape, {}, quantized_dtype(m.k_quantize)};
   }
+  if (m.q_quantize != RopeQuantize::none && !m.inplace)
+    desc.y = TensorDesc{m.shape, {}, quantized_dtype(m.q_quantize)};
   desc.table = TensorDesc{{std::max<std::int64_t>(seq, 1), std::max<std::int64_t>(rotary_dim / 2, 1)}, {}, table_dtype};
   if (m.position_dtype) {
     std::vector<std::int64_t> pos_shape = {seq};
@@ -76,6 +85,8 @@ std::string rope_manifest_line(const RopePlanData& plan) {
     m.hadamard_scale = explicit_hadamard_scale(plan);
     m.hadamard_order = plan.desc.hadamard_order;
   }
+  m.q_quantize = spec.q_quantize;
+  m.k_quantize = spec.k_quantize;
   m.inplace = spec.inplace;
   m.inverse = spec.inverse;
   m.checked = spec.checked;
@@ -93,6 +104,8 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   if (m.hadamard_scale) line += fmt::format(" --hadamard-scale {}", *m.hadamard_scale);  // shortest round-trip form
   if (m.hadamard_order != HadamardOrder::rope_then_hadamard)
     line += fmt::format(" --hadamard-order {}", hadamard_order_name(m.hadamard_order));
+  if (m.q_quantize != RopeQuantize::none) line += fmt::format(" --q-quantize {}", rope_quantize_name(m.q_quantize));
+  if (m.k_quantize != RopeQuantize::none) line += fmt::format(" --k-quantize {}", rope_quantize_name(m.k_quantize));
   if (spec.inplace) line += " --inplace";
   if (spec.inverse) line += " --inverse";
   if (spec.checked) line += " --checked";
@@ -125,6 +138,13 @@ double number_option(const ManifestArgs& args, const char* name) {
   invalid_argument("--{} {} is not a number", name, text);
 }
 
+RopeQuantize quantize_option(const ManifestArgs& args, const char* name) {
+  const std::string text = args.text(name, "none");  // the registry checked it is one of the names
+  if (text == rope_quantize_name(RopeQuantize::int8)) return RopeQuantize::int8;
+  if (text == rope_quantize_name(RopeQuantize::fp8_e4m3)) return RopeQuantize::fp8_e4m3;
+  return RopeQuantize::none;
+}
+
 plan::RopeManifest to_manifest(const ManifestArgs& args) {
   plan::RopeManifest m;
   m.style = args.text("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
@@ -143,6 +163,8 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
   if (args.has("hadamard-scale")) m.hadamard_scale = number_option(args, "hadamard-scale");
   m.hadamard_order = args.text("hadamard-order") == "hadamard-then-rope" ? HadamardOrder::hadamard_then_rope
                                                                           : HadamardOrder::rope_then_hadamard;
+  m.q_quantize = quantize_option(args, "q-quantize");
+  m.k_quantize = quantize_option(args, "k-quantize");
   m.inplace = args.has("inplace");
   m.inverse = args.has("inverse");
   m.checked = args.has("checked");
@@ -182,6 +204,14 @@ const Operator& rope_operator() {
           {"hadamard-scale", OptionKind::text, "Factor of the fused transform (default 1/sqrt(n); no kernel change)"},
           {"hadamard-order", OptionKind::text, "Which step of the fused transform runs first (default rope-then-hadamard)",
            false, {"rope-then-hadamard", "hadamard-then-rope"}},
+          {"q-quantize", OptionKind::text,
+           "q's output as 8-bit codes with one f32 scale per head group of a token, fused transform only "
+           "(int8: i8 codes; fp8-e4m3: u8 bit patterns; default none)",
+           false, {"none", "int8", "fp8-e4m3"}},
+          {"k-quantize", OptionKind::text,
+           "k's output as 8-bit codes with one f32 scale per head group of a token, fused transform only "
+           "(int8: i8 codes; fp8-e4m3: u8 bit patterns; default none)",
+           false, {"none", "int8", "fp8-e4m3"}},
           {"inplace", OptionKind::flag, "Write the outputs over the inputs"},
           {"inverse", OptionKind::flag, "Rotate by -angle (backward pass)"},
           {"checked", OptionKind::flag, "Fail on positions outside the table (synchronizes)"},

@@ -1,8 +1,9 @@
 // The rope manifest line: `rope --algo neox|gptj --dtype D [--table-dtype T] [--pos-dtype P|none]
 // [--pos-layout seq] --shape [B,]S,H,D [--k-heads N] [--rotary-dim R] [--hadamard-group G]
-// [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope] [--inplace]
-// [--inverse] [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan`
-// accepts and record mode writes.
+// [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope]
+// [--q-quantize none|int8|fp8-e4m3] [--k-quantize none|int8|fp8-e4m3] [--inplace] [--inverse]
+// [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan` accepts and
+// record mode writes.
 #pragma once
 
 #include <optional>
@@ -26,6 +27,8 @@ struct RopeManifest {
   std::int64_t hadamard_group = 0;   ///< 0: no fused Hadamard transform
   std::optional<double> hadamard_scale;  ///< std::nullopt: 1/sqrt(G * dhead)
   HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
+  RopeQuantize q_quantize = RopeQuantize::none;  ///< q's output as 8-bit codes (fused transform only)
+  RopeQuantize k_quantize = RopeQuantize::none;  ///< k's output as 8-bit codes (fused transform only)
   bool inplace = false;
   bool inverse = false;
   bool checked = false;
@@ -34,7 +37,9 @@ struct RopeManifest {
 };
 
 /// The contiguous descriptor a manifest line stands for: x, y, k, k_out contiguous, a table of
-/// max(seq, 1) rows of rotary_dim/2, contiguous positions.
+/// max(seq, 1) rows of rotary_dim/2, contiguous positions. A quantized output (y for q, k_out for
+/// k) is given contiguous with its code dtype, i8 for int8 and u8 for fp8-e4m3 (not in place: the
+/// planner names that conflict); the scales are left to the planner, contiguous.
 RopeDesc manifest_desc(const RopeManifest& manifest);
 
 /// The manifest line that reproduces the kernels of `plan`: the shapes and flags, plus --access,

@@ -94,21 +94,34 @@ void check_no_zero_stride(const TensorDesc& t, const char* name) {
                        i, t.shape[i]);
 }
 
-/// The output descriptor: given (checked against its input) or contiguous of the input's shape.
+/// The dtype an output of `input` is written in: the input's, or the codes of a quantized output.
+DType output_dtype(RopeQuantize quantize, DType input) {
+  switch (quantize) {
+    case RopeQuantize::int8: return DType::i8;
+    case RopeQuantize::fp8_e4m3: return DType::u8;
+    default: return input;
+  }
+}
+
+/// The output descriptor: given (checked against its input) or contiguous of the input's shape, in
+/// the input's dtype or the codes of a quantized output.
 TensorDesc output_desc(const std::optional<TensorDesc>& given, const TensorDesc& input, bool inplace,
-                       const char* name, const char* input_name) {
+                       RopeQuantize quantize, const char* name, const char* input_name) {
+  const DType dtype = output_dtype(quantize, input.dtype);
   if (!given) {
     TensorDesc out = input;
     if (!inplace) out.strides.clear();
+    out.dtype = dtype;
     return out;
   }
   check_rows(*given, name, input.shape.size());
   if (given->shape != input.shape)
     invalid_argument("{} has shape {} but {} has {}; they must match", name, shape_text(given->shape), input_name,
                      shape_text(input.shape));
-  if (given->dtype != input.dtype)
-    invalid_argument("{}.dtype is {} but {}.dtype is {}; they must match", name, dtype_name(given->dtype), input_name,
-                     dtype_name(input.dtype));
+  if (given->dtype != dtype)
+    invalid_argument("{}.dtype is {} but must be {} ({})", name, dtype_name(given->dtype), dtype_name(dtype),
+                     quantize == RopeQuantize::none ? fmt::format("{}'s dtype", input_name)
+                                                    : fmt::format("{} codes", rope_quantize_name(quantize)));
   if (inplace && given->effective_strides() != input.effective_strides())
     invalid_argument("{} has strides {} but {} has {}; an in-place plan writes {} itself (omit {} or give equal strides)",
                      name, shape_text(given->effective_strides()), input_name,
@@ -154,6 +167,45 @@ void fill_row_strides(std::int64_t (&out)[3], const TensorDesc& t) {
   } else {
     out[0] = 0, out[1] = s[0], out[2] = s[1];
   }
+}
+
+/// Quantized outputs need a Hadamard transform (their scale is per head group), separate outputs and
+/// a k to quantize.
+void check_quantize(const RopeDesc& desc) {
+  const bool quantized = desc.q_quantize != RopeQuantize::none || desc.k_quantize != RopeQuantize::none;
+  if (quantized && desc.hadamard_group == 0)
+    invalid_argument("q_quantize / k_quantize need hadamard_group: a scale belongs to one head group of one token");
+  if (quantized && desc.inplace)
+    invalid_argument("q_quantize / k_quantize write 8-bit codes, so the plan cannot be in place");
+  if (desc.k_quantize != RopeQuantize::none && !desc.k) invalid_argument("k_quantize is set but there is no k");
+  if (desc.q_scale && desc.q_quantize == RopeQuantize::none) invalid_argument("q_scale is given but q is not quantized");
+  if (desc.k_scale && desc.k_quantize == RopeQuantize::none) invalid_argument("k_scale is given but k is not quantized");
+}
+
+/// The scales of a quantized output of `heads` heads: given (checked) or contiguous [batch, seq,
+/// heads / G] ([seq, heads / G] for 3-D data). Fills `stride` (batch, seq, group).
+TensorDesc scale_desc(const std::optional<TensorDesc>& given, const RopePlanData& plan, std::int64_t heads,
+                      std::int64_t (&stride)[3], const char* name) {
+  std::vector<std::int64_t> shape = {plan.seq, heads / plan.spec.hadamard_group};
+  if (plan.spec.four_d) shape.insert(shape.begin(), plan.batch);
+  TensorDesc out = given.value_or(TensorDesc{shape, {}, DType::f32});
+  if (out.shape != shape)
+    invalid_argument("{} has shape {}; it must be {} (one scale per head group of each token)", name,
+                     shape_text(out.shape), shape_text(shape));
+  if (out.dtype != DType::f32 || out.elem_bytes != 0)
+    invalid_argument("{}.dtype is {}; scales are f32", name, dtype_name(out.dtype));
+  if (!out.strides.empty() && out.strides.size() != shape.size())
+    invalid_argument("{} has {} strides for rank {}; give one per dimension or none", name, out.strides.size(),
+                     shape.size());
+  const std::vector<std::int64_t> strides = normalized_strides(out);
+  for (std::size_t i = 0; i < strides.size(); ++i)
+    if (strides[i] == 0 && shape[i] > 1)
+      invalid_argument("{}.strides[{}] is 0 with extent {}: scales would overlap; give a nonzero stride", name, i,
+                       shape[i]);
+  stride[0] = plan.spec.four_d ? strides[0] : 0;
+  stride[1] = strides[strides.size() - 2];
+  stride[2] = strides.back();
+  return out;
 }
 
 /// Fuses the transform of desc.hadamard_group heads into `plan` (already planned as a plain rope):
@@ -206,6 +258,15 @@ void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePla
   args.group_div[2] = k_div.multiplier;
   args.group_div[3] = k_div.shift;
   args.hadamard_scale = desc.inverse ? 1.0 / (scale * static_cast<double>(n)) : scale;
+  spec.q_quantize = desc.q_quantize;
+  spec.k_quantize = desc.k_quantize;
+  if (desc.q_quantize != RopeQuantize::none)
+    plan.desc.q_scale = scale_desc(desc.q_scale, plan, plan.heads_q, args.q_scale_stride, "q_scale");
+  if (desc.k_quantize != RopeQuantize::none)
+    plan.desc.k_scale = scale_desc(desc.k_scale, plan, plan.heads_k, args.k_scale_stride, "k_scale");
+  for (const auto& scales : {plan.desc.q_scale, plan.desc.k_scale})
+    if (scales && overrides.index_bits == 0)
+      spec.wide_index |= !fits_32_bits(span_of(scales->shape, normalized_strides(*scales), "scales"));
 
   RopeLaunchShape& launch = plan.launch;
   launch = RopeLaunchShape{};
@@ -281,7 +342,8 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   plan.batch = four_d ? x.shape[0] : 1;
   plan.seq = x.shape[rank - 3];
   plan.heads_q = x.shape[rank - 2];
-  plan.desc.y = output_desc(desc.y, x, desc.inplace, "y", "x");
+  check_quantize(desc);
+  plan.desc.y = output_desc(desc.y, x, desc.inplace, desc.q_quantize, "y", "x");
   check_no_zero_stride(*plan.desc.y, "y");
 
   if (desc.k_out && !desc.k) invalid_argument("k_out is given without k; give k too, or neither");
@@ -295,7 +357,7 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
         invalid_argument("k has shape {} but x has {}; they may differ only in heads (dimension {})",
                          shape_text(k.shape), shape_text(x.shape), rank - 2);
     plan.heads_k = k.shape[rank - 2];
-    plan.desc.k_out = output_desc(desc.k_out, k, desc.inplace, "k_out", "k");
+    plan.desc.k_out = output_desc(desc.k_out, k, desc.inplace, desc.k_quantize, "k_out", "k");
     check_no_zero_stride(*plan.desc.k_out, "k_out");
   }
 

@@ -12,6 +12,7 @@
 
 namespace shapejit {
 inline std::string_view field_text(RopeStyle style) { return rope_style_name(style); }
+inline std::string_view field_text(RopeQuantize q) { return rope_quantize_name(q); }
 }  // namespace shapejit
 
 namespace shapejit::plan {
@@ -40,7 +41,9 @@ namespace shapejit::plan {
   X(std::int64_t, hadamard_base, 1)  /* m, for n = G * D = m * 2^k */                              \
   X(bool, hadamard_first, false)     /* the transform runs before the rotation (order, inverse) */ \
   X(int, hadamard_threads, 1)        /* threads per row (one head group of one token) */          \
-  X(int, hadamard_rows_per_block, 1)
+  X(int, hadamard_rows_per_block, 1)                                                               \
+  X(RopeQuantize, q_quantize, RopeQuantize::none) /* fused only: q's output as 8-bit codes */      \
+  X(RopeQuantize, k_quantize, RopeQuantize::none)
 
 struct RopeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_ROPE_SPEC_FIELDS)
@@ -90,8 +93,12 @@ struct RopeKernelArgs {
   std::int64_t group_rows[2] = {};          ///< rows (head groups) of q; of q and k together
   std::int64_t group_div[4] = {};           ///< row / (q groups), row / (k groups) as multiply and shift
   double hadamard_scale = 0;
+  void* q_scale = nullptr;                  ///< quantized outputs: one f32 scale per row
+  void* k_scale = nullptr;
+  std::int64_t q_scale_stride[3] = {};      ///< batch, seq, head group
+  std::int64_t k_scale_stride[3] = {};
 };
-static_assert(sizeof(RopeKernelArgs) == 8 * 38, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
+static_assert(sizeof(RopeKernelArgs) == 8 * 46, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
 
 /// Grid and block of a rope launch: tokens on grid.x, head groups on grid.y (at most 65535).
 /// Fused with a Hadamard transform: blocks of rows on grid.x, the rows' threads on block.x.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/byte_range.hpp"
@@ -41,6 +42,15 @@ void check_output_pointer(const void* in, const void* out, bool inplace, const s
                      out_name, in_name);
 }
 
+/// The data pointers with their element sizes (an output may hold 8-bit codes), then the scales.
+std::vector<std::tuple<const void*, const char*, std::size_t>> pointer_elements(const plan::RopePlanData& plan,
+                                                                                const RopePointers& p) {
+  const std::size_t data = dtype_size(plan.spec.data);
+  const std::size_t k_out = plan.desc.k_out ? dtype_size(plan.desc.k_out->dtype) : data;
+  return {{p.x, "x", data}, {p.y, "y", dtype_size(plan.desc.y->dtype)}, {p.k, "k", data}, {p.k_out, "k_out", k_out},
+          {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}};
+}
+
 /// Checks `p` against the plan and fills the pointer fields of `args`.
 void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKernelArgs& args) {
   const plan::RopeSpec& spec = plan.data.spec;
@@ -64,10 +74,13 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
     invalid_argument("pointers.positions is set but the plan has none (positions are s + offset); plan with "
                      "RopeDesc::positions");
   }
-  const std::size_t data_bytes = dtype_size(spec.data), table_bytes = dtype_size(spec.table);
-  for (auto [ptr, name] : {std::pair{p.x, "x"}, {static_cast<const void*>(p.y), "y"}, {p.k, "k"},
-                           {static_cast<const void*>(p.k_out), "k_out"}})
-    if (!aligned(ptr, data_bytes)) invalid_argument("pointers.{} is not aligned to its {}-byte elements", name, data_bytes);
+  const std::size_t table_bytes = dtype_size(spec.table);
+  for (auto [ptr, name, bytes] : pointer_elements(plan.data, p))
+    if (!aligned(ptr, bytes)) invalid_argument("pointers.{} is not aligned to its {}-byte elements", name, bytes);
+  for (auto [ptr, quantize, name] : {std::tuple{p.q_scale, spec.q_quantize, "q_scale"}, {p.k_scale, spec.k_quantize, "k_scale"}}) {
+    if (quantize != RopeQuantize::none) require_pointer(ptr, name, "the plan writes that output's scales");
+    else if (ptr != nullptr) invalid_argument("pointers.{} is set but that output is not quantized", name);
+  }
   if (!aligned(p.cos, table_bytes) || !aligned(p.sin, table_bytes))
     invalid_argument("pointers.cos or pointers.sin is not aligned to its {}-byte elements", table_bytes);
   args.x = p.x;
@@ -78,13 +91,18 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
   args.sin = p.sin;
   args.positions = p.positions;
   args.offset = p.offset;
+  args.q_scale = p.q_scale;
+  args.k_scale = p.k_scale;
 }
 
 /// Whether every pointer allows the plan's vector accesses.
-bool vector_aligned(const plan::RopeSpec& spec, const plan::RopeKernelArgs& args) {
-  const std::size_t data = static_cast<std::size_t>(spec.access) * dtype_size(spec.data);
+bool vector_aligned(const plan::RopePlanData& plan, const plan::RopeKernelArgs& args) {
+  const plan::RopeSpec& spec = plan.spec;
+  const auto access = static_cast<std::size_t>(spec.access);
+  const std::size_t data = access * dtype_size(spec.data), y = access * dtype_size(plan.desc.y->dtype);
+  const std::size_t k_out = plan.desc.k_out ? access * dtype_size(plan.desc.k_out->dtype) : data;
   const std::size_t table = static_cast<std::size_t>(spec.table_access) * dtype_size(spec.table);
-  return aligned(args.x, data) && aligned(args.y, data) && aligned(args.k, data) && aligned(args.k_out, data) &&
+  return aligned(args.x, data) && aligned(args.y, y) && aligned(args.k, data) && aligned(args.k_out, k_out) &&
          aligned(args.cos, table) && aligned(args.sin, table);
 }
 
@@ -128,6 +146,8 @@ std::vector<jit::PointerUse> pointer_uses(const plan::RopePlanData& plan, const 
     uses.push_back({"pointers.k_out", args.k_out, byte_range(*desc.k_out)});
   }
   if (plan.spec.position) uses.push_back({"pointers.positions", args.positions, byte_range(*desc.positions)});
+  if (desc.q_scale) uses.push_back({"pointers.q_scale", args.q_scale, byte_range(*desc.q_scale)});
+  if (desc.k_scale) uses.push_back({"pointers.k_scale", args.k_scale, byte_range(*desc.k_scale)});
   return uses;
 }
 
@@ -230,6 +250,10 @@ std::string describe(const RopePlanImpl& plan) {
                         spec.hadamard_group, spec.hadamard_group * spec.head_dim, *d.desc.hadamard_scale,
                         hadamard_order_name(d.desc.hadamard_order), spec.inverse ? " (inverse: run in reverse)" : "",
                         spec.hadamard_threads, spec.hadamard_rows_per_block, d.launch.shared_bytes);
+  for (auto [quantize, scales, name] : {std::tuple{spec.q_quantize, &d.desc.q_scale, "q"}, {spec.k_quantize, &d.desc.k_scale, "k"}})
+    if (quantize != RopeQuantize::none)
+      text += fmt::format("  quantized:  {}'s output as {} codes, scales {}\n", name, rope_quantize_name(quantize),
+                          ops::tensor_text(**scales));
   text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses, {}-bit offsets\n",
                       spec.chunk, spec.access, spec.table_access, spec.wide_index ? 64 : 32);
   text += ops::kernels_text(plan.programs(), 14);
@@ -266,6 +290,10 @@ std::string json(const RopePlanImpl& plan) {
 
 std::string_view rope_style_name(RopeStyle style) noexcept { return style == RopeStyle::gptj ? "gptj" : "neox"; }
 
+std::string_view rope_quantize_name(RopeQuantize q) noexcept {
+  return q == RopeQuantize::int8 ? "int8" : q == RopeQuantize::fp8_e4m3 ? "fp8-e4m3" : "none";
+}
+
 std::string_view hadamard_order_name(HadamardOrder order) noexcept {
   return order == HadamardOrder::hadamard_then_rope ? "hadamard-then-rope" : "rope-then-hadamard";
 }
@@ -288,7 +316,7 @@ void RopePlan::launch(const RopePointers& pointers, void* stream) const {
   plan::RopeKernelArgs args = plan.data.args;
   detail::bind_pointers(plan, pointers, args);
   const jit::KernelHandle& kernel =
-      detail::vector_aligned(plan.data.spec, args) || !plan.scalar_kernel ? *plan.kernel : *plan.scalar_kernel;
+      detail::vector_aligned(plan.data, args) || !plan.scalar_kernel ? *plan.kernel : *plan.scalar_kernel;
   const jit::StreamContext context(stream);
   if (plan.data.desc.check_pointers)
     for (const jit::PointerUse& use : detail::pointer_uses(plan.data, args)) jit::check_pointer(use, context.device());
@@ -310,12 +338,13 @@ std::string desc_key(const RopeDesc& desc) {
                            fmt::join(t->strides, ","))
              : std::string("-");
   };
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}", rope_style_name(desc.style), tensor(desc.x),
-                     tensor(desc.y), tensor(desc.k), tensor(desc.k_out), tensor(desc.table), tensor(desc.positions),
-                     desc.rotary_dim, desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-', desc.checked ? 'c' : '-',
-                     desc.check_pointers ? 'p' : '-', desc.hadamard_group,
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}|{}:{}|{}:{}", rope_style_name(desc.style),
+                     tensor(desc.x), tensor(desc.y), tensor(desc.k), tensor(desc.k_out), tensor(desc.table),
+                     tensor(desc.positions), desc.rotary_dim, desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-',
+                     desc.checked ? 'c' : '-', desc.check_pointers ? 'p' : '-', desc.hadamard_group,
                      desc.hadamard_scale ? fmt::format("{}", *desc.hadamard_scale) : "-",
-                     hadamard_order_name(desc.hadamard_order));
+                     hadamard_order_name(desc.hadamard_order), rope_quantize_name(desc.q_quantize),
+                     tensor(desc.q_scale), rope_quantize_name(desc.k_quantize), tensor(desc.k_scale));
 }
 
 }  // namespace
