@@ -6,7 +6,8 @@
 // Bandwidth counts bytes read plus written: q and k in and out, positions, and each token's cos
 // and sin rows. Decode lines (seq 1) also report GPU and host time per call with the plan cached.
 // Lines with --hadamard-group G (and --hadamard-order) time rope fused with the transform, and the
-// same work as separate launches: rope, then hadamard in place on q's and k's outputs.
+// same work as separate launches: rope, then hadamard in place on q's and k's outputs. With
+// --k-quantize int8|fp8-e4m3, k is written as 8-bit codes and scales (bytes counted as written).
 //
 //   rope_bench [--cases bench/cases/rope-bench.txt]
 // Writes the markdown table to $OUT/rope_bench.md when OUT is set.
@@ -56,7 +57,7 @@ std::unique_ptr<DeviceBuffer> random_device(DType dtype, std::int64_t elements, 
 
 /// The q and k inputs and outputs of one timed call.
 struct IoSet {
-  std::unique_ptr<DeviceBuffer> x, y, k, k_out;
+  std::unique_ptr<DeviceBuffer> x, y, k, k_out, k_scale;
 };
 
 struct LineResult {
@@ -135,6 +136,10 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   desc.positions = TensorDesc{{batch, seq}, {}, DType::i64};
   desc.hadamard_group = group;
   if (line.get_or("hadamard-order", "") == "hadamard-then-rope") desc.hadamard_order = HadamardOrder::hadamard_then_rope;
+  const std::string k_quantize = line.get_or("k-quantize", "none");
+  if (k_quantize != "none")
+    desc.k_quantize = k_quantize == "int8" ? RopeQuantize::int8 : RopeQuantize::fp8_e4m3;
+  const std::size_t k_out_bytes = k_quantize != "none" ? 1 : dtype_size(dtype);
   const RopePlan plan = plan_rope(desc);
 
   const RopeTables tables = rope_tables(rows, R, DType::f32);
@@ -147,7 +152,10 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   pos.upload(positions.data(), pos.bytes());
 
   const std::int64_t q_elements = tokens * heads * D, k_elements = tokens * k_heads * D;
-  const std::size_t io_bytes = static_cast<std::size_t>(q_elements + k_elements) * dtype_size(dtype) * 2;
+  // q and k read, q written, k's output (or its 8-bit codes and one f32 scale per token and group) written.
+  const std::size_t scale_bytes = k_out_bytes == 1 ? static_cast<std::size_t>(tokens * k_heads / group) * 4 : 0;
+  const std::size_t io_bytes = static_cast<std::size_t>(q_elements * 2 + k_elements) * dtype_size(dtype) +
+                               static_cast<std::size_t>(k_elements) * k_out_bytes + scale_bytes;
   // Per token: its i64 position and R/2 f32 entries of each table.
   const double bytes = static_cast<double>(io_bytes) + static_cast<double>(tokens) * (8 + 4 * static_cast<double>(R));
   const int sets = static_cast<int>(std::clamp<std::size_t>(kRotationBytes / io_bytes + 1, 1, kMaxSets));
@@ -160,11 +168,12 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     s.y->fill(0xff);
     if (k_heads > 0) {
       s.k = random_device(dtype, k_elements, 200 + static_cast<std::uint64_t>(i));
-      s.k_out = std::make_unique<DeviceBuffer>(s.k->bytes());
+      s.k_out = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(k_elements) * k_out_bytes);
       s.k_out->fill(0xff);
     }
+    if (scale_bytes > 0) s.k_scale = std::make_unique<DeviceBuffer>(scale_bytes);
     pointers.push_back({s.x->get(), s.y->get(), s.k ? s.k->get() : nullptr, s.k_out ? s.k_out->get() : nullptr,
-                        cos.get(), sin.get(), pos.get(), 0});
+                        cos.get(), sin.get(), pos.get(), 0, nullptr, s.k_scale ? s.k_scale->get() : nullptr});
   }
 
   LineResult r;
@@ -204,7 +213,7 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   r.copy_gbs = queued_copy_gbs(static_cast<std::size_t>(bytes / 2));
   r.ratio = r.gbs / r.copy_gbs;
   r.peak_ratio = r.gbs / peak_copy_gbs;
-  if (group > 0) {  // the same work as separate launches: rope, then hadamard in place on its outputs
+  if (group > 0 && k_out_bytes != 1) {  // the same work as separate launches: rope, then hadamard in place
     RopeDesc plain = desc;
     plain.hadamard_group = 0;
     const RopePlan rope_plan = plan_rope(plain);

@@ -16,6 +16,7 @@ if "$cli" doctor | grep -q '^device 0:'; then
   run_example "$build/examples/permute" --elem-bytes 12 --shape 1000,3,7 --perm 2,0,1
   run_example "$build/examples/views"
   run_example "$build/examples/rope_llama"
+  run_example "$build/examples/kv_rotate"
   # The Python examples, when the package was built and its interpreter has torch with a GPU.
   py=$(cat "$build/python/interpreter.txt" 2>/dev/null || true)
   if [ -n "$py" ] && "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
