@@ -186,6 +186,7 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     RopeDesc one = desc;  // one token of q, read from a host copy laid out [1, 1, heads, D]
     one.x.shape = {1, 1, heads, D};
     one.k.reset();
+    one.k_quantize = RopeQuantize::none;
     one.positions = TensorDesc{{1, 1}, {}, DType::i64};
     const plan::RopePlanData one_plan = plan::plan_rope_data(one);
     for (std::int64_t t = 0; t < tokens; t += std::max<std::int64_t>(1, tokens / 16)) {

@@ -43,7 +43,8 @@ constexpr bool QUANTIZES = Q_QUANTIZE != 0 || K_QUANTIZE != 0;  // 1: int8 codes
 // Where one row lives and which token it belongs to.
 struct RowPlace {
   const data_t* in = nullptr;
-  data_t* out = nullptr;  // 8-bit codes where the row is quantized
+  data_t* out = nullptr;  // the output tensor; 8-bit codes where the row is quantized
+  idx_t out_at = 0;       // the row's first element in it
   long long in_head = 0, out_head = 0;  // head strides
   long long token = 0, position = 0;
   bool valid = false;  // the position lies inside the table
@@ -66,7 +67,8 @@ __device__ __forceinline__ RowPlace row_place(const RopeArgs& a, unsigned r) {
   const long long(&in_stride)[3] = is_q ? a.x_stride : a.k_stride;
   const long long(&out_stride)[3] = is_q ? a.y_stride : a.k_out_stride;
   p.in = (is_q ? a.x : a.k) + b * (idx_t)in_stride[0] + s * (idx_t)in_stride[1] + head * (idx_t)in_stride[2];
-  p.out = (is_q ? a.y : a.k_out) + b * (idx_t)out_stride[0] + s * (idx_t)out_stride[1] + head * (idx_t)out_stride[2];
+  p.out = is_q ? a.y : a.k_out;
+  p.out_at = b * (idx_t)out_stride[0] + s * (idx_t)out_stride[1] + head * (idx_t)out_stride[2];
   p.in_head = in_stride[2];
   p.out_head = out_stride[2];
   p.token = token;
@@ -117,22 +119,44 @@ __device__ __forceinline__ unsigned char to_e4m3(float x) {
   return (unsigned char)(sign | code);
 }
 
+// Two values as float8 e4m3fn codes, a in the low byte: the conversion instruction where the chip
+// has one (sm_89 on), else the rounding above.
+__device__ __forceinline__ unsigned short to_e4m3x2(float a, float b) {
+#if __CUDA_ARCH__ >= 890
+  unsigned short pair;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(b), "f"(a));
+  return pair;
+#else
+  return (unsigned short)(to_e4m3(a) | (unsigned)to_e4m3(b) << 8);
+#endif
+}
+
 // The row's values as codes of value / scale, and the scale (NaN for a token outside the table).
 __device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], const RowPlace& p, float absmax,
                                             int t) {
   const float limit = p.quantize == 1 ? 127.0f : 448.0f;
   const float inverse = absmax > 0 ? limit / absmax : 0.0f;
   if (t == 0) *p.scale = p.valid ? absmax / limit : __int_as_float(0x7fffffff);
-  unsigned char* out = reinterpret_cast<unsigned char*>(p.out);
+  unsigned char* out = reinterpret_cast<unsigned char*>(p.out) + p.out_at;  // one byte per element
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     unsigned char codes[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float q = (float)v[c][e] * inverse;
-      codes[e] = p.quantize == 1 ? (unsigned char)(signed char)max(-127, min(127, __float2int_rn(q))) : to_e4m3(q);
-      if (!p.valid) codes[e] = p.quantize == 1 ? 0 : 0x7f;
+      if (p.quantize == 1) {
+        codes[e] = (unsigned char)(signed char)max(-127, min(127, __float2int_rn(q)));
+      } else if (VEC == 1) {
+        codes[e] = to_e4m3(q);
+      } else if (e % 2 == 1) {
+        const unsigned short pair = to_e4m3x2((float)v[c][e - 1] * inverse, q);
+        codes[e - 1] = (unsigned char)pair;
+        codes[e] = (unsigned char)(pair >> 8);
+      }
     }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      if (!p.valid) codes[e] = p.quantize == 1 ? 0 : 0x7f;
     sj_store_elements<VEC, VEC>(out + value_offset(chunk_start(c, t), p.out_head), codes);
   }
 }
@@ -265,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
       data_t out[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(p.valid ? (QUANTIZES ? v[c][e] : v[c][e] * scale) : nan_compute());
-      sj_store_elements<VEC, VEC>(p.out + value_offset(chunk_start(c, t), p.out_head), out);
+      sj_store_elements<VEC, VEC>(p.out + p.out_at + value_offset(chunk_start(c, t), p.out_head), out);
     }
   }
 }
