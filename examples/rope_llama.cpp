@@ -10,36 +10,14 @@
 #include <vector>
 
 #include "shapejit/rope.hpp"
+#include "support/bf16.hpp"
 #include "support/device.hpp"
 
 namespace {
 
+using shapejit::support::bf16_to_float;
 using shapejit::support::DeviceBuffer;
-
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t bits = std::uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_bf16(float f) {  // round to nearest even (finite inputs)
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<std::uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-
-/// Random bf16 values in [-1, 1).
-std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint64_t seed) {
-  const std::vector<std::uint8_t> bytes = shapejit::support::random_bytes(n * 4, seed);
-  std::vector<std::uint16_t> out(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t r;
-    std::memcpy(&r, &bytes[i * 4], 4);
-    out[i] = float_to_bf16(static_cast<float>(r) / 2147483648.0f - 1.0f);
-  }
-  return out;
-}
+using shapejit::support::random_bf16;
 
 /// The largest difference between the device's rotation of one token and a float64 NeoX rotation
 /// of the same bf16 inputs, relative to what is allowed: one bf16 spacing at the value, plus the

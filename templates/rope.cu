@@ -104,24 +104,6 @@ __device__ __forceinline__ void rotate_head(const HeadChunk& g, int first, const
   }
 }
 
-// cos and sin of the chunk's pairs at the token's position (NaN for a position outside the table).
-__device__ __forceinline__ void load_angles(const RopeArgs& a, const Token& t, int c, compute_t (&cs)[PAIRS],
-                                            compute_t (&sn)[PAIRS]) {
-  if (t.valid) {
-    const idx_t at = (idx_t)t.position * (idx_t)a.table_stride + c * PAIRS;
-    table_t v[PAIRS];
-    sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
-#pragma unroll
-    for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(v[j]);
-    sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
-#pragma unroll
-    for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(v[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < PAIRS; ++j) cs[j] = sn[j] = nan_compute();
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
   const long long token = (long long)blockIdx.x * blockDim.z + threadIdx.z;
   if (token >= a.tokens) return;
@@ -149,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     HeadChunk g;
     if (head_first < heads) load_head(g, a, t, head_first, first);
     compute_t cs[PAIRS], sn[PAIRS];
-    load_angles(a, t, c, cs, sn);
+    load_angles(a, t.position, t.valid, c * PAIRS, cs, sn);
     for (idx_t h = head_first; h < heads; h += head_step) {
       if (h != head_first) load_head(g, a, t, h, first);
       rotate_head(g, first, cs, sn);

@@ -1,6 +1,6 @@
 // What the rope kernels share (plain rope, and rope fused with a Hadamard transform): the
-// argument block, the rotation and a token's position. Reads INVERSE, HAS_POSITIONS,
-// POSITIONS_BATCHED, data_t, table_t, pos_t, compute_t, idx_t.
+// argument block, the rotation, a token's position and its angles. Reads INVERSE, HAS_POSITIONS,
+// POSITIONS_BATCHED, TABLE_ACCESS, data_t, table_t, pos_t, compute_t, idx_t.
 
 struct RopeArgs {
   const data_t* x;
@@ -48,3 +48,22 @@ __device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, 
   }
 }
 
+// cos and sin of N table entries from column `first` of row `position` (NaN for a position outside
+// the table: valid false).
+template <int N>
+__device__ __forceinline__ void load_angles(const RopeArgs& a, long long position, bool valid, int first,
+                                            compute_t (&cs)[N], compute_t (&sn)[N]) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) cs[j] = sn[j] = nan_compute();
+    return;
+  }
+  const idx_t at = (idx_t)position * (idx_t)a.table_stride + first;
+  table_t v[N];
+  sj_load_elements<N, TABLE_ACCESS>(v, a.cos + at);
+#pragma unroll
+  for (int j = 0; j < N; ++j) cs[j] = to_compute(v[j]);
+  sj_load_elements<N, TABLE_ACCESS>(v, a.sin + at);
+#pragma unroll
+  for (int j = 0; j < N; ++j) sn[j] = to_compute(v[j]);
+}

@@ -161,24 +161,6 @@ __device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], c
   }
 }
 
-// cos and sin of PAIRS table entries from `first` at `position` (NaN for a position outside the table).
-__device__ __forceinline__ void load_angles(const RopeArgs& a, long long position, bool valid, int first,
-                                            compute_t (&cs)[PAIRS], compute_t (&sn)[PAIRS]) {
-  if (!valid) {
-#pragma unroll
-    for (int j = 0; j < PAIRS; ++j) cs[j] = sn[j] = nan_compute();
-    return;
-  }
-  const idx_t at = (idx_t)position * (idx_t)a.table_stride + first;
-  table_t v[PAIRS];
-  sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.cos + at);
-#pragma unroll
-  for (int j = 0; j < PAIRS; ++j) cs[j] = to_compute(v[j]);
-  sj_load_elements<PAIRS, TABLE_ACCESS>(v, a.sin + at);
-#pragma unroll
-  for (int j = 0; j < PAIRS; ++j) sn[j] = to_compute(v[j]);
-}
-
 // Rotates the row's values in v by the angles of the row's token. Every thread of the block calls
 // it (it may shuffle, or pass the row through shared memory).
 __device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t, const RopeArgs& a,
