@@ -9,8 +9,10 @@
 // rotation pairs value d of a head with d +- R/2 (NeoX) or d ^ 1 (GPT-J); the partner is found in
 // the thread's registers, read again from the input (rotating first), through a shuffle, or in the
 // row's copy in shared memory. A token whose position is outside
-// the table gets NaN in every value of its rows. A quantized row is written as 8-bit codes of
-// value / scale with scale = max |value| / 127 (int8) or / 448 (fp8 e4m3), and its scale.
+// the table gets NaN in every value of its rows (quantized: a NaN scale, codes 0 for int8 and NaN for
+// fp8). A quantized row is written as 8-bit codes of value / scale with scale = max |value| / 127
+// (int8) or / 448 (fp8 e4m3), and its scale; NaN values of a valid row do not enter the scale and
+// become code 0 (int8) or NaN (fp8).
 
 constexpr int HALF = ROTARY_DIM / 2;
 constexpr int PAIRS = STYLE_NEOX ? VEC : (VEC >= 2 ? VEC / 2 : 1);  // table entries of one chunk
@@ -28,7 +30,7 @@ constexpr bool PARTNER_IN_LANE = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && PAIR
 constexpr bool PARTNER_IN_MEMORY = !HADAMARD_FIRST && !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE;
 constexpr bool PARTNER_IN_SHARED = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE && !PARTNER_IN_MEMORY;
 constexpr int PARTNER_CHUNK = PARTNER_IN_CHUNK ? P / (T * VEC) : 0;  // chunk index bit of the partner
-// Chunk c's dhead offset is chunk ANGLE_PERIOD - c's where a thread's chunks step by whole heads (or
+// Chunk c's dhead offset is chunk (c % ANGLE_PERIOD)'s where a thread's chunks step by whole heads (or
 // divide a head evenly): their angles are then loaded once per row.
 constexpr int ANGLE_PERIOD = BASE > 1 && POW2 % HEAD_DIM != 0 ? 0
                              : (T * VEC) % HEAD_DIM == 0      ? 1
@@ -135,8 +137,9 @@ __device__ __forceinline__ unsigned short to_e4m3x2(float a, float b) {
 __device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], const RowPlace& p, float absmax,
                                             int t) {
   const float limit = p.quantize == 1 ? 127.0f : 448.0f;
-  const float inverse = absmax > 0 ? limit / absmax : 0.0f;
-  if (t == 0) *p.scale = p.valid ? absmax / limit : __int_as_float(0x7fffffff);
+  const bool normal = absmax >= 0x1p-126f;  // rows of smaller values are written as zeros (limit / absmax overflows)
+  const float inverse = normal ? limit / absmax : 0.0f;
+  if (t == 0) *p.scale = p.valid ? (normal ? absmax / limit : 0.0f) : __int_as_float(0x7fffffff);
   unsigned char* out = reinterpret_cast<unsigned char*>(p.out) + p.out_at;  // one byte per element
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {

@@ -139,7 +139,7 @@ TEST_CASE("rope fused with a Hadamard transform compiles for every style, data d
       descs.push_back(padded);
       for (RopeQuantize quantize : {RopeQuantize::int8, RopeQuantize::fp8_e4m3})
         for (auto [data, heads, group] : {std::tuple{DType::bf16, 8, 4}, {DType::f32, 32, 32}, {DType::f64, 4, 4}}) {
-          RopeDesc q8 = fused(style, data, heads, 128, group, order);  // n = 4096: the absmax across warps
+          RopeDesc q8 = fused(style, data, heads, 128, group, order);  // f32 n = 4096: the absmax across warps
           q8.k_quantize = quantize;
           q8.q_quantize = data == DType::bf16 ? RopeQuantize::none : quantize;
           descs.push_back(q8);

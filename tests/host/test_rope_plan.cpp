@@ -472,7 +472,7 @@ TEST_CASE("the C API passes quantized outputs, their scale descriptors and point
   desc.y = {};
   desc.q_scale.dtype = SJ_F16;
   CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
-  CHECK(std::string(sj_last_error()).find("q_scale.dtype is f16") != std::string::npos);
+  CHECK(std::string(sj_last_error()).find("q_scale has dtype f16") != std::string::npos);
   desc.q_scale.dtype = SJ_F32;
   desc.k_scale.shape = q_scale_shape;
   CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/byte_range.hpp"
 #include "core/errors.hpp"
 #include "core/fastdiv.hpp"
 #include "ops/hadamard/plan.hpp"
@@ -172,6 +173,8 @@ void fill_row_strides(std::int64_t (&out)[3], const TensorDesc& t) {
 /// Quantized outputs need a Hadamard transform (their scale is per head group), separate outputs and
 /// a k to quantize.
 void check_quantize(const RopeDesc& desc) {
+  if (desc.hadamard_group == 0 && (desc.hadamard_scale || desc.hadamard_order != HadamardOrder::rope_then_hadamard))
+    invalid_argument("hadamard_scale / hadamard_order are set but hadamard_group is 0 (no transform)");
   const bool quantized = desc.q_quantize != RopeQuantize::none || desc.k_quantize != RopeQuantize::none;
   if (quantized && desc.hadamard_group == 0)
     invalid_argument("q_quantize / k_quantize need hadamard_group: a scale belongs to one head group of one token");
@@ -193,15 +196,12 @@ TensorDesc scale_desc(const std::optional<TensorDesc>& given, const RopePlanData
     invalid_argument("{} has shape {}; it must be {} (one scale per head group of each token)", name,
                      shape_text(out.shape), shape_text(shape));
   if (out.dtype != DType::f32 || out.elem_bytes != 0)
-    invalid_argument("{}.dtype is {}; scales are f32", name, dtype_name(out.dtype));
+    invalid_argument("{} has dtype {} (element bytes {}); scales are f32", name, dtype_name(out.dtype), out.elem_bytes);
   if (!out.strides.empty() && out.strides.size() != shape.size())
     invalid_argument("{} has {} strides for rank {}; give one per dimension or none", name, out.strides.size(),
                      shape.size());
+  check_distinct_elements(out, name);
   const std::vector<std::int64_t> strides = normalized_strides(out);
-  for (std::size_t i = 0; i < strides.size(); ++i)
-    if (strides[i] == 0 && shape[i] > 1)
-      invalid_argument("{}.strides[{}] is 0 with extent {}: scales would overlap; give a nonzero stride", name, i,
-                       shape[i]);
   stride[0] = plan.spec.four_d ? strides[0] : 0;
   stride[1] = strides[strides.size() - 2];
   stride[2] = strides.back();
@@ -219,9 +219,15 @@ void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePla
                      plan.heads_q, spec.has_k ? fmt::format(" and k {}", plan.heads_k) : "");
   const HadamardFactors factors = checked_hadamard_factors(group, spec.head_dim, spec.data, "hadamard_group");
   const std::int64_t n = group * spec.head_dim;
-  if (desc.hadamard_scale && (!std::isfinite(*desc.hadamard_scale) || *desc.hadamard_scale == 0))
-    invalid_argument("hadamard_scale is {}: give a finite, nonzero factor", *desc.hadamard_scale);
   const double scale = desc.hadamard_scale.value_or(1.0 / std::sqrt(static_cast<double>(n)));
+  // f32 arithmetic (all but f64 data) needs the factor and the inverse's 1 / (scale * n) as normal floats.
+  const double limit_low = spec.data == DType::f64 ? 0x1p-1022 : 0x1p-126, limit_high = spec.data == DType::f64 ? 0x1p1023 : 0x1p127;
+  const double inverse = 1.0 / (std::fabs(scale) * static_cast<double>(n));
+  if (!std::isfinite(scale) || std::fabs(scale) < limit_low || std::fabs(scale) > limit_high || inverse < limit_low ||
+      inverse > limit_high)
+    invalid_argument("hadamard_scale is {}: give a factor that, like the inverse's 1 / (scale * n), is a finite, "
+                     "normal {} number",
+                     scale, spec.data == DType::f64 ? "f64" : "f32");
   plan.desc.hadamard_scale = scale;
 
   spec.hadamard_group = group;

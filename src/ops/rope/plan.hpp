@@ -64,7 +64,7 @@ std::int64_t rope_pass_chunks(const RopeSpec& spec);
 /// the plan assumed.
 RopeSpec scalar_variant(RopeSpec spec);
 
-/// The kernel's parameter block. Mirrors `RopeArgs` in templates/rope.cu field for field (every
+/// The kernel's parameter block. Mirrors `RopeArgs` in templates/rope_common.cu field for field (every
 /// field 8 bytes, so both sides lay it out the same way).
 struct RopeKernelArgs {
   const void* x = nullptr;
@@ -104,7 +104,7 @@ static_assert(sizeof(RopeKernelArgs) == 8 * 46, "RopeKernelArgs must match RopeA
 /// Fused with a Hadamard transform: blocks of rows on grid.x, the rows' threads on block.x.
 struct RopeLaunchShape {
   unsigned grid[2] = {1, 1};
-  unsigned block[3] = {1, 1, 1};  ///< chunks, heads, tokens
+  unsigned block[3] = {1, 1, 1};  ///< chunks, heads, tokens (fused: threads, 1, 1)
   int heads_per_thread = 1;
   unsigned shared_bytes = 0;      ///< fused: the rows of a block in shared memory
 };

@@ -51,6 +51,32 @@ std::vector<std::tuple<const void*, const char*, std::size_t>> pointer_elements(
           {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}};
 }
 
+/// With 8-bit outputs: the codes and scales must not overlap the inputs or each other (equal element
+/// strides no longer mean the same bytes).
+void check_quantized_overlaps(const plan::RopePlanData& plan, const RopePointers& p) {
+  const RopeDesc& d = plan.desc;
+  struct Use {
+    const void* ptr;
+    const std::optional<TensorDesc>* desc;
+    const char* name;
+    bool written;
+  };
+  const std::optional<TensorDesc> x = d.x;
+  const Use uses[] = {{p.x, &x, "x", false},          {p.k, &d.k, "k", false},
+                      {p.y, &d.y, "y", plan.spec.q_quantize != RopeQuantize::none},
+                      {p.k_out, &d.k_out, "k_out", plan.spec.k_quantize != RopeQuantize::none},
+                      {p.q_scale, &d.q_scale, "q_scale", true}, {p.k_scale, &d.k_scale, "k_scale", true}};
+  for (std::size_t i = 0; i < std::size(uses); ++i)
+    for (std::size_t j = i + 1; j < std::size(uses); ++j) {
+      const Use &a = uses[i], &b = uses[j];
+      if (!(a.written || b.written) || !a.ptr || !b.ptr || !*a.desc || !*b.desc) continue;
+      if (ranges_overlap(reinterpret_cast<std::uintptr_t>(a.ptr), byte_range(**a.desc),
+                         reinterpret_cast<std::uintptr_t>(b.ptr), byte_range(**b.desc)))
+        invalid_argument("pointers.{} and pointers.{} overlap; quantized outputs and scales need memory of their own",
+                         a.name, b.name);
+    }
+}
+
 /// Checks `p` against the plan and fills the pointer fields of `args`.
 void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKernelArgs& args) {
   const plan::RopeSpec& spec = plan.data.spec;
@@ -81,6 +107,8 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
     if (quantize != RopeQuantize::none) require_pointer(ptr, name, "the plan writes that output's scales");
     else if (ptr != nullptr) invalid_argument("pointers.{} is set but that output is not quantized", name);
   }
+  if (spec.q_quantize != RopeQuantize::none || spec.k_quantize != RopeQuantize::none)
+    check_quantized_overlaps(plan.data, p);
   if (!aligned(p.cos, table_bytes) || !aligned(p.sin, table_bytes))
     invalid_argument("pointers.cos or pointers.sin is not aligned to its {}-byte elements", table_bytes);
   args.x = p.x;
