@@ -962,6 +962,7 @@ TEST_CASE("rope + hadamard: one launch equals rope and hadamard launched one aft
     // The same steps as two plans, through a temporary of y's layout.
     RopeDesc plain = call.desc;
     plain.hadamard_group = 0;
+    plain.hadamard_order = HadamardOrder::rope_then_hadamard;
     HadamardDesc transform;
     transform.x = *call.desc.y;
     transform.group = c.hadamard_group;
