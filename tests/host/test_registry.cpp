@@ -75,13 +75,23 @@ TEST_CASE("a rope plan's manifest line plans again to the same kernels, options 
                     .programs) == expected);
 }
 
-TEST_CASE("a fused rope + Hadamard plan's manifest line plans again to the same kernels, scale and order included") {
+namespace {
+
+/// q [2, 8, 8, 64] and k (4 heads) bf16, i32 positions, fused with the transform of groups of 4 heads.
+RopeDesc fused_rope_desc() {
   RopeDesc desc;
   desc.x = TensorDesc{{2, 8, 8, 64}, {}, DType::bf16};
   desc.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
   desc.table = TensorDesc{{16, 32}, {}, DType::f32};
   desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
   desc.hadamard_group = 4;
+  return desc;
+}
+
+}  // namespace
+
+TEST_CASE("a fused rope + Hadamard plan's manifest line plans again to the same kernels, scale and order included") {
+  RopeDesc desc = fused_rope_desc();
   for (const HadamardOrder order : {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope}) {
     desc.hadamard_order = order;
     for (const std::optional<double> scale : {std::optional<double>(), std::optional<double>(1.0 / 3.0)}) {
@@ -101,12 +111,7 @@ TEST_CASE("a fused rope + Hadamard plan's manifest line plans again to the same 
 }
 
 TEST_CASE("a quantized rope + Hadamard plan's manifest line plans again to the same kernels") {
-  RopeDesc desc;
-  desc.x = TensorDesc{{2, 8, 8, 64}, {}, DType::bf16};
-  desc.k = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
-  desc.table = TensorDesc{{16, 32}, {}, DType::f32};
-  desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
-  desc.hadamard_group = 4;
+  RopeDesc desc = fused_rope_desc();
   const RopeQuantize kinds[] = {RopeQuantize::none, RopeQuantize::int8, RopeQuantize::fp8_e4m3};
   for (const HadamardOrder order : {HadamardOrder::rope_then_hadamard, HadamardOrder::hadamard_then_rope}) {
     desc.hadamard_order = order;

@@ -1,10 +1,12 @@
 // A planned rope: the planner's output, its kernels and the text forms of the plan.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/byte_range.hpp"
 #include "jit/launch.hpp"
 #include "ops/rope/plan.hpp"
 
@@ -19,6 +21,9 @@ struct RopePlanImpl {
   std::string manifest;
   const jit::KernelHandle* kernel = nullptr;
   const jit::KernelHandle* scalar_kernel = nullptr;  ///< nullptr when the plan has no wide accesses
+  /// Quantized plans: the bytes x, k, y, k_out, q_scale and k_scale reach (empty where absent), so
+  /// a launch checks overlaps without touching the descriptors.
+  std::array<ByteRange, 6> quantized_ranges = {};
 
   /// Every program a launch of this plan may run (what a precompile must build).
   std::vector<const jit::Program*> programs() const;

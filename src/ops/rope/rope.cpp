@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -43,35 +44,36 @@ void check_output_pointer(const void* in, const void* out, bool inplace, const s
 }
 
 /// The data pointers with their element sizes (an output may hold 8-bit codes), then the scales.
-std::vector<std::tuple<const void*, const char*, std::size_t>> pointer_elements(const plan::RopePlanData& plan,
-                                                                                const RopePointers& p) {
+std::array<std::tuple<const void*, const char*, std::size_t>, 6> pointer_elements(const plan::RopePlanData& plan,
+                                                                                  const RopePointers& p) {
   const std::size_t data = dtype_size(plan.spec.data);
   const std::size_t k_out = plan.desc.k_out ? dtype_size(plan.desc.k_out->dtype) : data;
-  return {{p.x, "x", data}, {p.y, "y", dtype_size(plan.desc.y->dtype)}, {p.k, "k", data}, {p.k_out, "k_out", k_out},
-          {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}};
+  return {{{p.x, "x", data}, {p.y, "y", dtype_size(plan.desc.y->dtype)}, {p.k, "k", data}, {p.k_out, "k_out", k_out},
+           {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}}};
 }
 
 /// With 8-bit outputs: the codes and scales must not overlap the inputs or each other (equal element
-/// strides no longer mean the same bytes).
-void check_quantized_overlaps(const plan::RopePlanData& plan, const RopePointers& p) {
-  const RopeDesc& d = plan.desc;
+/// strides no longer mean the same bytes). `ranges` are the plan's, in the order below.
+void check_quantized_overlaps(const RopePlanImpl& plan, const RopePointers& p) {
+  const plan::RopeSpec& spec = plan.data.spec;
   struct Use {
     const void* ptr;
-    const std::optional<TensorDesc>* desc;
     const char* name;
     bool written;
   };
-  const std::optional<TensorDesc> x = d.x;
-  const Use uses[] = {{p.x, &x, "x", false},          {p.k, &d.k, "k", false},
-                      {p.y, &d.y, "y", plan.spec.q_quantize != RopeQuantize::none},
-                      {p.k_out, &d.k_out, "k_out", plan.spec.k_quantize != RopeQuantize::none},
-                      {p.q_scale, &d.q_scale, "q_scale", true}, {p.k_scale, &d.k_scale, "k_scale", true}};
+  const Use uses[] = {{p.x, "x", false},
+                      {p.k, "k", false},
+                      {p.y, "y", spec.q_quantize != RopeQuantize::none},
+                      {p.k_out, "k_out", spec.k_quantize != RopeQuantize::none},
+                      {p.q_scale, "q_scale", true},
+                      {p.k_scale, "k_scale", true}};
+  static_assert(std::size(uses) == std::tuple_size_v<decltype(plan.quantized_ranges)>);
   for (std::size_t i = 0; i < std::size(uses); ++i)
     for (std::size_t j = i + 1; j < std::size(uses); ++j) {
       const Use &a = uses[i], &b = uses[j];
-      if (!(a.written || b.written) || !a.ptr || !b.ptr || !*a.desc || !*b.desc) continue;
-      if (ranges_overlap(reinterpret_cast<std::uintptr_t>(a.ptr), byte_range(**a.desc),
-                         reinterpret_cast<std::uintptr_t>(b.ptr), byte_range(**b.desc)))
+      if (!(a.written || b.written) || !a.ptr || !b.ptr) continue;
+      if (ranges_overlap(reinterpret_cast<std::uintptr_t>(a.ptr), plan.quantized_ranges[i],
+                         reinterpret_cast<std::uintptr_t>(b.ptr), plan.quantized_ranges[j]))
         invalid_argument("pointers.{} and pointers.{} overlap; quantized outputs and scales need memory of their own",
                          a.name, b.name);
     }
@@ -108,7 +110,7 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
     else if (ptr != nullptr) invalid_argument("pointers.{} is set but that output is not quantized", name);
   }
   if (spec.q_quantize != RopeQuantize::none || spec.k_quantize != RopeQuantize::none)
-    check_quantized_overlaps(plan.data, p);
+    check_quantized_overlaps(plan, p);
   if (!aligned(p.cos, table_bytes) || !aligned(p.sin, table_bytes))
     invalid_argument("pointers.cos or pointers.sin is not aligned to its {}-byte elements", table_bytes);
   args.x = p.x;
@@ -236,6 +238,14 @@ RopePlanImpl::RopePlanImpl(plan::RopePlanData planned)
       kernel(&registered_rope_kernel(data.spec, manifest, data.launch.shared_bytes)) {
   if (data.spec.access > 1 || data.spec.table_access > 1)
     scalar_kernel = &registered_rope_kernel(plan::scalar_variant(data.spec), manifest, data.launch.shared_bytes);
+  const bool quantized = data.spec.q_quantize != RopeQuantize::none || data.spec.k_quantize != RopeQuantize::none;
+  if (quantized && !data.empty) {
+    const RopeDesc& d = data.desc;
+    std::size_t i = 0;
+    for (const TensorDesc* t : {&d.x, d.k ? &*d.k : nullptr, &*d.y, d.k_out ? &*d.k_out : nullptr,
+                                d.q_scale ? &*d.q_scale : nullptr, d.k_scale ? &*d.k_scale : nullptr})
+      quantized_ranges[i++] = t ? byte_range(*t) : ByteRange{};
+  }
 }
 
 std::vector<const jit::Program*> RopePlanImpl::programs() const {
