@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
     for (DType t : {DType::bf16, DType::f16})
       for (std::int64_t n : {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 12 * 256, 20 * 1024, 28 * 1024})
         cases.push_back({t, {1, n}, 1});
+    // m-point sizes the m-point kernels were not tuned on (3072, 20480 and 28672 above were).
+    for (DType t : {DType::bf16, DType::f16})
+      for (std::int64_t n : {12 * 64, 12 * 1024, 20 * 64, 20 * 256, 28 * 128, 28 * 512})
+        cases.push_back({t, {1, n}, 1});
     cases.push_back({DType::bf16, {32, 128}, 32});  // [B, S, H, D] KV keys, all 32 heads in one group
     cases.push_back({DType::bf16, {8, 128}, 4});    // GQA keys, groups of 4 heads
     for (std::int64_t n : {128, 1024, 4096, 8192}) cases.push_back({DType::f32, {1, n}, 1});

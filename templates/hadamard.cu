@@ -32,7 +32,12 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
   }
 }
 
-extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const HadamardArgs args) {
+// Rows with an m-point factor: ptxas otherwise spends registers freely on them (f16 n = 3072: 168
+// registers for 48 values), which leaves too few threads per SM to keep loads in flight. Their
+// values plus 32 registers suffice but for a few f16 rows of 56 values (up to 144 bytes spilled).
+constexpr int MIN_BLOCKS = BASE > 1 ? (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + 32))) : 1;
+
+extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS > 1 ? MIN_BLOCKS : 1) sj_kernel(const HadamardArgs args) {
   extern __shared__ __align__(16) unsigned char sj_shared[];
   compute_t* row = reinterpret_cast<compute_t*>(sj_shared);
   const int t = threadIdx.x % T;

@@ -54,6 +54,41 @@ __device__ __forceinline__ void butterflies(Get&& at) {
       }
 }
 
+// The m-point factor (m = 12, 20 or 28, a multiple of four): each quad of inputs gives its eight
+// sums a +- b +- c +- d once (14 adds), and each output adds the one its signs select from every
+// quad, so m outputs cost 14 m/4 + m (m/4 - 1) adds instead of m (m - 1): 5.5 per value for m = 12,
+// 9.5 for m = 28.
+template <int M>
+__device__ __forceinline__ void base_factor(compute_t (&x)[M]) {
+  static_assert(M == BASE && M % 4 == 0, "the m-point factor goes by quads");
+  constexpr int QUADS = M / 4;
+  compute_t sums[QUADS][8];  // index bits 0..2: b, c, d taken with the sign opposite to a's
+#pragma unroll
+  for (int q = 0; q < QUADS; ++q) {
+    const compute_t a = x[4 * q], b = x[4 * q + 1], c = x[4 * q + 2], d = x[4 * q + 3];
+    const compute_t ab[2] = {a + b, a - b};
+    const compute_t abc[4] = {ab[0] + c, ab[1] + c, ab[0] - c, ab[1] - c};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      sums[q][i] = abc[i] + d;
+      sums[q][i + 4] = abc[i] - d;
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < M; ++o) {
+    compute_t total = 0;
+#pragma unroll
+    for (int q = 0; q < QUADS; ++q) {
+      const long long* signs = HM + o * M + 4 * q;
+      const bool negative = signs[0] < 0;
+      const int pick = ((signs[1] < 0) != negative) | ((signs[2] < 0) != negative) << 1 | ((signs[3] < 0) != negative) << 2;
+      const compute_t term = sums[q][pick];
+      total = q == 0 ? (negative ? -term : term) : (negative ? total - term : total + term);
+    }
+    x[o] = total;
+  }
+}
+
 __device__ __forceinline__ void transform_in_thread(compute_t (&v)[CHUNKS][VEC]) {
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) butterflies<VEC>([&](int e) -> compute_t& { return v[c][e]; });
@@ -70,13 +105,9 @@ __device__ __forceinline__ void transform_in_thread(compute_t (&v)[CHUNKS][VEC])
         compute_t in[BASE];
 #pragma unroll
         for (int a = 0; a < BASE; ++a) in[a] = v[a * POW2_CHUNKS + p][e];
+        base_factor(in);
 #pragma unroll
-        for (int a = 0; a < BASE; ++a) {
-          compute_t sum = 0;
-#pragma unroll
-          for (int b = 0; b < BASE; ++b) sum += HM[a * BASE + b] > 0 ? in[b] : -in[b];
-          v[a * POW2_CHUNKS + p][e] = sum;
-        }
+        for (int a = 0; a < BASE; ++a) v[a * POW2_CHUNKS + p][e] = in[a];
       }
   }
 }
