@@ -17,18 +17,23 @@
 constexpr int HALF = ROTARY_DIM / 2;
 constexpr int PAIRS = STYLE_NEOX ? VEC : (VEC >= 2 ? VEC / 2 : 1);  // table entries of one chunk
 constexpr long long ROW_SLOTS = padded(N);
-// Where a value's partner is. Value i's partner is i + P or i - P; where P is a power of two, heads
-// hold whole 2P blocks and P < POW2, that is i ^ P: one bit of the row index, which the layout
-// puts in the vector, the chunk index or the lane. Elsewhere the row goes through shared memory.
+// Where a value's partner is (the planner's HADAMARD_PARTNER: 1 vector, 2 chunk, 3 lane, 4 memory,
+// 5 shared). Value i's partner is i + P or i - P; where P is a power of two, heads hold whole 2P
+// blocks and P < POW2, that is i ^ P: one bit of the row index, which the layout puts in the vector,
+// the chunk index or the lane. Otherwise, rotating first, the thread reads the partner's input
+// again (its own load brought the line close); rotating last, the row goes through shared memory.
 constexpr int P = STYLE_NEOX ? HALF : 1;
 constexpr bool PAIR_BIT = (P & (P - 1)) == 0 && HEAD_DIM % (2 * P) == 0 && P < POW2;
-constexpr bool PARTNER_IN_VECTOR = P < VEC;
-constexpr bool PARTNER_IN_CHUNK = !PARTNER_IN_VECTOR && PAIR_BIT && P % (T * VEC) == 0;
-constexpr bool PARTNER_IN_LANE = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && PAIR_BIT && P / VEC < LANES;
-// Otherwise, rotating first, the thread reads the partner's input again (its own load brought the
-// line close); rotating last, the row goes through shared memory.
-constexpr bool PARTNER_IN_MEMORY = !HADAMARD_FIRST && !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE;
-constexpr bool PARTNER_IN_SHARED = !PARTNER_IN_VECTOR && !PARTNER_IN_CHUNK && !PARTNER_IN_LANE && !PARTNER_IN_MEMORY;
+constexpr bool PARTNER_IN_VECTOR = HADAMARD_PARTNER == 1;
+constexpr bool PARTNER_IN_CHUNK = HADAMARD_PARTNER == 2;
+constexpr bool PARTNER_IN_LANE = HADAMARD_PARTNER == 3;
+constexpr bool PARTNER_IN_MEMORY = HADAMARD_PARTNER == 4;
+constexpr bool PARTNER_IN_SHARED = HADAMARD_PARTNER == 5;
+static_assert(!PARTNER_IN_VECTOR || P < VEC, "partners in the vector need P < VEC");
+static_assert(!PARTNER_IN_CHUNK || (PAIR_BIT && P % (T * VEC) == 0), "partners in another chunk need P on a chunk bit");
+static_assert(!PARTNER_IN_LANE || (PAIR_BIT && P / VEC < LANES && P >= VEC), "partners in a lane need P on a lane bit");
+static_assert(!PARTNER_IN_MEMORY || !HADAMARD_FIRST, "a second read of the input finds partners only rotating first");
+static_assert(HADAMARD_PARTNER >= 1 && HADAMARD_PARTNER <= 5, "no partner kind");
 constexpr int PARTNER_CHUNK = PARTNER_IN_CHUNK ? P / (T * VEC) : 0;  // chunk index bit of the partner
 // Chunk c's dhead offset is chunk (c % ANGLE_PERIOD)'s where a thread's chunks step by whole heads (or
 // divide a head evenly): their angles are then loaded once per row.

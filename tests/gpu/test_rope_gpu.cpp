@@ -841,7 +841,7 @@ TEST_CASE("rope: misaligned pointers take the scalar variant; one-shot rope and 
       cd.table = {2, t.shape.data(), nullptr, SJ_F32, 0};
       cd.positions = {1, p.shape.data(), nullptr, SJ_I32, 0};
       const RopePointers dp = call.device_pointers();
-      const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0};
+      const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0, nullptr, nullptr};
       sj_rope_plan cplan = nullptr;
       REQUIRE(sj_rope_plan_create(&cplan, &cd) == SJ_OK);
       CHECK(sj_rope_plan_launch(cplan, &cp, nullptr) == SJ_OK);
@@ -1045,90 +1045,151 @@ double from_e4m3(std::uint8_t code) {
 
 }  // namespace
 
+/// A quantized fused call: which outputs are 8-bit codes, and how many elements into their storage
+/// the code views start (1 and 3 leave them misaligned).
+struct QuantCase {
+  Case c;
+  RopeQuantize q = RopeQuantize::none, k = RopeQuantize::none;
+  std::int64_t code_offset = 0;
+};
+
+/// Runs a fused call whose q and/or k outputs are codes, with one token outside the table: q's codes
+/// (or floats) in rows padded by 32 elements, k's contiguous, q's scales strided [B, S, Gq] inside
+/// [B, S, Gq + 1]. Every code dequantizes to the float64 result within one step of its row's scale
+/// (scale = absmax / 127 or / 448), the bad token's scales are NaN, and padding keeps its poison.
+void check_quantized(const QuantCase& qc, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Case c = qc.c;
+  c.position = DType::i32;
+  c.positions_batched = true;
+  RopeCall call = build_call(c, rng);
+  const std::int32_t bad_position = static_cast<std::int32_t>(call.desc.table.shape[0]);
+  std::memcpy(call.positions->host.data() + (1 * c.seq + 3) * 4, &bad_position, 4);  // token (1, 3)
+  const std::int64_t G = c.hadamard_group, D = c.dhead, n = G * D, pitch = D + 32;
+  const std::int64_t q_groups = c.heads / G, k_groups = c.k_heads / G;
+  auto code_type = [](RopeQuantize z) { return z == RopeQuantize::int8 ? DType::i8 : z == RopeQuantize::none ? DType::bf16 : DType::u8; };
+  const DType q_type = qc.q == RopeQuantize::none ? c.data : code_type(qc.q), k_type = qc.k == RopeQuantize::none ? c.data : code_type(qc.k);
+  const TensorDesc q_desc{call.x.desc.shape, {c.seq * c.heads * pitch, c.heads * pitch, pitch, 1}, q_type};
+  const TensorDesc k_desc{call.k.desc.shape, {}, k_type};
+  View q_out{std::make_shared<Storage>(q_type, span(q_desc) + qc.code_offset), qc.code_offset, q_desc};
+  View k_out{std::make_shared<Storage>(k_type, span(k_desc) + qc.code_offset), qc.code_offset, k_desc};
+  auto q_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * (q_groups + 1));
+  auto k_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * k_groups);
+  for (auto* storage : {q_out.storage.get(), k_out.storage.get(), q_scales.get(), k_scales.get()}) {
+    std::fill(storage->host.begin(), storage->host.end(), 0x5a);
+    storage->upload();
+  }
+  RopeDesc desc = call.desc;
+  desc.y = q_out.desc;
+  desc.k_out = k_out.desc;
+  desc.q_quantize = qc.q;
+  desc.k_quantize = qc.k;
+  if (qc.q != RopeQuantize::none) desc.q_scale = TensorDesc{{2, c.seq, q_groups}, {c.seq * (q_groups + 1), q_groups + 1, 1}, DType::f32};
+  upload_all(call);
+  const RopePlan plan = plan_rope(desc);
+  RopePointers p = call.device_pointers();
+  p.y = q_out.device();
+  p.k_out = k_out.device();
+  if (qc.q != RopeQuantize::none) p.q_scale = q_scales->device.get();
+  if (qc.k != RopeQuantize::none) p.k_scale = k_scales->device.get();
+  plan.launch(p);
+  const std::vector<std::uint8_t> q_got = q_out.storage->download(), k_got = k_out.storage->download();
+  const std::vector<std::uint8_t> qs_got = q_scales->download(), ks_got = k_scales->download();
+
+  const plan::RopePlanData& data = plan.impl().data;
+  std::int64_t checked = 0, bad = 0;
+  std::string first;
+  auto fail = [&](const std::string& what) {
+    if (bad++ == 0) first = what;
+  };
+  std::vector<double> ref;
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t s = 0; s < c.seq; ++s) {
+      detail::rope_reference_token(data, call.host_pointers(), b, s, ref);
+      for (std::int64_t g = 0; g < q_groups + k_groups; ++g) {
+        const bool is_q = g < q_groups;
+        const RopeQuantize z = is_q ? qc.q : qc.k;
+        const View& out = is_q ? q_out : k_out;
+        const std::vector<std::uint8_t>& got = is_q ? q_got : k_got;
+        const std::int64_t first_head = (is_q ? g : g - q_groups) * G;
+        const bool bad_token = std::isnan(ref[static_cast<std::size_t>(g * n)]);
+        if (z == RopeQuantize::none) {  // float output, as unquantized fused calls write it
+          for (std::int64_t i = 0; i < n; ++i) {
+            const double want = ref[static_cast<std::size_t>(g * n + i)];
+            const double value = detail::load_as_double(got.data(), c.data, out.at(b, s, first_head + i / D, i % D));
+            ++checked;
+            if (!(bad_token ? std::isnan(value) : std::fabs(value - want) <= tolerance(c.data, want, 1.0)))
+              fail("float value " + std::to_string(i) + " of group " + std::to_string(g) + ": " + std::to_string(value));
+          }
+          continue;
+        }
+        const std::int64_t scale_at = is_q ? (b * c.seq + s) * (q_groups + 1) + g : (b * c.seq + s) * k_groups + g - q_groups;
+        const double scale = detail::load_as_double((is_q ? qs_got : ks_got).data(), DType::f32, scale_at);
+        double absmax = 0;
+        for (std::int64_t i = 0; i < n; ++i) absmax = std::fmax(absmax, std::fabs(ref[static_cast<std::size_t>(g * n + i)]));
+        const double limit = z == RopeQuantize::int8 ? 127 : 448;
+        ++checked;
+        if (bad_token) {
+          if (!std::isnan(scale)) fail("bad token's scale is not NaN");
+          continue;
+        }
+        if (!(std::fabs(scale - absmax / limit) <= 1e-5 * absmax / limit))
+          fail("scale " + std::to_string(scale) + ", want " + std::to_string(absmax / limit));
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t o = out.at(b, s, first_head + i / D, i % D);
+          const double want = ref[static_cast<std::size_t>(g * n + i)];
+          const double value = z == RopeQuantize::int8 ? static_cast<std::int8_t>(got[static_cast<std::size_t>(o)]) * scale
+                                                       : from_e4m3(got[static_cast<std::size_t>(o)]) * scale;
+          const double units = std::fabs(want) / scale;  // the code's magnitude
+          const double step = z == RopeQuantize::int8 ? scale
+                              : units < 0x1p-6        ? 0x1p-9 * scale
+                                                      : std::ldexp(1.0, std::ilogb(units) - 3) * scale;
+          ++checked;
+          if (!(std::fabs(value - want) <= step + 1e-5 * absmax))
+            fail("token (" + std::to_string(b) + "," + std::to_string(s) + ") group " + std::to_string(g) + " value " +
+                 std::to_string(i) + ": " + std::to_string(value) + ", want " + std::to_string(want));
+        }
+      }
+    }
+  // Padding past each q row, the code views' first elements and the unused scale column keep their
+  // poison.
+  const std::size_t q_bytes = size_of(q_type);
+  for (std::int64_t e = 0; e < q_out.storage->elements; ++e)
+    if (e < qc.code_offset || (e - qc.code_offset) % pitch >= D)
+      for (std::size_t byte = 0; byte < q_bytes; ++byte) bad += q_got[static_cast<std::size_t>(e) * q_bytes + byte] != 0x5a;
+  for (std::int64_t e = 0; e < qc.code_offset * static_cast<std::int64_t>(size_of(k_type)); ++e)
+    bad += k_got[static_cast<std::size_t>(e)] != 0x5a;
+  if (qc.q != RopeQuantize::none)
+    for (std::int64_t e = q_groups; e < 2 * c.seq * (q_groups + 1); e += q_groups + 1)
+      bad += std::memcmp(&qs_got[static_cast<std::size_t>(e * 4)], &q_scales->host[static_cast<std::size_t>(e * 4)], 4) != 0;
+  INFO(c.name() << " q " << rope_quantize_name(qc.q) << " k " << rope_quantize_name(qc.k) << " codes at +"
+                << qc.code_offset << ": " << first);
+  const std::int64_t valid_tokens = 2 * c.seq - 1;
+  const std::int64_t per_token = (qc.q == RopeQuantize::none ? 0 : q_groups) + (qc.k == RopeQuantize::none ? 0 : k_groups) +
+                                 (q_groups + k_groups) * n;
+  const std::int64_t bad_token = (qc.q == RopeQuantize::none ? q_groups * n : q_groups) +
+                                 (qc.k == RopeQuantize::none ? k_groups * n : k_groups);
+  CHECK(checked == valid_tokens * per_token + bad_token);  // every group and value; the bad token's scales only
+  CHECK(bad == 0);
+}
+
 TEST_CASE("rope + hadamard: int8 and fp8 e4m3 outputs dequantize to the float64 result within one step, with "
           "strided scales and a token outside the table" * test::gpu_only()) {
+  std::uint64_t seed = 71;
   for (RopeQuantize quantize : {RopeQuantize::int8, RopeQuantize::fp8_e4m3})
-    for (HadamardOrder order : kOrders) {
-      std::mt19937_64 rng(71);
-      Case c = fused_case(RopeStyle::neox, DType::bf16, order, 8, 4, 128, 4);
-      c.position = DType::i32;
-      c.positions_batched = true;
-      RopeCall call = build_call(c, rng);
-      const std::int32_t bad_position = static_cast<std::int32_t>(call.desc.table.shape[0]);
-      std::memcpy(call.positions->host.data() + (1 * c.seq + 3) * 4, &bad_position, 4);  // token (1, 3)
-      const DType code_type = quantize == RopeQuantize::int8 ? DType::i8 : DType::u8;
-      // q's codes in a padded layout, k's contiguous; q's scales strided [B, S, 2] inside [B, S, 3].
-      View q_codes = own_view({call.x.desc.shape, {c.seq * 8 * 160, 8 * 160, 160, 1}, code_type});
-      View k_codes = own_view({call.k.desc.shape, {}, code_type});
-      auto q_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * 3);
-      auto k_scales = std::make_shared<Storage>(DType::f32, 2 * c.seq * 1);
-      for (auto* storage : {q_codes.storage.get(), k_codes.storage.get(), q_scales.get(), k_scales.get()}) {
-        std::fill(storage->host.begin(), storage->host.end(), 0x5a);
-        storage->upload();
-      }
-      RopeDesc desc = call.desc;
-      desc.y = q_codes.desc;
-      desc.k_out = k_codes.desc;
-      desc.q_quantize = desc.k_quantize = quantize;
-      desc.q_scale = TensorDesc{{2, c.seq, 2}, {c.seq * 3, 3, 1}, DType::f32};
-      upload_all(call);
-      const RopePlan plan = plan_rope(desc);
-      RopePointers p = call.device_pointers();
-      p.y = q_codes.device();
-      p.k_out = k_codes.device();
-      p.q_scale = q_scales->device.get();
-      p.k_scale = k_scales->device.get();
-      plan.launch(p);
-      const std::vector<std::uint8_t> q_got = q_codes.storage->download(), k_got = k_codes.storage->download();
-      const std::vector<std::uint8_t> qs_got = q_scales->download(), ks_got = k_scales->download();
+    for (HadamardOrder order : kOrders)
+      check_quantized({fused_case(RopeStyle::neox, DType::bf16, order, 8, 4, 128, 4), quantize, quantize, 0}, ++seed);
+}
 
-      const plan::RopePlanData& data = plan.impl().data;
-      std::int64_t checked = 0, bad = 0;
-      std::string first;
-      std::vector<double> ref;
-      for (std::int64_t b = 0; b < 2; ++b)
-        for (std::int64_t s = 0; s < c.seq; ++s) {
-          detail::rope_reference_token(data, call.host_pointers(), b, s, ref);
-          for (std::int64_t g = 0; g < (8 + 4) / 4; ++g) {
-            const bool is_q = g < 2;
-            const View& codes = is_q ? q_codes : k_codes;
-            const std::vector<std::uint8_t>& got = is_q ? q_got : k_got;
-            const std::int64_t scale_at = is_q ? b * c.seq * 3 + s * 3 + g : b * c.seq + s;
-            const double scale = detail::load_as_double((is_q ? qs_got : ks_got).data(), DType::f32, scale_at);
-            double absmax = 0;
-            for (std::int64_t i = 0; i < 4 * 128; ++i) absmax = std::fmax(absmax, std::fabs(ref[static_cast<std::size_t>(g * 512 + i)]));
-            const double limit = quantize == RopeQuantize::int8 ? 127 : 448;
-            ++checked;
-            if (std::isnan(ref[static_cast<std::size_t>(g * 512)])) {  // the bad token: NaN scale
-              if (!std::isnan(scale) && bad++ == 0) first = "bad token's scale is not NaN";
-              continue;
-            }
-            if (!(std::fabs(scale - absmax / limit) <= 1e-5 * absmax / limit) && bad++ == 0)
-              first = "scale " + std::to_string(scale) + ", want " + std::to_string(absmax / limit);
-            for (std::int64_t i = 0; i < 4 * 128; ++i) {
-              const std::int64_t head = (is_q ? g * 4 : 0) + i / 128;
-              const std::int64_t o = codes.at(b, s, head, i % 128);
-              const double want = ref[static_cast<std::size_t>(g * 512 + i)];
-              const double value = quantize == RopeQuantize::int8 ? static_cast<std::int8_t>(got[static_cast<std::size_t>(o)]) * scale
-                                                                  : from_e4m3(got[static_cast<std::size_t>(o)]) * scale;
-              const double units = std::fabs(want) / scale;  // the code's magnitude
-              const double step = quantize == RopeQuantize::int8 ? scale
-                                  : units < 0x1p-6 ? 0x1p-9 * scale
-                                                   : std::ldexp(1.0, std::ilogb(units) - 3) * scale;
-              ++checked;
-              if (!(std::fabs(value - want) <= step + 1e-5 * absmax) && bad++ == 0)
-                first = "token (" + std::to_string(b) + "," + std::to_string(s) + ") group " + std::to_string(g) +
-                        " value " + std::to_string(i) + ": " + std::to_string(value) + ", want " + std::to_string(want);
-            }
-          }
-        }
-      // q's padding and the unused scale column keep their poison.
-      for (std::int64_t e = 0; e < q_codes.storage->elements; ++e)
-        if (e % 160 >= 128) bad += q_got[static_cast<std::size_t>(e)] != 0x5a;
-      for (std::int64_t e = 2; e < 2 * c.seq * 3; e += 3)
-        bad += std::memcmp(&qs_got[static_cast<std::size_t>(e * 4)], &q_scales->host[static_cast<std::size_t>(e * 4)], 4) != 0;
-      INFO(rope_quantize_name(quantize) << " " << hadamard_order_name(order) << ": " << first);
-      CHECK(checked == (2 * c.seq - 1) * 3 * 513 + 3);  // every group and value; the bad token's scales only
-      CHECK(bad == 0);
-    }
+TEST_CASE("rope + hadamard, quantized: rows across warps, k or q alone, GPT-J, misaligned codes" * test::gpu_only()) {
+  std::uint64_t seed = 171;
+  const auto rope_first = HadamardOrder::rope_then_hadamard, transform_first = HadamardOrder::hadamard_then_rope;
+  const QuantCase cases[] = {
+      // n = 4096 over four warps: the row's absmax crosses warps; k alone, its codes one byte off.
+      {fused_case(RopeStyle::neox, DType::f32, rope_first, 32, 32, 128, 32), RopeQuantize::none, RopeQuantize::int8, 1},
+      {fused_case(RopeStyle::neox, DType::bf16, transform_first, 32, 8, 128, 8), RopeQuantize::int8, RopeQuantize::fp8_e4m3, 3},
+      {fused_case(RopeStyle::gptj, DType::bf16, transform_first, 8, 4, 64, 4), RopeQuantize::fp8_e4m3, RopeQuantize::none, 1},
+      {fused_case(RopeStyle::gptj, DType::f16, rope_first, 8, 8, 128, 8), RopeQuantize::int8, RopeQuantize::int8, 2},
+  };
+  for (const QuantCase& qc : cases) check_quantized(qc, ++seed);
 }

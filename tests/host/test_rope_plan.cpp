@@ -248,6 +248,46 @@ TEST_CASE("manifest lines: a fused Hadamard transform's group, scale and order r
         prefix + " --hadamard-scale 0.1 --hadamard-order hadamard-then-rope");
 }
 
+TEST_CASE("fused plans find rotation partners by the row layout and reserve shared memory only to use it") {
+  RopeDesc d = valid_desc();
+  d.x.shape = {2, 8, 8, 128};
+  d.k = TensorDesc{{2, 8, 8, 128}, {}, DType::bf16};
+  d.table = {{16, 64}, {}, DType::f32};
+  d.positions = TensorDesc{{2, 8}, {}, DType::i64};
+  d.hadamard_group = 8;  // n = 1024: one warp per row, 8-value vectors
+  plan::RopePlanData one_warp = plan::plan_rope_data(d);
+  CHECK(one_warp.spec.hadamard_threads == 32);
+  CHECK(one_warp.spec.hadamard_partner == plan::RopePartner::lane);  // i ^ 64 on a lane bit
+  CHECK(one_warp.launch.shared_bytes == 0);
+  // The scalar variant keeps the threads per row; its partner lies on a chunk bit, still no sharing.
+  const plan::RopeSpec scalar = plan::scalar_variant(one_warp.spec);
+  CHECK(scalar.hadamard_partner == plan::RopePartner::chunk);
+  CHECK(plan::fused_shared_bytes(scalar) == 0);
+
+  d.style = RopeStyle::gptj;
+  CHECK(plan::plan_rope_data(d).spec.hadamard_partner == plan::RopePartner::vector);
+
+  d.style = RopeStyle::neox;
+  d.rotary_dim = 96;  // P = 48: no bit of the row index; rotating last, the row goes through shared memory
+  d.table = {{16, 48}, {}, DType::f32};
+  d.hadamard_order = HadamardOrder::hadamard_then_rope;
+  const plan::RopePlanData shared = plan::plan_rope_data(d);
+  CHECK(shared.spec.hadamard_partner == plan::RopePartner::shared);
+  CHECK(shared.launch.shared_bytes == (1024 + 32) * 4 * shared.spec.hadamard_rows_per_block);
+  d.hadamard_order = HadamardOrder::rope_then_hadamard;  // rotating first: a second read of the input
+  CHECK(plan::plan_rope_data(d).spec.hadamard_partner == plan::RopePartner::memory);
+  CHECK(plan::plan_rope_data(d).launch.shared_bytes == 0);
+
+  d.rotary_dim = 0;
+  d.table = {{16, 64}, {}, DType::f32};
+  d.x.shape = {2, 8, 32, 128};
+  d.k = TensorDesc{{2, 8, 32, 128}, {}, DType::bf16};
+  d.hadamard_group = 32;  // n = 4096: rows across warps
+  const plan::RopePlanData warps = plan::plan_rope_data(d);
+  CHECK(warps.spec.hadamard_threads > 32);
+  CHECK(warps.launch.shared_bytes == (4096 + 128) * 4);
+}
+
 TEST_CASE("manifest lines: quantized outputs get contiguous code descriptors and round-trip through the line") {
   plan::RopeManifest m;
   m.shape = {2, 8, 8, 64};

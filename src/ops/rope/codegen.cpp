@@ -45,6 +45,7 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
       .integer("ROWS_PER_BLOCK", spec.hadamard_rows_per_block)
       .integer("Q_QUANTIZE", static_cast<int>(spec.q_quantize))
       .integer("K_QUANTIZE", static_cast<int>(spec.k_quantize))
+      .integer("HADAMARD_PARTNER", static_cast<int>(spec.hadamard_partner))
       .array("HM", hadamard_base_signs(spec.hadamard_base));
   return {rope_kernel_label(spec),
           render({"compute.cu", "hadamard_transform.cu", "rope_common.cu", "rope_hadamard.cu"}, params), {},

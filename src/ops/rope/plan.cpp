@@ -274,13 +274,15 @@ void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePla
     if (scales && overrides.index_bits == 0)
       spec.wide_index |= !fits_32_bits(span_of(scales->shape, normalized_strides(*scales), "scales"));
 
+  spec.hadamard_partner = fused_partner(spec);
+
   RopeLaunchShape& launch = plan.launch;
   launch = RopeLaunchShape{};
   const std::int64_t blocks = ceil_div(args.group_rows[1], spec.hadamard_rows_per_block);
   launch.grid[0] = static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kFusedMaxBlocks));
   launch.block[0] = static_cast<unsigned>(layout.threads_per_row * spec.hadamard_rows_per_block);
-  const std::int64_t value_bytes = spec.data == DType::f64 ? 8 : 4;
-  launch.shared_bytes = static_cast<unsigned>((n + n / 32) * value_bytes * spec.hadamard_rows_per_block);
+  // The scalar variant runs with the same launch, and may find its partners elsewhere.
+  launch.shared_bytes = std::max(fused_shared_bytes(spec), fused_shared_bytes(scalar_variant(spec)));
 }
 
 }  // namespace
@@ -301,10 +303,38 @@ std::int64_t rope_rotated_chunks(const RopeSpec& spec) {
 std::int64_t rope_pass_chunks(const RopeSpec& spec) { return (spec.head_dim - spec.rotary_dim) / spec.chunk; }
 
 RopeSpec scalar_variant(RopeSpec spec) {
-  if (spec.hadamard_group != 0) spec.chunk = 1;  // same threads per row, each with more chunks
   spec.access = 1;
   spec.table_access = 1;
+  if (spec.hadamard_group != 0) {  // same threads per row, each with more chunks
+    spec.chunk = 1;
+    spec.hadamard_partner = fused_partner(spec);
+  }
   return spec;
+}
+
+std::string_view rope_partner_name(RopePartner p) noexcept {
+  constexpr std::string_view names[] = {"none", "vector", "chunk", "lane", "memory", "shared"};
+  return names[static_cast<int>(p)];
+}
+
+RopePartner fused_partner(const RopeSpec& spec) {
+  const std::int64_t partner_step = spec.style == RopeStyle::neox ? spec.rotary_dim / 2 : 1;
+  const std::int64_t pow2 = spec.hadamard_group * spec.head_dim / spec.hadamard_base;
+  const std::int64_t vec = spec.access, threads = spec.hadamard_threads;
+  // i ^ P is one bit of the row index where P is a power of two, heads hold whole 2P blocks and P < 2^k.
+  const bool pair_bit = (partner_step & (partner_step - 1)) == 0 && spec.head_dim % (2 * partner_step) == 0 &&
+                        partner_step < pow2;
+  if (partner_step < vec) return RopePartner::vector;
+  if (pair_bit && partner_step % (threads * vec) == 0) return RopePartner::chunk;
+  if (pair_bit && partner_step / vec < std::min<std::int64_t>(threads, 32)) return RopePartner::lane;
+  return spec.hadamard_first ? RopePartner::shared : RopePartner::memory;
+}
+
+unsigned fused_shared_bytes(const RopeSpec& spec) {
+  if (spec.hadamard_threads <= 32 && spec.hadamard_partner != RopePartner::shared) return 0;
+  const std::int64_t n = spec.hadamard_group * spec.head_dim;
+  const std::int64_t value_bytes = spec.data == DType::f64 ? 8 : 4;
+  return static_cast<unsigned>((n + n / 32) * value_bytes * spec.hadamard_rows_per_block);
 }
 
 RopeLaunchShape choose_rope_launch(std::int64_t tokens, std::int64_t heads_total, std::int64_t rotated_chunks) {

@@ -11,6 +11,15 @@
 #include "shapejit/rope.hpp"
 
 namespace shapejit {
+namespace plan {
+/// Where a fused rotation finds a value's partner (value i pairs with i +- P, P = R/2 for NeoX,
+/// 1 for GPT-J): in the thread's own vector, its other chunk (i ^ P on a chunk bit), a lane shuffle
+/// (i ^ P on a lane bit), a second read of the input (rotating first), or the row's copy in shared
+/// memory (rotating last).
+enum class RopePartner : std::uint8_t { none, vector, chunk, lane, memory, shared };
+std::string_view rope_partner_name(RopePartner p) noexcept;
+inline std::string_view field_text(RopePartner p) { return rope_partner_name(p); }
+}  // namespace plan
 inline std::string_view field_text(RopeStyle style) { return rope_style_name(style); }
 inline std::string_view field_text(RopeQuantize q) { return rope_quantize_name(q); }
 }  // namespace shapejit
@@ -42,6 +51,7 @@ namespace shapejit::plan {
   X(bool, hadamard_first, false)     /* the transform runs before the rotation (order, inverse) */ \
   X(int, hadamard_threads, 1)        /* threads per row (one head group of one token) */          \
   X(int, hadamard_rows_per_block, 1)                                                               \
+  X(RopePartner, hadamard_partner, RopePartner::none)                                              \
   X(RopeQuantize, q_quantize, RopeQuantize::none) /* fused only: q's output as 8-bit codes */      \
   X(RopeQuantize, k_quantize, RopeQuantize::none)
 
@@ -63,6 +73,11 @@ std::int64_t rope_pass_chunks(const RopeSpec& spec);
 /// The same specialization with one-element accesses: what runs on pointers less aligned than
 /// the plan assumed.
 RopeSpec scalar_variant(RopeSpec spec);
+
+/// Fused plans: where the rotation finds partners, from the row layout and the order.
+RopePartner fused_partner(const RopeSpec& spec);
+/// Fused plans: shared memory a block needs (rows across warps, or partners found there).
+unsigned fused_shared_bytes(const RopeSpec& spec);
 
 /// The kernel's parameter block. Mirrors `RopeArgs` in templates/rope_common.cu field for field (every
 /// field 8 bytes, so both sides lay it out the same way).
