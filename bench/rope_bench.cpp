@@ -214,21 +214,42 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   r.copy_gbs = queued_copy_gbs(static_cast<std::size_t>(bytes / 2));
   r.ratio = r.gbs / r.copy_gbs;
   r.peak_ratio = r.gbs / peak_copy_gbs;
-  if (group > 0 && k_out_bytes != 1) {  // the same work as separate launches: rope, then hadamard in place
+  if (group > 0 && k_out_bytes != 1) {
+    // The same work as separate launches in the same order: rope out of place, then hadamard in
+    // place on q's and k's outputs; or hadamard out of place, then rope in place.
+    const bool transform_first = desc.hadamard_order == HadamardOrder::hadamard_then_rope;
     RopeDesc plain = desc;
     plain.hadamard_group = 0;
+    plain.hadamard_scale = std::nullopt;
+    plain.hadamard_order = HadamardOrder::rope_then_hadamard;
+    if (transform_first) {
+      if (plain.y) plain.x = *plain.y;  // the outputs' layout (the bench's are contiguous, like x)
+      if (plain.k && plain.k_out) plain.k = *plain.k_out;
+      plain.y.reset();
+      plain.k_out.reset();
+      plain.inplace = true;
+    }
     const RopePlan rope_plan = plan_rope(plain);
-    auto in_place = [&](std::int64_t h) {
+    auto transform = [&](std::int64_t h) {
       HadamardDesc d;
       d.x = {{batch, seq, h, D}, {}, dtype};
       d.group = group;
-      d.inplace = true;
+      d.inplace = !transform_first;
       return plan_hadamard(d);
     };
-    const HadamardPlan q_plan = in_place(heads);
-    const std::optional<HadamardPlan> k_plan = k_heads > 0 ? std::optional(in_place(k_heads)) : std::nullopt;
+    const HadamardPlan q_plan = transform(heads);
+    const std::optional<HadamardPlan> k_plan = k_heads > 0 ? std::optional(transform(k_heads)) : std::nullopt;
     auto separate = [&](CUstream stream) {
       const RopePointers& p = pointers[static_cast<std::size_t>(next++ % sets)];
+      if (transform_first) {
+        q_plan.launch({p.x, p.y}, stream);
+        if (k_plan) k_plan->launch({p.k, p.k_out}, stream);
+        RopePointers in_place = p;
+        in_place.x = p.y;
+        in_place.k = p.k_out;
+        rope_plan.launch(in_place, stream);
+        return;
+      }
       rope_plan.launch(p, stream);
       q_plan.launch({p.y, p.y}, stream);
       if (k_plan) k_plan->launch({p.k_out, p.k_out}, stream);

@@ -169,10 +169,27 @@ __device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], c
   }
 }
 
+// The angles a thread's chunks share (ANGLES_PER_ROW), loaded once per row beside the row's data,
+// so that a transform running first hides their latency.
+struct RowAngles {
+  compute_t cs[ANGLE_SETS][PAIRS], sn[ANGLE_SETS][PAIRS];
+};
+
+__device__ __forceinline__ RowAngles row_angles(const RopeArgs& a, const RowPlace& p, int t) {
+  RowAngles angles;
+  if constexpr (ANGLES_PER_ROW)
+#pragma unroll
+    for (int c = 0; c < ANGLE_SETS; ++c) {
+      const int d = (int)(chunk_start(c, t) % HEAD_DIM);
+      if (d < ROTARY_DIM) load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, angles.cs[c], angles.sn[c]);
+    }
+  return angles;
+}
+
 // Rotates the row's values in v by the angles of the row's token. Every thread of the block calls
 // it (it may shuffle, or pass the row through shared memory).
 __device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t, const RopeArgs& a,
-                                           const RowPlace& p) {
+                                           const RowPlace& p, const RowAngles& angles) {
   if constexpr (PARTNER_IN_SHARED) {
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
@@ -180,13 +197,6 @@ __device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_
       for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
     __syncthreads();
   }
-  compute_t row_cs[ANGLE_SETS][PAIRS], row_sn[ANGLE_SETS][PAIRS];
-  if constexpr (ANGLES_PER_ROW)
-#pragma unroll
-    for (int c = 0; c < ANGLE_SETS; ++c) {
-      const int d = (int)(chunk_start(c, t) % HEAD_DIM);
-      if (d < ROTARY_DIM) load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, row_cs[c], row_sn[c]);
-    }
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const long long i = chunk_start(c, t);
@@ -202,7 +212,7 @@ __device__ __forceinline__ void rotate_row(compute_t (&v)[CHUNKS][VEC], compute_
     compute_t cs[PAIRS], sn[PAIRS];
     if constexpr (ANGLES_PER_ROW) {
 #pragma unroll
-      for (int j = 0; j < PAIRS; ++j) cs[j] = row_cs[c % ANGLE_SETS][j], sn[j] = row_sn[c % ANGLE_SETS][j];
+      for (int j = 0; j < PAIRS; ++j) cs[j] = angles.cs[c % ANGLE_SETS][j], sn[j] = angles.sn[c % ANGLE_SETS][j];
     } else {
       load_angles(a, p.position, p.valid, STYLE_NEOX ? d % HALF : d / 2, cs, sn);
     }
@@ -256,8 +266,9 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
     }
+    const RowAngles angles = row_angles(args, p, t);
     if constexpr (HADAMARD_FIRST) transform_row(v, row, t);
-    rotate_row(v, row, t, args, p);
+    rotate_row(v, row, t, args, p, angles);
     if constexpr (!HADAMARD_FIRST) transform_row(v, row, t);
     const compute_t scale = (compute_t)args.hadamard_scale;
     float absmax = 0;

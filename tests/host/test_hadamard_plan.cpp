@@ -146,7 +146,9 @@ TEST_CASE("hadamard: plans merge contiguous outer dims, pick vectors from every 
   CHECK(c.args.rows == 2 * 64 * 8);
   CHECK(c.spec.vec == 8);
   CHECK(*c.desc.scale == doctest::Approx(1.0 / std::sqrt(512.0)));
-  CHECK(contiguous.describe().find("n = 512 = 1 x 512, group 4 x dhead 128") != std::string::npos);
+  CHECK(contiguous.describe().find("n = 512 = 1 x 512, group 4 x dhead 128, heads back to back") != std::string::npos);
+  CHECK(c.spec.group == 1);  // the group's heads are one run of 512 values
+  CHECK(c.spec.head_dim == 512);
   CHECK(contiguous.json().find(R"("op": "hadamard", "n": 512)") != std::string::npos);
   CHECK(contiguous.manifest_line() == "hadamard --dtype bf16 --shape 2,64,32,128 --group 4");
 
@@ -156,13 +158,16 @@ TEST_CASE("hadamard: plans merge contiguous outer dims, pick vectors from every 
   const plan::HadamardPlanData strided = plan_hadamard(d).impl().data;
   CHECK(strided.spec.row_dims == 3);  // group, seq, batch: x steps through them apart
   CHECK(strided.args.x_head_stride == 64 * 128);
+  CHECK(strided.spec.group == 4);
   d.x.strides = {64 * 32 * 131, 32 * 131, 131, 1};
   const HadamardPlan padded = plan_hadamard(d);
   CHECK(padded.impl().data.spec.vec == 1);
   CHECK(padded.impl().data.spec.row_dims == 1);  // padded rows still merge
-  CHECK(padded.manifest_line() == "hadamard --dtype bf16 --shape 2,64,32,128 --group 4 --vec 1");
+  // Padded heads lie apart: the line keeps them apart too, so that it names the same kernel.
+  CHECK(padded.manifest_line() == "hadamard --dtype bf16 --shape 2,64,32,128 --group 4 --vec 1 --split-heads");
   d.x.strides = {64 * 32 * 128, 128, 64 * 128, 1};
-  CHECK(plan_hadamard(d).manifest_line() == "hadamard --dtype bf16 --shape 2,64,32,128 --group 4 --row-dims 3");
+  CHECK(plan_hadamard(d).manifest_line() ==
+        "hadamard --dtype bf16 --shape 2,64,32,128 --group 4 --row-dims 3 --split-heads");
 
   // A head stride that no row steps through does not limit the vector.
   HadamardDesc one_head = desc_of({4, 1, 128}, 1);

@@ -93,8 +93,10 @@ std::string describe(const HadamardPlanImpl& plan) {
   const plan::HadamardPlanData& d = plan.data;
   const plan::HadamardSpec& s = d.spec;
   const plan::HadamardFactors f = plan::hadamard_factors(plan::hadamard_n(s));
-  std::string text = fmt::format("hadamard plan (n = {} = {} x {}, group {} x dhead {}, scale {})\n",
-                                 plan::hadamard_n(s), f.base, f.pow2, s.group, s.head_dim, *d.desc.scale);
+  const std::int64_t head_dim = d.desc.x.shape.back();
+  std::string text = fmt::format("hadamard plan (n = {} = {} x {}, group {} x dhead {}{}, scale {})\n",
+                                 plan::hadamard_n(s), f.base, f.pow2, d.desc.group, head_dim,
+                                 s.group != d.desc.group ? ", heads back to back: one run per row" : "", *d.desc.scale);
   text += fmt::format("  x:        {}\n  y:        {}{}\n", ops::tensor_text(d.desc.x), ops::tensor_text(*d.desc.y),
                       s.inplace ? " (in place)" : "");
   if (d.desc.check_pointers) text += "  pointers: checked at each launch (device, allocation bounds)\n";

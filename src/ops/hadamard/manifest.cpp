@@ -13,15 +13,16 @@ std::string hadamard_manifest_line(const HadamardPlanData& plan) {
   const HadamardSpec& s = plan.spec;
   HadamardDesc contiguous;
   contiguous.x = TensorDesc{plan.desc.x.shape, {}, s.data};
-  contiguous.group = s.group;
+  contiguous.group = plan.desc.group;
   contiguous.inplace = s.inplace;
   const HadamardSpec natural = plan_hadamard_data(contiguous).spec;
   std::string line = fmt::format("hadamard --dtype {} --shape {}", dtype_name(s.data), fmt::join(plan.desc.x.shape, ","));
-  if (s.group != 1) line += fmt::format(" --group {}", s.group);
+  if (plan.desc.group != 1) line += fmt::format(" --group {}", plan.desc.group);
   if (s.inplace) line += " --inplace";
   if (s.vec != natural.vec) line += fmt::format(" --vec {}", s.vec);
   if (s.wide_index != natural.wide_index) line += fmt::format(" --index {}", s.wide_index ? 64 : 32);
   if (s.row_dims != natural.row_dims) line += fmt::format(" --row-dims {}", s.row_dims);
+  if (s.group != natural.group) line += " --split-heads";
   return line;
 }
 
@@ -47,7 +48,7 @@ PlannedLine plan_line(const ManifestArgs& args) {
   desc.inplace = args.has("inplace");
   desc.check_pointers = args.has("check-pointers");
   const plan::HadamardOverrides overrides{args.small_integer("vec", 16), args.small_integer("index", 0),
-                                          args.small_integer("row-dims", 0)};
+                                          args.small_integer("row-dims", 0), args.has("split-heads")};
   const auto plan = detail::make_hadamard_plan(desc, overrides);
   PlannedLine result{detail::describe(*plan), detail::json(*plan), {}};
   for (const jit::Program* p : plan->programs()) result.programs.push_back(*p);
@@ -73,6 +74,8 @@ const Operator& hadamard_operator() {
           {"index", OptionKind::integer, "Offset width: 32 or 64 (default: as the shapes need)", false, {"32", "64"}},
           {"row-dims", OptionKind::integer, "Run-time row dims (strided plans whose outer dims do not merge)", false,
            {"1", "2", "3", "4", "5"}},
+          {"split-heads", OptionKind::flag,
+           "Address a group's heads apart even where they lie back to back (strided plans whose heads do not)"},
       },
       plan_line,
   };

@@ -90,6 +90,7 @@ struct HadamardOverrides {
   int max_vec = 16;    ///< at most this many values per access
   int index_bits = 0;  ///< 32 or 64 forces the offset width; 0 lets the shapes decide
   int row_dims = 0;    ///< forces this many run-time row dims; 0 lets the shapes decide
+  bool split_heads = false;  ///< keeps a group's heads apart even where they lie back to back
 };
 
 /// Validates `desc` and plans it. Throws invalid_argument (see plan_hadamard) or unsupported (2^31
