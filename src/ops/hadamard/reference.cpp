@@ -8,7 +8,7 @@ std::vector<std::int64_t> hadamard_row_offsets(const plan::HadamardPlanData& pla
                                                const std::vector<std::int64_t>& strides, std::int64_t row) {
   const std::vector<std::int64_t>& shape = plan.desc.x.shape;
   const std::size_t rank = shape.size();
-  const std::int64_t group = plan.spec.group, head_dim = plan.spec.head_dim;
+  const std::int64_t group = plan.desc.group, head_dim = shape.back();
   const std::int64_t groups = shape[rank - 2] / group;
   std::int64_t base = (row % groups) * group * strides[rank - 2];
   std::int64_t rest = row / groups;
