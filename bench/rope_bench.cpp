@@ -134,6 +134,14 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   desc.rotary_dim = R;
   desc.table = {{rows, R / 2}, {}, DType::f32};
   desc.positions = TensorDesc{{batch, seq}, {}, DType::i64};
+  // Multi-axis positions: --axis-rule sections|interleaved --axis-sections S0,S1,...
+  const std::string axis_rule = line.get_or("axis-rule", "none");
+  if (axis_rule != "none") {
+    desc.axis_rule = axis_rule == "sections" ? RopeAxisRule::sections : RopeAxisRule::interleaved;
+    desc.axis_sections = bench::parse_int_list(line.get("axis-sections"), "--axis-sections");
+    desc.positions = TensorDesc{{static_cast<std::int64_t>(desc.axis_sections.size()), batch, seq}, {}, DType::i64};
+  }
+  const std::int64_t axes = std::max<std::int64_t>(1, static_cast<std::int64_t>(desc.axis_sections.size()));
   desc.hadamard_group = group;
   if (line.get_or("hadamard-order", "") == "hadamard-then-rope") desc.hadamard_order = HadamardOrder::hadamard_then_rope;
   const std::string k_quantize = line.get_or("k-quantize", "none");
@@ -143,10 +151,10 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   const RopePlan plan = plan_rope(desc);
 
   const RopeTables tables = rope_tables(rows, R, DType::f32);
-  DeviceBuffer cos(tables.cos.size()), sin(tables.sin.size()), pos(static_cast<std::size_t>(tokens) * 8);
+  DeviceBuffer cos(tables.cos.size()), sin(tables.sin.size()), pos(static_cast<std::size_t>(axes * tokens) * 8);
   cos.upload(tables.cos.data(), cos.bytes());
   sin.upload(tables.sin.data(), sin.bytes());
-  std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(axes * tokens));
   std::mt19937_64 rng(17);
   for (auto& p : positions) p = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(rows));
   pos.upload(positions.data(), pos.bytes());
@@ -156,8 +164,9 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   const std::size_t scale_bytes = k_out_bytes == 1 ? static_cast<std::size_t>(tokens * k_heads / group) * 4 : 0;
   const std::size_t io_bytes = static_cast<std::size_t>(q_elements * 2 + k_elements) * dtype_size(dtype) +
                                static_cast<std::size_t>(k_elements) * k_out_bytes + scale_bytes;
-  // Per token: its i64 position and R/2 f32 entries of each table.
-  const double bytes = static_cast<double>(io_bytes) + static_cast<double>(tokens) * (8 + 4 * static_cast<double>(R));
+  // Per token: its i64 position on each axis and R/2 f32 entries of each table.
+  const double bytes = static_cast<double>(io_bytes) +
+                       static_cast<double>(tokens) * (8 * static_cast<double>(axes) + 4 * static_cast<double>(R));
   const int sets = static_cast<int>(std::clamp<std::size_t>(kRotationBytes / io_bytes + 1, 1, kMaxSets));
   std::vector<IoSet> io(static_cast<std::size_t>(sets));
   std::vector<RopePointers> pointers;
@@ -187,14 +196,18 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     one.x.shape = {1, 1, heads, D};
     one.k.reset();
     one.k_quantize = RopeQuantize::none;
-    one.positions = TensorDesc{{1, 1}, {}, DType::i64};
+    one.positions = TensorDesc{desc.axis_sections.empty() ? std::vector<std::int64_t>{1, 1}
+                                                          : std::vector<std::int64_t>{axes, 1, 1},
+                               {}, DType::i64};
     const plan::RopePlanData one_plan = plan::plan_rope_data(one);
     for (std::int64_t t = 0; t < tokens; t += std::max<std::int64_t>(1, tokens / 16)) {
       const std::size_t at = static_cast<std::size_t>(t * row) * dtype_size(dtype);
       io[0].x->download(x_host.data(), x_host.size(), at);
       io[0].y->download(y_host.data(), y_host.size(), at);
-      const std::int64_t p = positions[static_cast<std::size_t>(t)];
-      detail::rope_reference_token(one_plan, {x_host.data(), nullptr, nullptr, nullptr, tables.cos.data(), tables.sin.data(), &p, 0}, 0, 0, ref);
+      std::vector<std::int64_t> p(static_cast<std::size_t>(axes));  // the token's position on each axis
+      for (std::int64_t a = 0; a < axes; ++a) p[static_cast<std::size_t>(a)] = positions[static_cast<std::size_t>(a * tokens + t)];
+      detail::rope_reference_token(
+          one_plan, {x_host.data(), nullptr, nullptr, nullptr, tables.cos.data(), tables.sin.data(), p.data(), 0}, 0, 0, ref);
       for (std::int64_t i = 0; i < row; ++i) {
         const double got = detail::load_as_double(y_host.data(), dtype, i), want = ref[static_cast<std::size_t>(i)];
         const double spacing = std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(want), 1e-30)) -

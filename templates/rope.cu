@@ -1,6 +1,6 @@
 // Rotary position embedding, after compute.cu and rope_common.cu. Reads from the specialization:
 //   STYLE_NEOX, HEAD_DIM, ROTARY_DIM, FOUR_D, HAS_K, INPLACE, INVERSE, CHECKED,
-//   HAS_POSITIONS, POSITIONS_BATCHED, CHUNK, ACCESS, TABLE_ACCESS,
+//   HAS_POSITIONS, POSITIONS_BATCHED, POSITION_AXES, AXIS_RULE, AXIS_LIMIT1..3, CHUNK, ACCESS, TABLE_ACCESS,
 //   data_t, table_t, pos_t (unused without positions), compute_t, idx_t.
 //
 // Work split: a thread owns one chunk of CHUNK elements along dhead (for NeoX, the chunk and its
@@ -55,11 +55,10 @@ __device__ __forceinline__ idx_t row_offset(const long long (&stride)[3], idx_t 
   return b * (idx_t)stride[0] + s * (idx_t)stride[1];
 }
 
-// One token's view of the arguments: where its rows start in each tensor, and its position.
+// One token's view of the arguments: where its rows start in each tensor, and its positions.
 struct Token {
   idx_t x, y, k, k_out;
-  long long position;
-  bool valid;
+  TokenPositions positions;
 };
 
 // The input and output rows (dhead element 0) of head h: q heads first, then k heads.
@@ -113,13 +112,13 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     s = (idx_t)token - b * (idx_t)a.seq;
   }
   Token t;
-  t.position = token_position(a, b, s);
-  t.valid = t.position >= 0 && t.position < a.table_rows;
+  t.positions = token_positions(a, b, s);
+  const bool valid = t.positions.valid;
   t.x = row_offset(a.x_stride, b, s);
   t.y = row_offset(a.y_stride, b, s);
   t.k = HAS_K ? row_offset(a.k_stride, b, s) : 0;
   t.k_out = HAS_K ? row_offset(a.k_out_stride, b, s) : 0;
-  if (CHECKED && !t.valid && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0)
+  if (CHECKED && !valid && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0)
     atomicMin(a.bad_token, (unsigned long long)token);
   const idx_t head_first = (idx_t)blockIdx.y * blockDim.y + threadIdx.y;
   const idx_t head_step = (idx_t)gridDim.y * blockDim.y;
@@ -131,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     HeadChunk g;
     if (head_first < heads) load_head(g, a, t, head_first, first);
     compute_t cs[PAIRS], sn[PAIRS];
-    load_angles(a, t.position, t.valid, c * PAIRS, cs, sn);
+    load_token_angles(a, t.positions, c * PAIRS, cs, sn);
     for (idx_t h = head_first; h < heads; h += head_step) {
       if (h != head_first) load_head(g, a, t, h, first);
       rotate_head(g, first, cs, sn);
@@ -139,12 +138,12 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
   }
 
   // Elements past the rotary dim: copied out of place; in place only a bad token's are written (NaN).
-  if (PASS_CHUNKS > 0 && (!INPLACE || !t.valid)) {
+  if (PASS_CHUNKS > 0 && (!INPLACE || !valid)) {
     for (int c = threadIdx.x; c < PASS_CHUNKS; c += blockDim.x) {
       const int first = ROTARY_DIM + c * CHUNK;
       for (idx_t h = head_first; h < heads; h += head_step) {
         const Rows rows = head_rows(a, t, h);
-        if (t.valid) {
+        if (valid) {
           data_t v[CHUNK];
           sj_load_elements<CHUNK, ACCESS>(v, rows.in + first);
           sj_store_elements<CHUNK, ACCESS>(rows.out + first, v);

@@ -1,6 +1,7 @@
 // What the rope kernels share (plain rope, and rope fused with a Hadamard transform): the
 // argument block, the rotation, a token's position and its angles. Reads INVERSE, HAS_POSITIONS,
-// POSITIONS_BATCHED, TABLE_ACCESS, data_t, table_t, pos_t, compute_t, idx_t.
+// POSITIONS_BATCHED, POSITION_AXES, AXIS_RULE, AXIS_LIMIT1..3, TABLE_ACCESS, data_t, table_t, pos_t,
+// compute_t, idx_t.
 
 struct RopeArgs {
   const data_t* x;
@@ -23,6 +24,7 @@ struct RopeArgs {
   float* q_scale;
   float* k_scale;
   long long q_scale_stride[3], k_scale_stride[3];
+  long long position_axis_stride;  // multi-axis positions
 };
 
 // (x0, x1) -> (y0, y1) rotated by the angle with cosine c and sine s (by -angle when INVERSE).
@@ -37,10 +39,10 @@ __device__ __forceinline__ void rotate(compute_t x0, compute_t x1, compute_t c, 
   }
 }
 
-// Position of token (batch b, sequence index s): its position id, or s + offset.
-__device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, idx_t s) {
+// Position of token (batch b, sequence index s) on an axis: its position id, or s + offset.
+__device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, idx_t s, int axis = 0) {
   if constexpr (HAS_POSITIONS) {
-    idx_t at = s * (idx_t)a.position_stride[1];
+    idx_t at = s * (idx_t)a.position_stride[1] + (idx_t)axis * (idx_t)a.position_axis_stride;
     if (POSITIONS_BATCHED) at += b * (idx_t)a.position_stride[0];
     return (long long)a.positions[at];  // u64 beyond 2^63 turns negative: out of range either way
   } else {
@@ -66,4 +68,55 @@ __device__ __forceinline__ void load_angles(const RopeArgs& a, long long positio
   sj_load_elements<N, TABLE_ACCESS>(v, a.sin + at);
 #pragma unroll
   for (int j = 0; j < N; ++j) sn[j] = to_compute(v[j]);
+}
+
+// Multi-axis positions: the axis rotary pair j takes its row from (AXIS_RULE 1: sections, whose
+// first pairs are the limits; 2: interleaved, with limits 3 s_1 and 3 s_2).
+__device__ __forceinline__ int pair_axis(int j) {
+  if constexpr (AXIS_RULE == 1) return (j >= AXIS_LIMIT1) + (j >= AXIS_LIMIT2) + (j >= AXIS_LIMIT3);
+  if constexpr (AXIS_RULE == 2) return j % 3 == 1 && j < AXIS_LIMIT1 ? 1 : j % 3 == 2 && j < AXIS_LIMIT2 ? 2 : 0;
+  return 0;
+}
+
+// A token's positions on every axis, and whether all of them lie inside the table.
+struct TokenPositions {
+  long long p[POSITION_AXES];
+  bool valid;
+};
+
+__device__ __forceinline__ TokenPositions token_positions(const RopeArgs& a, idx_t b, idx_t s) {
+  TokenPositions t;
+  t.valid = true;
+#pragma unroll
+  for (int axis = 0; axis < POSITION_AXES; ++axis) {
+    t.p[axis] = token_position(a, b, s, axis);
+    t.valid = t.valid && t.p[axis] >= 0 && t.p[axis] < a.table_rows;
+  }
+  return t;
+}
+
+// cos and sin of pairs [first, first + N), first a multiple of N: one row; with multi-axis
+// positions, the row of the chunk's axis where sections start at multiples of N, else the N entries
+// of every axis's row, each pair taking its own axis's.
+template <int N>
+__device__ __forceinline__ void load_token_angles(const RopeArgs& a, const TokenPositions& t, int first,
+                                                  compute_t (&cs)[N], compute_t (&sn)[N]) {
+  constexpr bool ONE_AXIS_PER_CHUNK =
+      POSITION_AXES == 1 || (AXIS_RULE == 1 && AXIS_LIMIT1 % N == 0 && AXIS_LIMIT2 % N == 0 && AXIS_LIMIT3 % N == 0);
+  if constexpr (ONE_AXIS_PER_CHUNK) {
+    load_angles(a, t.p[POSITION_AXES == 1 ? 0 : pair_axis(first)], t.valid, first, cs, sn);
+  } else {
+    compute_t axis_cs[POSITION_AXES][N], axis_sn[POSITION_AXES][N];
+#pragma unroll
+    for (int axis = 0; axis < POSITION_AXES; ++axis) load_angles(a, t.p[axis], t.valid, first, axis_cs[axis], axis_sn[axis]);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const int axis = pair_axis(first + j);
+      cs[j] = axis_cs[0][j];
+      sn[j] = axis_sn[0][j];
+#pragma unroll
+      for (int other = 1; other < POSITION_AXES; ++other)
+        if (axis == other) cs[j] = axis_cs[other][j], sn[j] = axis_sn[other][j];
+    }
+  }
 }

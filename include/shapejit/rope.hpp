@@ -47,6 +47,17 @@ enum class RopeQuantize : std::uint8_t {
 /// "none", "int8" or "fp8-e4m3".
 std::string_view rope_quantize_name(RopeQuantize q) noexcept;
 
+/// How rotary pairs take their positions when positions have several axes (time, height, width:
+/// multimodal RoPE). Every pair j keeps table column j (its frequency); only the row differs.
+enum class RopeAxisRule : std::uint8_t {
+  none,         ///< one axis: positions [seq] or [batch, seq]
+  sections,     ///< Qwen2-VL M-RoPE: sections s_0..s_{A-1} sum to R/2; pair j takes the axis whose section holds j
+  interleaved,  ///< Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2, else axis 0
+};
+
+/// "none", "sections" or "interleaved".
+std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept;
+
 /// What a rope call looks like: every shape, stride and dtype, but no pointer.
 ///
 /// Shapes are [seq, heads, dhead] (3-D) or [batch, seq, heads, dhead] (4-D). Strides are in
@@ -68,6 +79,12 @@ struct RopeDesc {
   /// Position ids: [seq] (shared by every batch) or [batch, seq], any integer dtype, any strides.
   /// std::nullopt: the position of sequence index s is s + RopePointers::offset.
   std::optional<TensorDesc> positions;
+  /// Multi-axis positions: A = axis_sections.size() axes (2 to 4; 3 for interleaved), whose
+  /// sections sum to R/2. positions are then [A, seq] or [A, batch, seq] (any integer dtype and
+  /// strides); a token with any axis outside the table is a bad token (NaN, or checked mode's error).
+  /// Not with a fused Hadamard transform.
+  RopeAxisRule axis_rule = RopeAxisRule::none;
+  std::vector<std::int64_t> axis_sections;
   /// R, the number of leading dhead elements rotated (even, at most dhead); 0 means dhead.
   std::int64_t rotary_dim = 0;
   /// y is x and k_out is k: launch with pointers.y == pointers.x (and k_out == k). y and k_out

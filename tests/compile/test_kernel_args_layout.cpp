@@ -180,7 +180,7 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, 
                   HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset),
                   HOST_FIELD(Args, group_rows), HOST_FIELD(Args, group_div), HOST_FIELD(Args, hadamard_scale),
                   HOST_FIELD(Args, q_scale), HOST_FIELD(Args, k_scale), HOST_FIELD(Args, q_scale_stride),
-                  HOST_FIELD(Args, k_scale_stride)},
+                  HOST_FIELD(Args, k_scale_stride), HOST_FIELD(Args, position_axis_stride)},
                  sizeof(Args));
   }
 }

@@ -59,7 +59,7 @@ TEST_CASE("rope compiles for every style x data dtype x table dtype x position d
 }
 
 TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in place, inverse, checked, "
-          "64-bit offsets, shared positions, odd pair counts, scalar accesses") {
+          "64-bit offsets, shared positions, odd pair counts, scalar accesses, multi-axis positions") {
   std::vector<RopeDesc> descs;
   for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox}) {
     RopeDesc three_d;
@@ -95,6 +95,20 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
     padded.x.strides = {3 * 4 * 65, 4 * 65, 65, 1};
     padded.table.strides = {33, 1};
     descs.push_back(padded);
+    for (RopeAxisRule rule : {RopeAxisRule::sections, RopeAxisRule::interleaved}) {  // multi-axis positions
+      RopeDesc axes = small_desc(style, DType::bf16, DType::f32, DType::i32);
+      axes.positions = TensorDesc{{3, 2, 3}, {}, DType::i32};
+      axes.axis_rule = rule;
+      axes.axis_sections = {8, 12, 12};
+      descs.push_back(axes);
+      axes.x = {{3, 4, 64}, {}, DType::f16};  // 3-D, checked, four axes by sections
+      axes.k = std::nullopt;
+      axes.positions = TensorDesc{{rule == RopeAxisRule::sections ? 4 : 3, 3}, {}, DType::u8};
+      axes.axis_sections = rule == RopeAxisRule::sections ? std::vector<std::int64_t>{4, 4, 8, 16}
+                                                          : std::vector<std::int64_t>{16, 8, 8};
+      axes.checked = true;
+      descs.push_back(axes);
+    }
   }
   std::size_t compiled = 0;
   require_no_failures(compile_all(descs, true, compiled));

@@ -248,6 +248,8 @@ struct Case {
   bool inplace = false, inverse = false;
   std::int64_t hadamard_group = 0;
   HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
+  RopeAxisRule axis_rule = RopeAxisRule::none;  ///< multi-axis positions [axes, ...], each axis its own draw
+  std::vector<std::int64_t> axis_sections;
   std::vector<std::int64_t> x_strides, y_strides;  ///< explicit (file cases)
   double theta = 1e4;
 
@@ -259,6 +261,10 @@ struct Case {
       << static_cast<int>(layout) << " pattern " << static_cast<int>(pattern) << (inplace ? " inplace" : "")
       << (inverse ? " inverse" : "");
     if (hadamard_group != 0) o << " hadamard G" << hadamard_group << " " << hadamard_order_name(hadamard_order);
+    if (axis_rule != RopeAxisRule::none) {
+      o << " axes " << rope_axis_rule_name(axis_rule);
+      for (std::int64_t s : axis_sections) o << " " << s;
+    }
     return o.str();
   }
 };
@@ -367,15 +373,22 @@ RopeCall build_call(const Case& c, std::mt19937_64& rng) {
 
   if (c.position) {
     const std::int64_t B = std::max<std::int64_t>(c.batch, 1);
-    const std::vector<std::int64_t> shape =
+    std::vector<std::int64_t> shape =
         c.positions_batched ? std::vector<std::int64_t>{B, c.seq} : std::vector<std::int64_t>{c.seq};
-    call.positions = std::make_shared<Storage>(*c.position, B * c.seq);
-    for (std::int64_t b = 0; b < (c.positions_batched ? B : 1); ++b)
-      for (std::int64_t s = 0; s < c.seq; ++s) {
-        const std::int64_t v = position_value(c.pattern, b, s, rows, rng);
-        std::memcpy(call.positions->host.data() + (b * c.seq + s) * dtype_size(*c.position), &v, dtype_size(*c.position));
-      }
+    const auto axes = static_cast<std::int64_t>(std::max<std::size_t>(c.axis_sections.size(), 1));
+    if (c.axis_rule != RopeAxisRule::none) shape.insert(shape.begin(), axes);
+    const std::int64_t per_axis = (c.positions_batched ? B : 1) * c.seq;
+    call.positions = std::make_shared<Storage>(*c.position, axes * B * c.seq);
+    for (std::int64_t a = 0; a < axes; ++a)
+      for (std::int64_t b = 0; b < (c.positions_batched ? B : 1); ++b)
+        for (std::int64_t s = 0; s < c.seq; ++s) {
+          const std::int64_t v = position_value(a == 0 ? c.pattern : Pattern::random, b, s, rows, rng);
+          std::memcpy(call.positions->host.data() + (a * per_axis + b * c.seq + s) * dtype_size(*c.position), &v,
+                      dtype_size(*c.position));
+        }
     d.positions = TensorDesc{shape, {}, *c.position};
+    d.axis_rule = c.axis_rule;
+    d.axis_sections = c.axis_sections;
   }
   return call;
 }
@@ -627,6 +640,79 @@ TEST_CASE("rope: inverse(forward(x)) returns x" * test::gpu_only()) {
       INFO(dtype_name(t));
       CHECK(bad == 0);
     }
+  }
+}
+
+TEST_CASE("rope, multi-axis positions: sections and interleaved rules against the float64 reference, with a "
+          "bad axis position and checked mode" * test::gpu_only()) {
+  std::uint64_t seed = 1300;
+  // Qwen2-VL M-RoPE (NeoX, sections 16/24/24 of R/2 = 64), Qwen3-VL interleaved (24/20/20), and
+  // sections that split chunks (GPT-J, 4 axes over R/2 = 24, some empty), 3-D and 4-D, q and k.
+  struct AxisCase {
+    RopeStyle style;
+    DType data, position;
+    RopeAxisRule rule;
+    std::vector<std::int64_t> sections;
+    std::int64_t batch, dhead, rotary;
+    bool batched, inverse;
+  };
+  const AxisCase cases[] = {
+      {RopeStyle::neox, DType::bf16, DType::i64, RopeAxisRule::sections, {16, 24, 24}, 2, 128, 0, true, false},
+      {RopeStyle::neox, DType::f16, DType::i32, RopeAxisRule::interleaved, {24, 20, 20}, 2, 128, 0, false, false},
+      {RopeStyle::gptj, DType::f32, DType::u16, RopeAxisRule::sections, {5, 0, 11, 8}, 0, 64, 48, false, true},
+      {RopeStyle::neox, DType::f64, DType::i8, RopeAxisRule::interleaved, {6, 5, 5}, 0, 40, 32, false, false},
+      {RopeStyle::gptj, DType::bf16, DType::i16, RopeAxisRule::sections, {3, 29}, 3, 64, 0, true, false},
+  };
+  for (const AxisCase& a : cases) {
+    Case c;
+    c.style = a.style;
+    c.data = a.data;
+    c.table = a.data == DType::f64 ? DType::f64 : DType::f32;
+    c.position = a.position;
+    c.positions_batched = a.batched;
+    c.batch = a.batch;
+    c.seq = 7;
+    c.heads = 4;
+    c.k_heads = 2;
+    c.dhead = a.dhead;
+    c.rotary = a.rotary;
+    c.inverse = a.inverse;
+    c.axis_rule = a.rule;
+    c.axis_sections = a.sections;
+    check_case(c, ++seed);
+  }
+
+  // One axis of token (1, 4) past the table: the whole token is NaN, checked mode names its positions.
+  Case c;
+  c.batch = 2;
+  c.seq = 6;
+  c.heads = 2;
+  c.k_heads = 1;
+  c.dhead = 64;
+  c.position = DType::i32;
+  c.positions_batched = true;
+  c.axis_rule = RopeAxisRule::sections;
+  c.axis_sections = {8, 12, 12};
+  std::mt19937_64 rng(77);
+  RopeCall call = build_call(c, rng);
+  const auto rows = static_cast<std::int32_t>(call.desc.table.shape[0]);
+  std::memcpy(call.positions->host.data() + (2 * 2 * 6 + 1 * 6 + 4) * 4, &rows, 4);  // axis 2, token (1, 4)
+  upload_all(call);
+  const RopePlan plan = plan_rope(call.desc);
+  plan.launch(call.device_pointers());
+  const Mismatches m = verify(call, plan.impl().data);
+  INFO(m.first);
+  CHECK(m.count == 0);
+  RopeDesc checked = call.desc;
+  checked.checked = true;
+  try {
+    plan_rope(checked).launch(call.device_pointers());
+    FAIL("a checked launch with a bad axis position must throw");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("positions[axes, batch 1, seq 4] = (") != std::string::npos);
+    CHECK(message.find(", " + std::to_string(rows) + "): some axis is outside the table") != std::string::npos);
   }
 }
 

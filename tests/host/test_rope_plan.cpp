@@ -248,6 +248,77 @@ TEST_CASE("manifest lines: a fused Hadamard transform's group, scale and order r
         prefix + " --hadamard-scale 0.1 --hadamard-order hadamard-then-rope");
 }
 
+TEST_CASE("multi-axis positions: the rules' sections, positions shapes and limits, and what they cannot do") {
+  RopeDesc d = valid_desc();  // [2,5,4,64]: R/2 = 32
+  d.axis_rule = RopeAxisRule::sections;
+  d.axis_sections = {8, 12, 12};
+  d.positions = TensorDesc{{3, 2, 5}, {}, DType::i32};
+  const plan::RopePlanData sections = plan::plan_rope_data(d);
+  CHECK(sections.spec.position_axes == 3);
+  CHECK(sections.spec.positions_batched);
+  CHECK(sections.spec.axis_limit1 == 8);   // pairs [8, 20) take axis 1
+  CHECK(sections.spec.axis_limit2 == 20);  // pairs [20, 32) take axis 2
+  CHECK(sections.spec.axis_limit3 == 32);  // no fourth axis
+  CHECK(sections.spec.table_access > 1);  // sections start at whole chunks: one row per chunk
+  CHECK(sections.args.position_axis_stride == 10);
+  CHECK(sections.args.position_stride[0] == 5);
+  CHECK(plan::rope_manifest_line(sections) ==
+        "rope --algo neox --dtype bf16 --pos-dtype i32 --axis-rule sections --axis-sections 8,12,12 --shape 2,5,4,64 "
+        "--k-heads 2");
+  // The line plans the same kernels.
+  plan::RopeManifest m;
+  m.dtype = DType::bf16;
+  m.position_dtype = DType::i32;
+  m.axis_rule = RopeAxisRule::sections;
+  m.axis_sections = {8, 12, 12};
+  m.shape = {2, 5, 4, 64};
+  m.k_heads = 2;
+  CHECK(plan::plan_rope_data(plan::manifest_desc(m)).spec == sections.spec);
+
+  d.axis_rule = RopeAxisRule::interleaved;
+  d.positions = TensorDesc{{3, 5}, {}, DType::i64};  // shared by the batch
+  const plan::RopePlanData interleaved = plan::plan_rope_data(d);
+  CHECK_FALSE(interleaved.spec.positions_batched);
+  CHECK(interleaved.spec.axis_limit1 == 36);  // 3 s_1
+  CHECK(interleaved.spec.axis_limit2 == 36);  // 3 s_2
+  CHECK(plan::plan_rope_data(d).spec != sections.spec);
+
+  CHECK(plan_error([&] {
+          RopeDesc e = d;
+          e.axis_sections = {8, 12, 10};
+          return e;
+        }()).find("sum to 30; they must sum to R/2 = 32") != std::string::npos);
+  CHECK(plan_error([&] {
+          RopeDesc e = d;
+          e.axis_sections = {16, 16};
+          e.positions = TensorDesc{{2, 5}, {}, DType::i64};
+          return e;
+        }()).find("axis_rule interleaved takes 3") != std::string::npos);
+  CHECK(plan_error([&] {
+          RopeDesc e = d;
+          e.positions = TensorDesc{{5}, {}, DType::i64};
+          return e;
+        }()).find("it must be [axes, seq] = [3,5] or [axes, batch, seq] = [3,2,5]") != std::string::npos);
+  CHECK(plan_error([&] {
+          RopeDesc e = d;
+          e.positions = std::nullopt;
+          return e;
+        }()).find("no positions are given") != std::string::npos);
+  CHECK(plan_error([&] {
+          RopeDesc e = valid_desc();
+          e.axis_sections = {32};
+          return e;
+        }()).find("axis_rule is none") != std::string::npos);
+  RopeDesc fused = d;
+  fused.hadamard_group = 2;
+  try {
+    plan::plan_rope_data(fused);
+    FAIL("multi-axis positions with a fused transform must be refused");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+  }
+}
+
 TEST_CASE("fused plans find rotation partners by the row layout and reserve shared memory only to use it") {
   RopeDesc d = valid_desc();
   d.x.shape = {2, 8, 8, 128};

@@ -12,6 +12,9 @@ std::string rope_kernel_label(const plan::RopeSpec& spec) {
                                   dtype_name(spec.table), spec.position ? dtype_name(*spec.position) : "none",
                                   spec.positions_batched ? "b" : "", spec.head_dim, spec.rotary_dim,
                                   spec.four_d ? 4 : 3);
+  if (spec.position_axes > 1)
+    label += fmt::format("_{}{}_{}_{}_{}", rope_axis_rule_name(spec.axis_rule), spec.position_axes, spec.axis_limit1,
+                         spec.axis_limit2, spec.axis_limit3);
   if (spec.has_k) label += "_k";
   if (spec.inplace) label += "_inplace";
   if (spec.inverse) label += "_inverse";
@@ -30,6 +33,7 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
   params.fields(spec)
       .flag("STYLE_NEOX", spec.style == RopeStyle::neox)
       .flag("HAS_POSITIONS", spec.position.has_value())
+      .integer("AXIS_RULE", static_cast<int>(spec.axis_rule))
       .type("data_t", prelude_type(spec.data))
       .type("table_t", prelude_type(spec.table))
       .type("pos_t", spec.position ? prelude_type(*spec.position) : "sj_i64")

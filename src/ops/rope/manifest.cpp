@@ -43,6 +43,8 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   desc.hadamard_order = m.hadamard_order;
   desc.q_quantize = m.q_quantize;
   desc.k_quantize = m.k_quantize;
+  desc.axis_rule = m.axis_rule;
+  desc.axis_sections = m.axis_sections;
   const DType table_dtype = m.table_dtype.value_or(default_table_dtype(m.dtype));
   if (m.shape.size() < 3) {  // the planner names what is wrong with x
     desc.table = TensorDesc{{1, std::max<std::int64_t>(m.rotary_dim / 2, 1)}, {}, table_dtype};
@@ -64,6 +66,8 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   if (m.position_dtype) {
     std::vector<std::int64_t> pos_shape = {seq};
     if (rank == 4 && !m.positions_shared) pos_shape = {m.shape[0], seq};
+    if (m.axis_rule != RopeAxisRule::none)
+      pos_shape.insert(pos_shape.begin(), static_cast<std::int64_t>(m.axis_sections.size()));
     desc.positions = TensorDesc{pos_shape, {}, *m.position_dtype};
   }
   return desc;
@@ -77,6 +81,8 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   m.table_dtype = spec.table;
   m.position_dtype = spec.position;
   m.positions_shared = spec.four_d && spec.position && !spec.positions_batched;
+  m.axis_rule = plan.desc.axis_rule;
+  m.axis_sections = plan.desc.axis_sections;
   m.shape = plan.desc.x.shape;
   if (spec.has_k) m.k_heads = plan.heads_k;
   m.rotary_dim = spec.rotary_dim == spec.head_dim ? 0 : spec.rotary_dim;
@@ -97,6 +103,8 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   if (spec.position != DType::i64)
     line += fmt::format(" --pos-dtype {}", spec.position ? dtype_name(*spec.position) : "none");
   if (m.positions_shared) line += " --pos-layout seq";
+  if (m.axis_rule != RopeAxisRule::none)
+    line += fmt::format(" --axis-rule {} --axis-sections {}", rope_axis_rule_name(m.axis_rule), fmt::join(m.axis_sections, ","));
   line += fmt::format(" --shape {}", fmt::join(m.shape, ","));
   if (m.k_heads) line += fmt::format(" --k-heads {}", *m.k_heads);
   if (m.rotary_dim != 0) line += fmt::format(" --rotary-dim {}", m.rotary_dim);
@@ -156,6 +164,10 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
     m.position_dtype = dtype_option(args, "pos-dtype");
   }
   m.positions_shared = args.text("pos-layout") == "seq";
+  const std::string rule = args.text("axis-rule", "none");  // the registry checked it is one of the names
+  m.axis_rule = rule == "sections" ? RopeAxisRule::sections : rule == "interleaved" ? RopeAxisRule::interleaved
+                                                                                    : RopeAxisRule::none;
+  if (args.has("axis-sections")) m.axis_sections = args.integers("axis-sections");
   m.shape = args.integers("shape");
   if (args.has("k-heads")) m.k_heads = args.integer("k-heads");
   m.rotary_dim = args.integer("rotary-dim", 0);
@@ -196,6 +208,11 @@ const Operator& rope_operator() {
           {"pos-dtype", OptionKind::text, "Position id dtype (i8 ... u64), or none for seq index + offset (default i64)"},
           {"pos-layout", OptionKind::text, "Position ids per batch ([batch, seq]) or shared ([seq]), 4-D only (default batch)",
            false, {"batch", "seq"}},
+          {"axis-rule", OptionKind::text,
+           "Multi-axis positions [axes, ...]: pair j takes the axis whose section holds j (sections, Qwen2-VL "
+           "M-RoPE) or axes 1 and 2 on j % 3 == 1, 2 within 3 s_1, 3 s_2 (interleaved, Qwen3-VL)",
+           false, {"none", "sections", "interleaved"}},
+          {"axis-sections", OptionKind::integers, "Sections s_0,...,s_{A-1} of the axes, summing to R/2 (with --axis-rule)"},
           {"shape", OptionKind::integers, "x's shape: seq,heads,dhead or batch,seq,heads,dhead", true},
           {"k-heads", OptionKind::integer, "Rotate k too, with this many heads, in the same launch"},
           {"rotary-dim", OptionKind::integer, "Rotated leading dims R (default dhead)"},

@@ -1,5 +1,6 @@
 // The rope manifest line: `rope --algo neox|gptj --dtype D [--table-dtype T] [--pos-dtype P|none]
-// [--pos-layout seq] --shape [B,]S,H,D [--k-heads N] [--rotary-dim R] [--hadamard-group G]
+// [--pos-layout seq] [--axis-rule sections|interleaved --axis-sections S0,S1,...] --shape [B,]S,H,D
+// [--k-heads N] [--rotary-dim R] [--hadamard-group G]
 // [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope]
 // [--q-quantize none|int8|fp8-e4m3] [--k-quantize none|int8|fp8-e4m3] [--inplace] [--inverse]
 // [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan` accepts and
@@ -21,6 +22,8 @@ struct RopeManifest {
   std::optional<DType> table_dtype;  ///< std::nullopt: f64 for f64 data, else f32
   std::optional<DType> position_dtype = DType::i64;  ///< std::nullopt: no positions (s + offset)
   bool positions_shared = false;     ///< 4-D only: positions [seq] instead of [batch, seq]
+  RopeAxisRule axis_rule = RopeAxisRule::none;  ///< multi-axis positions [axes, ...]
+  std::vector<std::int64_t> axis_sections;
   std::vector<std::int64_t> shape;   ///< [seq, heads, dhead] or [batch, seq, heads, dhead]
   std::optional<std::int64_t> k_heads;  ///< std::nullopt: no k
   std::int64_t rotary_dim = 0;       ///< 0: dhead

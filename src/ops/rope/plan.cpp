@@ -146,18 +146,63 @@ void check_table(const TensorDesc& table, std::int64_t rotary_dim) {
   }
 }
 
-void check_positions(const TensorDesc& positions, std::int64_t batch, std::int64_t seq, bool four_d) {
+/// `axes`: 0 for one-axis positions, else A (multi-axis positions lead with their axis dim).
+void check_positions(const TensorDesc& positions, std::int64_t batch, std::int64_t seq, bool four_d, std::int64_t axes) {
   if (dtype_is_float(positions.dtype))
     invalid_argument("positions.dtype is {}; positions must be an integer type (i8 i16 i32 i64 u8 u16 u32 u64)",
                      dtype_name(positions.dtype));
-  const std::vector<std::int64_t> seq_only = {seq};
-  const std::vector<std::int64_t> per_batch = {batch, seq};
+  std::vector<std::int64_t> seq_only = {seq};
+  std::vector<std::int64_t> per_batch = {batch, seq};
+  if (axes > 0) {
+    seq_only.insert(seq_only.begin(), axes);
+    per_batch.insert(per_batch.begin(), axes);
+  }
+  const char* lead = axes > 0 ? "axes, " : "";
   if (positions.shape != seq_only && !(four_d && positions.shape == per_batch))
-    invalid_argument("positions has shape {}; it must be [seq] = {}{}", shape_text(positions.shape),
-                     shape_text(seq_only), four_d ? fmt::format(" or [batch, seq] = {}", shape_text(per_batch)) : "");
+    invalid_argument("positions has shape {}; it must be [{}seq] = {}{}", shape_text(positions.shape), lead,
+                     shape_text(seq_only),
+                     four_d ? fmt::format(" or [{}batch, seq] = {}", lead, shape_text(per_batch)) : "");
   if (!positions.strides.empty() && positions.strides.size() != positions.shape.size())
     invalid_argument("positions has {} strides for rank {}; give one per dimension or none", positions.strides.size(),
                      positions.shape.size());
+}
+
+/// Multi-axis positions: checks the rule's sections and sets the spec's axis count and pair limits.
+void plan_axes(const RopeDesc& desc, std::int64_t rotary_dim, RopeSpec& spec) {
+  const std::vector<std::int64_t>& sections = desc.axis_sections;
+  if (desc.axis_rule == RopeAxisRule::none) {
+    if (!sections.empty()) invalid_argument("axis_sections are given but axis_rule is none; choose sections or interleaved");
+    return;
+  }
+  const std::string_view rule = rope_axis_rule_name(desc.axis_rule);
+  if (!desc.positions) invalid_argument("axis_rule is {} but no positions are given; multi-axis rope needs [axes, ...] positions", rule);
+  if (desc.hadamard_group != 0)
+    fail(ErrorCode::unsupported, "multi-axis positions (axis_rule {}) with a fused Hadamard transform are not supported", rule);
+  const auto axes = static_cast<std::int64_t>(sections.size());
+  if (desc.axis_rule == RopeAxisRule::interleaved ? axes != 3 : (axes < 2 || axes > 4))
+    invalid_argument("axis_sections has {} entries; axis_rule {} takes {}", axes, rule,
+                     desc.axis_rule == RopeAxisRule::interleaved ? "3 (time, height, width)" : "2 to 4");
+  std::int64_t sum = 0;
+  for (std::int64_t s : sections) {
+    if (s < 0) invalid_argument("axis_sections are {}; each must be 0 or more", shape_text(sections));
+    sum += s;
+  }
+  if (sum != rotary_dim / 2)
+    invalid_argument("axis_sections are {} and sum to {}; they must sum to R/2 = {}", shape_text(sections), sum,
+                     rotary_dim / 2);
+  spec.position_axes = static_cast<int>(axes);
+  spec.axis_rule = desc.axis_rule;
+  std::int64_t limits[3] = {rotary_dim / 2, rotary_dim / 2, rotary_dim / 2};
+  if (desc.axis_rule == RopeAxisRule::sections) {
+    for (std::int64_t a = 1, first = sections[0]; a < axes; first += sections[static_cast<std::size_t>(a)], ++a)
+      limits[a - 1] = first;
+  } else {
+    limits[0] = 3 * sections[1];
+    limits[1] = 3 * sections[2];
+  }
+  spec.axis_limit1 = limits[0];
+  spec.axis_limit2 = limits[1];
+  spec.axis_limit3 = limits[2];
 }
 
 /// Batch, seq, head strides of a 3-D or 4-D data tensor (batch stride 0 for 3-D).
@@ -399,7 +444,8 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
 
   check_table(desc.table, rotary_dim);
   plan.desc.table.strides = desc.table.effective_strides();
-  if (desc.positions) check_positions(*desc.positions, plan.batch, plan.seq, four_d);
+  const std::int64_t axes = desc.axis_rule == RopeAxisRule::none ? 0 : static_cast<std::int64_t>(desc.axis_sections.size());
+  if (desc.positions) check_positions(*desc.positions, plan.batch, plan.seq, four_d, axes);
 
   const std::int64_t tokens = plan.batch * plan.seq;
   if (tokens > kMaxTokens)
@@ -409,9 +455,10 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   spec.style = desc.style;
   spec.data = x.dtype;
   spec.table = desc.table.dtype;
+  plan_axes(desc, rotary_dim, spec);
   if (desc.positions) {
     spec.position = desc.positions->dtype;
-    spec.positions_batched = desc.positions->shape.size() == 2;
+    spec.positions_batched = desc.positions->shape.size() == (axes > 0 ? 3u : 2u);
   }
   spec.head_dim = head_dim;
   spec.rotary_dim = rotary_dim;
@@ -456,7 +503,9 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   if (desc.positions) {
     const auto pos_strides = normalized_strides(*desc.positions);
     wide |= !fits_32_bits(span_of(desc.positions->shape, pos_strides, "positions"));
-    args.position_stride[0] = pos_strides.size() == 2 ? pos_strides[0] : 0;
+    const std::size_t lead = axes > 0 ? 1 : 0;  // multi-axis positions: [axes, (batch,) seq]
+    args.position_axis_stride = axes > 0 ? pos_strides[0] : 0;
+    args.position_stride[0] = pos_strides.size() == lead + 2 ? pos_strides[lead] : 0;
     args.position_stride[1] = pos_strides.back();
   }
   spec.wide_index = overrides.index_bits == 0 ? wide : overrides.index_bits == 64;

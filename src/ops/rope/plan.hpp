@@ -22,6 +22,7 @@ inline std::string_view field_text(RopePartner p) { return rope_partner_name(p);
 }  // namespace plan
 inline std::string_view field_text(RopeStyle style) { return rope_style_name(style); }
 inline std::string_view field_text(RopeQuantize q) { return rope_quantize_name(q); }
+inline std::string_view field_text(RopeAxisRule rule) { return rope_axis_rule_name(rule); }
 }  // namespace shapejit
 
 namespace shapejit::plan {
@@ -35,6 +36,11 @@ namespace shapejit::plan {
   X(DType, table, DType::f32)                                                                      \
   X(std::optional<DType>, position, std::nullopt) /* none: position = s + offset */               \
   X(bool, positions_batched, false) /* positions are [batch, seq] (else [seq]) */                  \
+  X(int, position_axes, 1)          /* A: multi-axis positions [A, ...] */                         \
+  X(RopeAxisRule, axis_rule, RopeAxisRule::none)                                                   \
+  X(std::int64_t, axis_limit1, 0) /* sections: first pair of axis 1, 2, 3; interleaved: 3 s_1, */  \
+  X(std::int64_t, axis_limit2, 0) /* 3 s_2 (R/2 where an axis is absent) */                        \
+  X(std::int64_t, axis_limit3, 0)                                                                  \
   X(std::int64_t, head_dim, 0)      /* D */                                                        \
   X(std::int64_t, rotary_dim, 0)    /* R */                                                        \
   X(bool, four_d, false)                                                                           \
@@ -112,8 +118,9 @@ struct RopeKernelArgs {
   void* k_scale = nullptr;
   std::int64_t q_scale_stride[3] = {};      ///< batch, seq, head group
   std::int64_t k_scale_stride[3] = {};
+  std::int64_t position_axis_stride = 0;    ///< multi-axis positions: the axis stride
 };
-static_assert(sizeof(RopeKernelArgs) == 8 * 46, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
+static_assert(sizeof(RopeKernelArgs) == 8 * 47, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
 
 /// Grid and block of a rope launch: tokens on grid.x, head groups on grid.y (at most 65535).
 /// Fused with a Hadamard transform: blocks of rows on grid.x, the rows' threads on block.x.

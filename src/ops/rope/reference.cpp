@@ -11,12 +11,13 @@
 namespace shapejit::detail {
 namespace {
 
-/// The position of token (b, s); -1 for a u64 id beyond 2^63 (outside any table).
+/// The position of token (b, s) on an axis; -1 for a u64 id beyond 2^63 (outside any table).
 std::int64_t reference_position(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
-                                std::int64_t s) {
+                                std::int64_t s, std::int64_t axis) {
   const plan::RopeSpec& spec = plan.spec;
   if (!spec.position) return s + host.offset;
-  const std::int64_t at = b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
+  const std::int64_t at = axis * plan.args.position_axis_stride + b * plan.args.position_stride[0] +
+                          s * plan.args.position_stride[1];
   if (*spec.position == DType::u64) {
     std::uint64_t raw = 0;
     std::memcpy(&raw, static_cast<const char*>(host.positions) + at * 8, sizeof raw);
@@ -41,8 +42,26 @@ std::vector<double> token_inputs(const plan::RopePlanData& plan, const RopePoint
   return values;
 }
 
-/// Rotates every head of `values` by the angles of table row `position`.
-void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t position,
+/// The axis whose position rotary pair j takes, from the descriptor's rule and sections.
+std::int64_t reference_pair_axis(const RopeDesc& desc, std::int64_t j) {
+  const std::vector<std::int64_t>& sections = desc.axis_sections;
+  switch (desc.axis_rule) {
+    case RopeAxisRule::sections: {
+      std::int64_t axis = 0;
+      for (std::int64_t end = sections[0]; j >= end; end += sections[static_cast<std::size_t>(axis)]) ++axis;
+      return axis;
+    }
+    case RopeAxisRule::interleaved:
+      if (j % 3 == 1 && j < 3 * sections[1]) return 1;
+      if (j % 3 == 2 && j < 3 * sections[2]) return 2;
+      return 0;
+    case RopeAxisRule::none: break;
+  }
+  return 0;
+}
+
+/// Rotates every head of `values`, pair j by the angles of table row positions[axis of j].
+void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, const std::vector<std::int64_t>& positions,
                   std::vector<double>& values) {
   const plan::RopeSpec& spec = plan.spec;
   const std::int64_t D = spec.head_dim, half = spec.rotary_dim / 2;
@@ -51,8 +70,9 @@ void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, std:
     for (std::int64_t i = 0; i < half; ++i) {
       const std::int64_t i0 = spec.style == RopeStyle::neox ? i : 2 * i;
       const std::int64_t i1 = spec.style == RopeStyle::neox ? i + half : 2 * i + 1;
-      const double c = load_as_double(host.cos, spec.table, position * plan.args.table_stride + i);
-      const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, position * plan.args.table_stride + i);
+      const std::int64_t at = positions[static_cast<std::size_t>(reference_pair_axis(plan.desc, i))] * plan.args.table_stride + i;
+      const double c = load_as_double(host.cos, spec.table, at);
+      const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, at);
       const double x0 = y[i0], x1 = y[i1];
       y[i0] = x0 * c - x1 * sn;
       y[i1] = x0 * sn + x1 * c;
@@ -79,16 +99,20 @@ void transform_groups(const plan::RopePlanData& plan, std::vector<double>& value
 
 void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
                           std::vector<double>& out) {
-  const std::int64_t position = reference_position(plan, host, b, s);
-  if (position < 0 || position >= plan.args.table_rows) {
-    out.assign(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * plan.spec.head_dim),
-               std::numeric_limits<double>::quiet_NaN());
-    return;
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(plan.spec.position_axes));
+  for (std::int64_t axis = 0; axis < plan.spec.position_axes; ++axis) {
+    const std::int64_t position = reference_position(plan, host, b, s, axis);
+    if (position < 0 || position >= plan.args.table_rows) {  // any axis outside: the whole token is NaN
+      out.assign(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * plan.spec.head_dim),
+                 std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    positions[static_cast<std::size_t>(axis)] = position;
   }
   out = token_inputs(plan, host, b, s);
   const bool fused = plan.spec.hadamard_group != 0;
   if (fused && plan.spec.hadamard_first) transform_groups(plan, out);
-  rotate_heads(plan, host, position, out);
+  rotate_heads(plan, host, positions, out);
   if (fused && !plan.spec.hadamard_first) transform_groups(plan, out);
 }
 

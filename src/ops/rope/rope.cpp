@@ -145,10 +145,12 @@ jit::LaunchDims launch_dims(const plan::RopeLaunchShape& shape) {
   return dims;
 }
 
-/// Position id of token (b, s) as stored on the device, as text.
-std::string stored_position(const plan::RopePlanData& plan, const void* positions, std::int64_t b, std::int64_t s) {
+/// Position id of token (b, s) on an axis as stored on the device, as text.
+std::string stored_position(const plan::RopePlanData& plan, const void* positions, std::int64_t b, std::int64_t s,
+                            std::int64_t axis) {
   const DType t = *plan.spec.position;
-  const std::int64_t at = b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
+  const std::int64_t at =
+      axis * plan.args.position_axis_stride + b * plan.args.position_stride[0] + s * plan.args.position_stride[1];
   std::uint64_t raw = 0;
   const auto address = reinterpret_cast<CUdeviceptr>(positions) + static_cast<CUdeviceptr>(at * static_cast<std::int64_t>(dtype_size(t)));
   jit::check(jit::driver().cuMemcpyDtoH(&raw, address, dtype_size(t)), "cuMemcpyDtoH(rope position)");
@@ -205,11 +207,19 @@ void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, p
   const std::int64_t b = token / plan.data.seq, s = token % plan.data.seq;
   const std::string where = plan.data.spec.four_d ? fmt::format("batch {}, seq {}", b, s) : fmt::format("seq {}", s);
   const std::int64_t rows = plan.data.args.table_rows;
+  const std::int64_t batch_at = plan.data.spec.positions_batched ? b : 0;
+  if (plan.data.spec.position_axes > 1) {
+    std::vector<std::string> ids;
+    for (std::int64_t axis = 0; axis < plan.data.spec.position_axes; ++axis)
+      ids.push_back(stored_position(plan.data, args.positions, batch_at, s, axis));
+    invalid_argument("positions[axes, {}] = ({}): some axis is outside the table rows [0, {}) (the first such token, "
+                     "{}); its outputs are NaN",
+                     where, fmt::join(ids, ", "), rows, where);
+  }
   if (plan.data.spec.position)
     invalid_argument("positions[{}] = {} is outside the table rows [0, {}) (the first such token, {}); its outputs "
                      "are NaN",
-                     where, stored_position(plan.data, args.positions, plan.data.spec.positions_batched ? b : 0, s),
-                     rows, where);
+                     where, stored_position(plan.data, args.positions, batch_at, s, 0), rows, where);
   invalid_argument("position {} (seq {} + offset {}) is outside the table rows [0, {}) (the first such token, {}); "
                    "its outputs are NaN",
                    s + args.offset, s, args.offset, rows, where);
@@ -217,6 +227,9 @@ void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, p
 
 std::string describe_position_source(const RopeDesc& desc) {
   if (!desc.positions) return "none: position = seq index + offset";
+  if (desc.axis_rule != RopeAxisRule::none)
+    return fmt::format("{}, {} axes, rule {} [{}]", ops::tensor_text(*desc.positions), desc.axis_sections.size(),
+                       rope_axis_rule_name(desc.axis_rule), fmt::join(desc.axis_sections, ","));
   return ops::tensor_text(*desc.positions);
 }
 
@@ -327,6 +340,10 @@ std::string json(const RopePlanImpl& plan) {
 }  // namespace detail
 
 std::string_view rope_style_name(RopeStyle style) noexcept { return style == RopeStyle::gptj ? "gptj" : "neox"; }
+
+std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept {
+  return rule == RopeAxisRule::sections ? "sections" : rule == RopeAxisRule::interleaved ? "interleaved" : "none";
+}
 
 std::string_view rope_quantize_name(RopeQuantize q) noexcept {
   return q == RopeQuantize::int8 ? "int8" : q == RopeQuantize::fp8_e4m3 ? "fp8-e4m3" : "none";
