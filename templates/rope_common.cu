@@ -104,7 +104,13 @@ __device__ __forceinline__ void load_token_angles(const RopeArgs& a, const Token
   constexpr bool ONE_AXIS_PER_CHUNK =
       POSITION_AXES == 1 || (AXIS_RULE == 1 && AXIS_LIMIT1 % N == 0 && AXIS_LIMIT2 % N == 0 && AXIS_LIMIT3 % N == 0);
   if constexpr (ONE_AXIS_PER_CHUNK) {
-    load_angles(a, t.p[POSITION_AXES == 1 ? 0 : pair_axis(first)], t.valid, first, cs, sn);
+    // Selected by comparisons: a run-time index would put the positions on the stack.
+    const int chunk_axis = pair_axis(first);
+    long long position = t.p[0];
+#pragma unroll
+    for (int axis = 1; axis < POSITION_AXES; ++axis)
+      if (axis == chunk_axis) position = t.p[axis];
+    load_angles(a, position, t.valid, first, cs, sn);
   } else {
     compute_t axis_cs[POSITION_AXES][N], axis_sn[POSITION_AXES][N];
 #pragma unroll
