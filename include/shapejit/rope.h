@@ -25,10 +25,19 @@ typedef enum sj_rope_quantize {
   SJ_QUANTIZE_FP8_E4M3 = 2
 } sj_rope_quantize;
 
+/** How rotary pairs take their positions from multi-axis positions (sj_rope_desc.axis_rule): one
+ *  axis; sections (Qwen2-VL M-RoPE: pair j takes the axis whose section holds j); interleaved
+ *  (Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2). */
+typedef enum sj_rope_axis_rule {
+  SJ_AXES_NONE = 0,
+  SJ_AXES_SECTIONS = 1,
+  SJ_AXES_INTERLEAVED = 2
+} sj_rope_axis_rule;
+
 /** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
  *  contiguous, or the input itself for an in-place plan; k, positions: none; q_scale, k_scale:
- *  contiguous). A zero-initialized tail (the Hadamard and quantization fields) means no fused
- *  transform and outputs in the data dtype. */
+ *  contiguous). A zero-initialized tail (the Hadamard, quantization and axis fields) means no fused
+ *  transform, outputs in the data dtype and one-axis positions. */
 typedef struct sj_rope_desc {
   sj_rope_style style;
   sj_tensor_desc x;         /**< [seq, heads, dhead] or [batch, seq, heads, dhead]; f16 bf16 f32 f64 */
@@ -53,6 +62,9 @@ typedef struct sj_rope_desc {
   sj_rope_quantize k_quantize; /**< the same for k's output (k_out) */
   sj_tensor_desc q_scale;   /**< q's scales: [batch, seq, heads / G] (3-D data: [seq, heads / G]), f32 */
   sj_tensor_desc k_scale;   /**< k's scales, laid out as q_scale with k's heads */
+  sj_rope_axis_rule axis_rule; /**< multi-axis positions [axes, seq] or [axes, batch, seq]; not fused */
+  int axis_count;              /**< A, the entries of axis_sections (2 to 4; 3 for interleaved) */
+  const int64_t* axis_sections; /**< s_0 .. s_{A-1}, summing to R/2 */
 } sj_rope_desc;
 
 /** Device pointers of one launch (NULL for what the plan does not use). */

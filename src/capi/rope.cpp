@@ -55,6 +55,19 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
                                                                       : HadamardOrder::rope_then_hadamard;
   out.q_scale = optional_desc(desc->q_scale, "desc.q_scale");
   out.k_scale = optional_desc(desc->k_scale, "desc.k_scale");
+  switch (desc->axis_rule) {
+    case SJ_AXES_NONE: break;
+    case SJ_AXES_SECTIONS: out.axis_rule = RopeAxisRule::sections; break;
+    case SJ_AXES_INTERLEAVED: out.axis_rule = RopeAxisRule::interleaved; break;
+    default:
+      invalid_argument("desc.axis_rule is {}; use SJ_AXES_NONE, SJ_AXES_SECTIONS or SJ_AXES_INTERLEAVED",
+                       static_cast<int>(desc->axis_rule));
+  }
+  if (desc->axis_count < 0 || desc->axis_count > 4)
+    invalid_argument("desc.axis_count is {}; give 0 to 4 sections", desc->axis_count);
+  if (desc->axis_count > 0 && desc->axis_sections == nullptr)
+    invalid_argument("desc.axis_count is {} but desc.axis_sections is NULL", desc->axis_count);
+  out.axis_sections.assign(desc->axis_sections, desc->axis_sections + desc->axis_count);
   return out;
 }
 

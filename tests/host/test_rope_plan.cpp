@@ -541,6 +541,37 @@ TEST_CASE("the C API passes the fused Hadamard transform's group, scale and orde
   CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
 }
 
+TEST_CASE("the C API passes multi-axis positions and their sections to the planner") {
+  const int64_t x_shape[] = {2, 8, 4, 64};
+  const int64_t table_shape[] = {16, 32};
+  const int64_t positions_shape[] = {3, 2, 8};
+  const int64_t sections[] = {8, 12, 12};
+  sj_rope_desc desc = {};
+  desc.style = SJ_ROPE_NEOX;
+  desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
+  desc.table = {2, table_shape, nullptr, SJ_F32, 0};
+  desc.positions = {3, positions_shape, nullptr, SJ_I32, 0};
+  sj_rope_plan plan = nullptr;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);  // [3, 2, 8] positions need an axis rule
+  CHECK(std::string(sj_last_error()).find("positions has shape [3,2,8]") != std::string::npos);
+  desc.axis_rule = SJ_AXES_SECTIONS;
+  desc.axis_count = 3;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.axis_sections is NULL") != std::string::npos);
+  desc.axis_sections = sections;
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  desc.axis_rule = static_cast<sj_rope_axis_rule>(7);
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.axis_rule is 7") != std::string::npos);
+  desc.axis_rule = SJ_AXES_INTERLEAVED;
+  desc.axis_count = 2;
+  const int64_t two_axes[] = {2, 2, 8};
+  desc.positions.shape = two_axes;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("axis_rule interleaved takes 3") != std::string::npos);
+}
+
 TEST_CASE("the C API passes quantized outputs, their scale descriptors and pointers to the planner") {
   const int64_t x_shape[] = {2, 8, 8, 64};
   const int64_t k_shape[] = {2, 8, 4, 64};
