@@ -37,8 +37,10 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
 // values plus 32 registers suffice but for a few f16 rows of 56 values (up to 144 bytes spilled).
 // 0 asks for nothing: an explicit 1 lets ptxas spend more registers on power-of-two rows (bf16 n =
 // 2048: 128 instead of 90, and 66% of copy at n = 16384 instead of 91%).
-constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + 32)));
-constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? REGISTER_BLOCKS : 0;
+// (f64 values and their temporaries take two registers each; an SM holds at most 32 blocks.)
+constexpr int REGISTERS_PER_VALUE = (int)(sizeof(compute_t) / 4);
+constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + 32) * REGISTERS_PER_VALUE));
+constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? (REGISTER_BLOCKS < 32 ? REGISTER_BLOCKS : 32) : 0;
 
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_kernel(const HadamardArgs args) {
   extern __shared__ __align__(16) unsigned char sj_shared[];

@@ -184,7 +184,8 @@ void plan_axes(const RopeDesc& desc, std::int64_t rotary_dim, RopeSpec& spec) {
                      desc.axis_rule == RopeAxisRule::interleaved ? "3 (time, height, width)" : "2 to 4");
   std::int64_t sum = 0;
   for (std::int64_t s : sections) {
-    if (s < 0) invalid_argument("axis_sections are {}; each must be 0 or more", shape_text(sections));
+    if (s < 0 || s > rotary_dim / 2)
+      invalid_argument("axis_sections are {}; each must be 0 to R/2 = {}", shape_text(sections), rotary_dim / 2);
     sum += s;
   }
   if (sum != rotary_dim / 2)

@@ -393,13 +393,14 @@ std::string desc_key(const RopeDesc& desc) {
                            fmt::join(t->strides, ","))
              : std::string("-");
   };
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}|{}:{}|{}:{}", rope_style_name(desc.style),
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}|{}:{}|{}:{}|{}:{}", rope_style_name(desc.style),
                      tensor(desc.x), tensor(desc.y), tensor(desc.k), tensor(desc.k_out), tensor(desc.table),
                      tensor(desc.positions), desc.rotary_dim, desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-',
                      desc.checked ? 'c' : '-', desc.check_pointers ? 'p' : '-', desc.hadamard_group,
                      desc.hadamard_scale ? fmt::format("{}", *desc.hadamard_scale) : "-",
                      hadamard_order_name(desc.hadamard_order), rope_quantize_name(desc.q_quantize),
-                     tensor(desc.q_scale), rope_quantize_name(desc.k_quantize), tensor(desc.k_scale));
+                     tensor(desc.q_scale), rope_quantize_name(desc.k_quantize), tensor(desc.k_scale),
+                     rope_axis_rule_name(desc.axis_rule), fmt::join(desc.axis_sections, ","));
 }
 
 }  // namespace
