@@ -30,6 +30,34 @@ constexpr std::int64_t kIndex32Limit = std::numeric_limits<std::int32_t>::max() 
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// At most one entry per dim of a canonical form, kept inline: a plan tries many tile shapes, and
+/// heap-allocated lists took a third of the planner's time.
+template <typename T>
+class DimList {
+ public:
+  DimList() = default;
+  DimList(std::initializer_list<T> items) {
+    for (T item : items) push_back(item);
+  }
+  void push_back(T item) {
+    if (size_ == kCapacity) fail(ErrorCode::internal, "DimList: more than {} dims", kCapacity);
+    items_[size_++] = item;
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](std::size_t i) { return items_[i]; }
+  T operator[](std::size_t i) const { return items_[i]; }
+  const T* begin() const { return items_; }
+  const T* end() const { return items_ + size_; }
+  T front() const { return items_[0]; }
+  T back() const { return items_[size_ - 1]; }
+
+ private:
+  static constexpr std::size_t kCapacity = kMaxRearrangeRank + 1;
+  T items_[kCapacity];  // only [0, size_) is ever read
+  std::size_t size_ = 0;
+};
+
 std::int64_t pow2_floor(std::int64_t x) {
   std::int64_t p = 1;
   while (p * 2 <= x) p *= 2;
@@ -143,7 +171,7 @@ RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
 // Group A: dims contiguous in the destination starting at its stride-1 dim; group B: dims contiguous
 // in the source starting at `b`. Each holds dim indices into the form, innermost first.
 struct Groups {
-  std::vector<std::size_t> a, b;
+  DimList<std::size_t> a, b;
   std::int64_t extent_a = 1, extent_b = 1;
 };
 
@@ -192,7 +220,7 @@ std::optional<std::size_t> source_inner_dim(const RearrangeDims& dims, std::size
 
 // Widest access (in units, a power of two up to `max_units`) such that `count` and every listed
 // stride are multiples of it and the pointer is aligned for it.
-std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const std::vector<std::int64_t>& strides,
+std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const DimList<std::int64_t>& strides,
                            std::int64_t align_units) {
   std::int64_t v = std::min(max_units, align_units);
   while (v > 1) {
@@ -279,7 +307,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   s.bounds = !divides(tile_a, g.extent_a) || !divides(tile_b, g.extent_b);
 
   // Strides of the dims outside each group decide which vectors stay aligned.
-  std::vector<std::int64_t> dst_others, src_others;
+  DimList<std::int64_t> dst_others, src_others;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const bool in_a = std::find(g.a.begin(), g.a.end(), i) != g.a.end();
     const bool in_b = std::find(g.b.begin(), g.b.end(), i) != g.b.end();
@@ -297,7 +325,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // Linear loads (only when micro-tile loads would be narrower than 4 bytes) keep the tile in
   // source order, one shared-memory row per A index; linear stores read rows of B indices.
   const std::int64_t full = 16 / unit;
-  std::vector<std::int64_t> outer_src, outer_dst;
+  DimList<std::int64_t> outer_src, outer_dst;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) {
       outer_src.push_back(dims[i].src_stride);
@@ -486,7 +514,7 @@ constexpr std::int64_t kWordTileMinExtent = 64;
 
 // Whether every row of one side (1-byte units) starts word-aligned: the pointer is, and so is every
 // stride but those of the group the rows run along.
-bool rows_word_aligned(const RearrangeDims& dims, const std::vector<std::size_t>& along, bool src_side,
+bool rows_word_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side,
                        std::int64_t align_bytes) {
   if (align_bytes < kWordBytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
@@ -577,8 +605,8 @@ constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
 std::int64_t runs_word_units(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
-std::vector<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
-  std::vector<std::size_t> chain;
+DimList<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
+  DimList<std::size_t> chain;
   std::int64_t next = 1;
   for (bool grown = true; grown;) {
     grown = false;
@@ -595,12 +623,15 @@ std::vector<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_si
 
 // The tile: per form dim, its tile extent (0 outside the tile), and each side's run, innermost first.
 struct RunsTile {
-  std::vector<std::int64_t> extent;
-  std::vector<std::size_t> dst_run, src_run;
+  DimList<std::int64_t> extent;
+  DimList<std::size_t> dst_run, src_run;
 };
 
+// Each side's contiguous chain: [0] destination, [1] source.
+using Chains = DimList<std::size_t>[2];
+
 // Extends `run` by dim i of its chain, at tile extent t (t < extent ends the run).
-void add_to_run(RunsTile& tile, std::vector<std::size_t>& run, std::size_t i, std::int64_t t) {
+void add_to_run(RunsTile& tile, DimList<std::size_t>& run, std::size_t i, std::int64_t t) {
   tile.extent[i] = t;
   run.push_back(i);
 }
@@ -610,15 +641,14 @@ void add_to_run(RunsTile& tile, std::vector<std::size_t>& run, std::size_t i, st
 // open, a run takes a dim whole up to `cap` units, else tiles it to about `cap`; a tiled dim (evened
 // out over its tiles) closes its run, and a run stops before a dim the other run tiled, so that each
 // run's tiled dim is whole in the other. Then a run of whole dims takes the budget left over.
-RunsTile grow_runs(const RearrangeDims& dims, std::int64_t budget, std::int64_t cap) {
-  const std::vector<std::size_t> chains[2] = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
+RunsTile grow_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t budget, std::int64_t cap) {
   RunsTile tile;
-  tile.extent.assign(dims.size(), 0);
+  for (std::size_t i = 0; i < dims.size(); ++i) tile.extent.push_back(0);
   std::int64_t volume = 1, length[2] = {1, 1};
   std::size_t next[2] = {0, 0};
   bool closed[2] = {chains[0].empty(), chains[1].empty()};
   int tile_dims = 0;
-  auto run_of = [&](int side) -> std::vector<std::size_t>& { return side == 0 ? tile.dst_run : tile.src_run; };
+  auto run_of = [&](int side) -> DimList<std::size_t>& { return side == 0 ? tile.dst_run : tile.src_run; };
   // Adds the next dim of `side` at most `limit` units long; false when the run must stop.
   auto extend = [&](int side, std::int64_t limit) {
     if (next[side] == chains[side].size()) return false;
@@ -647,7 +677,7 @@ RunsTile grow_runs(const RearrangeDims& dims, std::int64_t budget, std::int64_t 
     if (!extend(side, closed[1 - side] ? budget : cap)) closed[side] = true;
   }
   for (int side : {length[0] <= length[1] ? 0 : 1, length[0] <= length[1] ? 1 : 0}) {
-    std::vector<std::size_t>& run = run_of(side);
+    DimList<std::size_t>& run = run_of(side);
     while (!run.empty() && tile.extent[run.back()] == dims[run.back()].extent && extend(side, budget)) {
     }
   }
@@ -657,7 +687,7 @@ RunsTile grow_runs(const RearrangeDims& dims, std::int64_t budget, std::int64_t 
 // How well a tile moves memory, from 0 to 1: each side's runs against the sector-sized waste at their
 // ends, and the tile's fill of the budget (small tiles leave too few units per thread).
 double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) {
-  auto run_bytes = [&](const std::vector<std::size_t>& run) {
+  auto run_bytes = [&](const DimList<std::size_t>& run) {
     std::int64_t n = unit;
     for (std::size_t i : run) n *= tile.extent[i];
     return static_cast<double>(n);
@@ -669,11 +699,11 @@ double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) 
 }
 
 // The best-scoring tile over run caps from the square root of the budget up to the budget.
-RunsTile choose_runs(const RearrangeDims& dims, std::int64_t unit, std::int64_t budget) {
+RunsTile choose_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t unit, std::int64_t budget) {
   RunsTile best;
   double best_score = -1;
   for (auto cap = static_cast<std::int64_t>(std::sqrt(static_cast<double>(budget))); cap <= budget; cap *= 2) {
-    RunsTile tile = grow_runs(dims, budget, cap);
+    RunsTile tile = grow_runs(dims, chains, budget, cap);
     if (tile.dst_run.empty() || tile.src_run.empty()) return tile;
     const double score = runs_score(tile, unit, budget);
     if (score > best_score) {
@@ -690,8 +720,9 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
   const std::int64_t unit = form.unit_bytes;
   if (unit > kWordBytes) return std::nullopt;
   const std::int64_t word = runs_word_units(unit);
+  const Chains chains = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
   for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
-    const RunsTile tile = choose_runs(dims, unit, budget);
+    const RunsTile tile = choose_runs(dims, chains, unit, budget);
     if (tile.dst_run.empty() || tile.src_run.empty()) return std::nullopt;
 
     std::vector<std::size_t> order;  // kernel order of the tile dims
@@ -699,7 +730,7 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
       if (tile.extent[i] != 0) order.push_back(i);
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t x, std::size_t y) { return dims[x].dst_stride < dims[y].dst_stride; });
-    std::vector<std::size_t> by_src = tile.src_run;
+    std::vector<std::size_t> by_src(tile.src_run.begin(), tile.src_run.end());
     std::vector<std::size_t> rest;
     for (std::size_t i : order)
       if (std::find(by_src.begin(), by_src.end(), i) == by_src.end()) rest.push_back(i);
