@@ -241,4 +241,12 @@ struct RopeTables {
 RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype,
                        const RopeTableOptions& options = {});
 
+/// Tables for axial positions (FLUX's EmbedND, axes_dim d_0 .. d_{A-1}, each even): one block of
+/// d_i / 2 columns per axis, column k of block i holding cos and sin of p * theta^(-2k / d_i).
+/// Width sum(d_i) / 2. With style gptj, axis_rule sections and axis_sections d_i / 2, pair j of a
+/// head rotates by its block's frequency at its axis's position. Throws invalid_argument for no
+/// axes, an odd or non-positive d_i, or what rope_tables rejects.
+RopeTables rope_axes_tables(std::int64_t rows, const std::vector<std::int64_t>& axes_dims, DType dtype,
+                            double theta = 10000.0);
+
 }  // namespace shapejit

@@ -113,6 +113,35 @@ TEST_CASE("tables hold cos and sin of p * inv_freq times the attention factor, r
   CHECK(detail::load_as_double(plain.sin.data(), DType::f32, 3) == 0.0);
 }
 
+TEST_CASE("axial tables (FLUX EmbedND): one block per axis, each with its own frequency ladder") {
+  // FLUX.1: axes_dim (16, 56, 56), theta 10000: width 64, blocks of 8, 28 and 28 columns.
+  const std::vector<std::int64_t> axes = {16, 56, 56};
+  const RopeTables t = rope_axes_tables(50, axes, DType::f64);
+  CHECK(t.width == 64);
+  CHECK(t.rows == 50);
+  const std::int64_t starts[] = {0, 8, 36};
+  for (std::size_t a = 0; a < axes.size(); ++a)
+    for (std::int64_t k : {std::int64_t{0}, std::int64_t{3}, axes[a] / 2 - 1})
+      for (std::int64_t p : {0, 1, 17, 49}) {
+        // EmbedND's rope(): omega = 1 / theta^(arange(0, d, 2) / d); angle = p * omega[k].
+        const double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * static_cast<double>(k) / static_cast<double>(axes[a]));
+        const std::int64_t column = starts[a] + k;
+        CHECK(detail::load_as_double(t.cos.data(), DType::f64, p * 64 + column) == doctest::Approx(std::cos(angle)).epsilon(1e-15));
+        CHECK(detail::load_as_double(t.sin.data(), DType::f64, p * 64 + column) == doctest::Approx(std::sin(angle)).epsilon(1e-15));
+      }
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message([] { rope_axes_tables(8, {}, DType::f32); }).find("axes_dims is empty") != std::string::npos);
+  CHECK(message([] { rope_axes_tables(8, {16, 7}, DType::f32); }).find("axes_dims holds 7") != std::string::npos);
+  CHECK(message([] { rope_axes_tables(0, {16}, DType::f32); }).find("rows is 0") != std::string::npos);
+}
+
 TEST_CASE("table builders reject bad parameters by name") {
   auto message = [](auto&& f) {
     try {

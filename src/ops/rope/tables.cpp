@@ -101,14 +101,16 @@ RopeFrequencies rope_frequencies(std::int64_t rotary_dim, const RopeTableOptions
 
 TensorDesc RopeTables::desc() const { return TensorDesc{{rows, width}, {}, dtype}; }
 
-RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype, const RopeTableOptions& options) {
+namespace {
+
+/// cos and sin of p * freq.inv_freq[i], times the attention factor, for p < rows.
+RopeTables tables_of(std::int64_t rows, const RopeFrequencies& freq, DType dtype) {
   if (rows < 1) invalid_argument("rows is {}; a table needs at least one row", rows);
   if (!dtype_is_float(dtype)) invalid_argument("dtype is {}; tables must be f16, bf16, f32 or f64", dtype_name(dtype));
-  const RopeFrequencies freq = rope_frequencies(rotary_dim, options);
   RopeTables t;
   t.dtype = dtype;
   t.rows = rows;
-  t.width = rotary_dim / 2;
+  t.width = static_cast<std::int64_t>(freq.inv_freq.size());
   const std::size_t bytes = static_cast<std::size_t>(rows * t.width) * dtype_size(dtype);
   t.cos.resize(bytes);
   t.sin.resize(bytes);
@@ -119,6 +121,25 @@ RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype, 
       detail::store_from_double(t.sin.data(), dtype, p * t.width + i, std::sin(angle) * freq.attention_factor);
     }
   return t;
+}
+
+}  // namespace
+
+RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype, const RopeTableOptions& options) {
+  return tables_of(rows, rope_frequencies(rotary_dim, options), dtype);
+}
+
+RopeTables rope_axes_tables(std::int64_t rows, const std::vector<std::int64_t>& axes_dims, DType dtype, double theta) {
+  if (axes_dims.empty()) invalid_argument("axes_dims is empty; give each axis's rotary dim");
+  RopeFrequencies all;
+  RopeTableOptions options;
+  options.theta = theta;
+  for (std::int64_t d : axes_dims) {
+    if (d < 2 || d % 2 != 0) invalid_argument("axes_dims holds {}; each axis's dim must be even and at least 2", d);
+    const RopeFrequencies axis = rope_frequencies(d, options);
+    all.inv_freq.insert(all.inv_freq.end(), axis.inv_freq.begin(), axis.inv_freq.end());
+  }
+  return tables_of(rows, all, dtype);
 }
 
 }  // namespace shapejit
