@@ -403,6 +403,20 @@ void upload_all(RopeCall& call) {
   if (call.positions) call.positions->upload();
 }
 
+/// Plans `call` in checked mode and launches it: the invalid_argument message it must throw.
+std::string checked_launch_error(const RopeCall& call) {
+  RopeDesc checked = call.desc;
+  checked.checked = true;
+  try {
+    plan_rope(checked).launch(call.device_pointers());
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    return e.what();
+  }
+  FAIL("a checked launch with a bad position must throw");
+  return "";
+}
+
 /// Plans, launches and verifies one case; returns the mismatches.
 Mismatches run_case(const Case& c, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -703,17 +717,10 @@ TEST_CASE("rope, multi-axis positions: sections and interleaved rules against th
   const Mismatches m = verify(call, plan.impl().data);
   INFO(m.first);
   CHECK(m.count == 0);
-  RopeDesc checked = call.desc;
-  checked.checked = true;
-  try {
-    plan_rope(checked).launch(call.device_pointers());
-    FAIL("a checked launch with a bad axis position must throw");
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    INFO(message);
-    CHECK(message.find("positions[axes, batch 1, seq 4] = (") != std::string::npos);
-    CHECK(message.find(", " + std::to_string(rows) + "): some axis is outside the table") != std::string::npos);
-  }
+  const std::string message = checked_launch_error(call);
+  INFO(message);
+  CHECK(message.find("positions[axes, batch 1, seq 4] = (") != std::string::npos);
+  CHECK(message.find(", " + std::to_string(rows) + "): some axis is outside the table") != std::string::npos);
 }
 
 TEST_CASE("rope: positions outside the table give NaN tokens and no out-of-bounds access; checked mode names "
@@ -745,19 +752,11 @@ TEST_CASE("rope: positions outside the table give NaN tokens and no out-of-bound
     INFO(dtype_name(pos) << ": " << m.first);
     CHECK(m.count == 0);
 
-    RopeDesc checked = call.desc;
-    checked.checked = true;
-    try {
-      plan_rope(checked).launch(call.device_pointers());
-      FAIL("a checked launch with bad positions must throw");
-    } catch (const Error& e) {
-      const std::string message = e.what();
-      INFO(message);
-      CHECK(e.code() == ErrorCode::invalid_argument);
-      const std::string minus_one = pos == DType::u64 ? "18446744073709551615" : "-1";
-      CHECK(message.find("positions[batch 0, seq 5] = " + minus_one + " is outside the table rows [0, " +
-                         std::to_string(rows) + ")") != std::string::npos);
-    }
+    const std::string message = checked_launch_error(call);
+    INFO(message);
+    const std::string minus_one = pos == DType::u64 ? "18446744073709551615" : "-1";
+    CHECK(message.find("positions[batch 0, seq 5] = " + minus_one + " is outside the table rows [0, " +
+                       std::to_string(rows) + ")") != std::string::npos);
   }
   // Without positions: seq index + offset past the table.
   Case c;
@@ -1096,14 +1095,7 @@ TEST_CASE("rope + hadamard: bad positions give NaN rows and checked mode names t
     Mismatches m = verify(call, plan.impl().data);
     INFO(hadamard_order_name(order) << ": " << m.first);
     CHECK(m.count == 0);
-    RopeDesc checked = call.desc;
-    checked.checked = true;
-    try {
-      plan_rope(checked).launch(call.device_pointers());
-      FAIL("a checked launch with a bad position must throw");
-    } catch (const Error& e) {
-      CHECK(std::string(e.what()).find("positions[batch 1, seq 2] = " + std::to_string(rows)) != std::string::npos);
-    }
+    CHECK(checked_launch_error(call).find("positions[batch 1, seq 2] = " + std::to_string(rows)) != std::string::npos);
 
     // x one element into a larger allocation: rows no longer start on 16 bytes.
     auto shifted = std::make_shared<Storage>(c.data, call.x.storage->elements + 1);
@@ -1153,8 +1145,8 @@ void check_quantized(const QuantCase& qc, std::uint64_t seed) {
   std::memcpy(call.positions->host.data() + (1 * c.seq + 3) * 4, &bad_position, 4);  // token (1, 3)
   const std::int64_t G = c.hadamard_group, D = c.dhead, n = G * D, pitch = D + 32;
   const std::int64_t q_groups = c.heads / G, k_groups = c.k_heads / G;
-  auto code_type = [](RopeQuantize z) { return z == RopeQuantize::int8 ? DType::i8 : z == RopeQuantize::none ? DType::bf16 : DType::u8; };
-  const DType q_type = qc.q == RopeQuantize::none ? c.data : code_type(qc.q), k_type = qc.k == RopeQuantize::none ? c.data : code_type(qc.k);
+  auto output_type = [&](RopeQuantize z) { return z == RopeQuantize::none ? c.data : z == RopeQuantize::int8 ? DType::i8 : DType::u8; };
+  const DType q_type = output_type(qc.q), k_type = output_type(qc.k);
   const TensorDesc q_desc{call.x.desc.shape, {c.seq * c.heads * pitch, c.heads * pitch, pitch, 1}, q_type};
   const TensorDesc k_desc{call.k.desc.shape, {}, k_type};
   View q_out{std::make_shared<Storage>(q_type, span(q_desc) + qc.code_offset), qc.code_offset, q_desc};

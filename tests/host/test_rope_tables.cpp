@@ -18,6 +18,17 @@ constexpr double kPi = std::numbers::pi;
 /// theta^(-2i/R), the "default" frequencies.
 double default_inv_freq(double theta, int i, int rotary_dim) { return 1.0 / std::pow(theta, 2.0 * i / rotary_dim); }
 
+/// The message of the shapejit::Error `f` throws ("" if it returns).
+template <typename F>
+std::string message(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("default and linear frequencies") {
@@ -129,28 +140,12 @@ TEST_CASE("axial tables (FLUX EmbedND): one block per axis, each with its own fr
         CHECK(detail::load_as_double(t.cos.data(), DType::f64, p * 64 + column) == doctest::Approx(std::cos(angle)).epsilon(1e-15));
         CHECK(detail::load_as_double(t.sin.data(), DType::f64, p * 64 + column) == doctest::Approx(std::sin(angle)).epsilon(1e-15));
       }
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   CHECK(message([] { rope_axes_tables(8, {}, DType::f32); }).find("axes_dims is empty") != std::string::npos);
   CHECK(message([] { rope_axes_tables(8, {16, 7}, DType::f32); }).find("axes_dims holds 7") != std::string::npos);
   CHECK(message([] { rope_axes_tables(0, {16}, DType::f32); }).find("rows is 0") != std::string::npos);
 }
 
 TEST_CASE("table builders reject bad parameters by name") {
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   CHECK(message([] { rope_tables(0, 64, DType::f32); }).find("rows is 0") != std::string::npos);
   CHECK(message([] { rope_tables(8, 63, DType::f32); }).find("rotary_dim is 63") != std::string::npos);
   CHECK(message([] { rope_tables(8, 64, DType::i32); }).find("dtype is i32") != std::string::npos);

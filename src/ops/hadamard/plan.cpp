@@ -126,11 +126,13 @@ HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int 
   return layout;
 }
 
+unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows) {
+  const std::int64_t value_bytes = data == DType::f64 ? 8 : 4;
+  return static_cast<unsigned>((n + n / 32) * value_bytes * rows);
+}
+
 unsigned hadamard_shared_bytes(const HadamardSpec& s) {
-  if (s.threads_per_row <= 32) return 0;
-  const std::int64_t n = hadamard_n(s);
-  const std::int64_t value_bytes = s.data == DType::f64 ? 8 : 4;
-  return static_cast<unsigned>((n + n / 32) * value_bytes * s.rows_per_block);
+  return s.threads_per_row <= 32 ? 0 : hadamard_rows_bytes(hadamard_n(s), s.data, s.rows_per_block);
 }
 
 unsigned hadamard_grid(const HadamardSpec& spec, std::int64_t rows) {

@@ -39,8 +39,11 @@ inline SpecKey hadamard_key(const HadamardSpec& spec) { return spec_key("hadamar
 /// n = G * D.
 inline std::int64_t hadamard_n(const HadamardSpec& s) { return s.group * s.head_dim; }
 
-/// Dynamic shared memory of one block: the values of its rows (padded against bank conflicts) when a
-/// row spans several warps, else 0.
+/// Shared memory holding `rows` rows of n values in the transform's arithmetic (f64 data: 8 bytes a
+/// value, else 4), padded one value per 32 against bank conflicts (templates/hadamard_transform.cu).
+unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
+
+/// Dynamic shared memory of one block: the values of its rows when a row spans several warps, else 0.
 unsigned hadamard_shared_bytes(const HadamardSpec& spec);
 
 /// Blocks of a launch of `rows` rows.

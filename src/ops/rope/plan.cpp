@@ -378,9 +378,7 @@ RopePartner fused_partner(const RopeSpec& spec) {
 
 unsigned fused_shared_bytes(const RopeSpec& spec) {
   if (spec.hadamard_threads <= 32 && spec.hadamard_partner != RopePartner::shared) return 0;
-  const std::int64_t n = spec.hadamard_group * spec.head_dim;
-  const std::int64_t value_bytes = spec.data == DType::f64 ? 8 : 4;
-  return static_cast<unsigned>((n + n / 32) * value_bytes * spec.hadamard_rows_per_block);
+  return hadamard_rows_bytes(spec.hadamard_group * spec.head_dim, spec.data, spec.hadamard_rows_per_block);
 }
 
 RopeLaunchShape choose_rope_launch(std::int64_t tokens, std::int64_t heads_total, std::int64_t rotated_chunks) {
