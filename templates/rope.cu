@@ -1,13 +1,18 @@
 // Rotary position embedding, after compute.cu and rope_common.cu. Reads from the specialization:
 //   STYLE_NEOX, HEAD_DIM, ROTARY_DIM, FOUR_D, HAS_K, INPLACE, INVERSE, CHECKED,
 //   HAS_POSITIONS, POSITIONS_BATCHED, POSITION_AXES, AXIS_RULE, AXIS_LIMIT1..3, CHUNK, ACCESS, TABLE_ACCESS,
-//   data_t, table_t, pos_t (unused without positions), compute_t, idx_t.
+//   HAS_CACHE, CACHE_QUANTIZE, K_OUT_SKIPPED, CACHE_ACCESS,
+//   data_t, table_t, pos_t (unused without positions), cache_t, slot_t, compute_t, idx_t.
 //
 // Work split: a thread owns one chunk of CHUNK elements along dhead (for NeoX, the chunk and its
 // partner R/2 further on) of one token. It loads that chunk's cos/sin once, then rotates the chunk
 // in every head it visits, q heads first, then k heads. Block = (chunks, heads, tokens); grid =
 // (token groups, head groups). One head at a time keeps registers low (about 64), so many warps
 // stay resident: that hides memory latency better than several heads' loads per thread.
+//
+// Cache append: v's heads follow k's and are not rotated; k's and v's rows also go, converted to
+// cache_t, to the token's slot of the caches (not for a skipped token: a negative slot, or one past
+// the cache).
 
 constexpr int HALF = ROTARY_DIM / 2;
 constexpr int PAIRS = STYLE_NEOX ? CHUNK : CHUNK / 2;  // table entries one chunk uses
@@ -28,17 +33,18 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b, sj_f16) {
 __device__ __forceinline__ unsigned pack_pair(float, float, float) { return 0; }  // never called: 4-byte data
 __device__ __forceinline__ unsigned pack_pair(double, double, double) { return 0; }
 
-// Rounds CHUNK computed values to data_t and stores them at p: 16-bit dtypes two at a time.
-constexpr int WORDS_PER_ACCESS = ACCESS >= 2 ? ACCESS / 2 : 1;  // 32-bit words per access (16-bit data)
-
+// Rounds CHUNK computed values to data_t and stores them at p, N elements per access: 16-bit
+// dtypes two at a time.
+template <int N = ACCESS>
 __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUNK]) {
-  if constexpr (sizeof(data_t) == 2 && ACCESS >= 2) {
-    sj_access<WORDS_PER_ACCESS, unsigned> words[CHUNK / ACCESS];
+  if constexpr (sizeof(data_t) == 2 && N >= 2) {
+    constexpr int WORDS_PER_ACCESS = N / 2;
+    sj_access<WORDS_PER_ACCESS, unsigned> words[CHUNK / N];
 #pragma unroll
     for (int j = 0; j < CHUNK / 2; ++j)
       words[j / WORDS_PER_ACCESS].elements[j % WORDS_PER_ACCESS] = pack_pair(v[2 * j], v[2 * j + 1], data_t{});
 #pragma unroll
-    for (int i = 0; i < CHUNK / ACCESS; ++i) {
+    for (int i = 0; i < CHUNK / N; ++i) {
       auto* to = reinterpret_cast<decltype(words[i].bytes)*>(p) + i;
       __builtin_assume(__isGlobal(to));
       *to = words[i].bytes;
@@ -47,7 +53,42 @@ __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUN
     data_t d[CHUNK];
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) d[j] = from_compute<data_t>(v[j]);
-    sj_store_elements<CHUNK, ACCESS>(p, d);
+    sj_store_elements<CHUNK, N>(p, d);
+  }
+}
+
+template <typename A, typename B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <typename A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
+// Stores CHUNK values into a cache row: rounded to cache_t, or as 8-bit codes of value / scale
+// (int8: rounded and clamped to +-127, NaN as 0; fp8 e4m3: saturated to +-448).
+// (A template, so that only the branch of the cache's type is compiled.)
+template <typename C>
+__device__ __forceinline__ void store_cache(C* p, const compute_t (&v)[CHUNK], float scale) {
+  if constexpr (CACHE_QUANTIZE == 0 && same_type<C, data_t>::value) {
+    store_chunk<CACHE_ACCESS>(p, v);
+  } else {
+    C d[CHUNK];
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) {
+      if constexpr (CACHE_QUANTIZE == 1) {
+        const float q = (float)v[j] / scale;
+        d[j] = (C)(q != q ? 0 : __float2int_rn(fminf(fmaxf(q, -127.0f), 127.0f)));
+      } else if constexpr (CACHE_QUANTIZE == 2) {
+        d[j] = (C)to_e4m3((float)v[j] / scale);
+      } else if constexpr (sizeof(C) == 8) {
+        d[j] = (C)v[j];
+      } else {
+        d[j] = sj_from_float<C>((float)v[j]);
+      }
+    }
+    sj_store_elements<CHUNK, CACHE_ACCESS>(p, d);
   }
 }
 
@@ -56,21 +97,47 @@ __device__ __forceinline__ idx_t row_offset(const long long (&stride)[3], idx_t 
 }
 
 // One token's view of the arguments: where its rows start in each tensor, and its positions.
+// Cache append: whether its slot is inside the cache, where the slot's rows start, the scales.
 struct Token {
-  idx_t x, y, k, k_out;
+  idx_t x, y, k, k_out, v;
   TokenPositions positions;
+  bool in_cache;
+  long long k_cache, v_cache;
+  float k_cache_scale, v_cache_scale;
 };
 
-// The input and output rows (dhead element 0) of head h: q heads first, then k heads.
+// The input and output rows (dhead element 0) of head h: q heads first, then k heads, then v heads.
 struct Rows {
   const data_t* in;
-  data_t* out;
+  data_t* out;     // nullptr: not written (v; k of a plan that writes it to the cache only)
+  cache_t* cache;  // nullptr: no cache row (q, or a token not in the cache)
+  float cache_scale;
+  bool rotates;    // false for v
 };
 
 __device__ __forceinline__ Rows head_rows(const RopeArgs& a, const Token& t, idx_t h) {
-  if (!HAS_K || h < (idx_t)a.heads_q) return {a.x + t.x + h * (idx_t)a.x_stride[2], a.y + t.y + h * (idx_t)a.y_stride[2]};
+  if (!HAS_K || h < (idx_t)a.heads_q)
+    return {a.x + t.x + h * (idx_t)a.x_stride[2], a.y + t.y + h * (idx_t)a.y_stride[2], nullptr, 1.0f, true};
   h -= (idx_t)a.heads_q;
-  return {a.k + t.k + h * (idx_t)a.k_stride[2], a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2]};
+  if constexpr (HAS_CACHE) {
+    const idx_t kv_heads = ((idx_t)a.heads_total - (idx_t)a.heads_q) >> 1;
+    if (h >= kv_heads) {
+      h -= kv_heads;
+      cache_t* cache = t.in_cache ? a.v_cache + t.v_cache + (long long)h * a.v_cache_stride[2] : nullptr;
+      return {a.v + t.v + h * (idx_t)a.v_stride[2], nullptr, cache, t.v_cache_scale, false};
+    }
+    cache_t* cache = t.in_cache ? a.k_cache + t.k_cache + (long long)h * a.k_cache_stride[2] : nullptr;
+    data_t* out = K_OUT_SKIPPED ? nullptr : a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2];
+    return {a.k + t.k + h * (idx_t)a.k_stride[2], out, cache, t.k_cache_scale, true};
+  }
+  return {a.k + t.k + h * (idx_t)a.k_stride[2], a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2], nullptr, 1.0f, true};
+}
+
+// Stores CHUNK values of a head at dhead element `at` to its output and its cache row.
+__device__ __forceinline__ void store_values(const Rows& rows, int at, const compute_t (&v)[CHUNK]) {
+  if (!HAS_CACHE || rows.out) store_chunk(rows.out + at, v);
+  if constexpr (HAS_CACHE)
+    if (rows.cache) store_cache(rows.cache + at, v, rows.cache_scale);
 }
 
 // One head's chunk at dhead element `first` (and, for NeoX, its partner chunk R/2 further on).
@@ -86,21 +153,45 @@ __device__ __forceinline__ void load_head(HeadChunk& g, const RopeArgs& a, const
   if constexpr (STYLE_NEOX) sj_load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + HALF + first);
 }
 
-// Rotates a loaded chunk and stores it: both elements of every pair are loaded before any store.
+// Rotates a loaded chunk (v's: converts it) and stores it: both elements of every pair are loaded
+// before any store.
 __device__ __forceinline__ void rotate_head(const HeadChunk& g, int first, const compute_t (&cs)[PAIRS],
                                             const compute_t (&sn)[PAIRS]) {
   compute_t lo[CHUNK], hi[CHUNK];
-  if constexpr (STYLE_NEOX) {
+  if (HAS_CACHE && !g.rows.rotates) {
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) {
+      lo[j] = to_compute(g.lo[j]);
+      if (STYLE_NEOX) hi[j] = to_compute(g.hi[j]);
+    }
+  } else if constexpr (STYLE_NEOX) {
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) rotate(to_compute(g.lo[j]), to_compute(g.hi[j]), cs[j], sn[j], lo[j], hi[j]);
-    store_chunk(g.rows.out + first, lo);
-    store_chunk(g.rows.out + HALF + first, hi);
   } else {
 #pragma unroll
     for (int j = 0; j < PAIRS; ++j)
       rotate(to_compute(g.lo[2 * j]), to_compute(g.lo[2 * j + 1]), cs[j], sn[j], lo[2 * j], lo[2 * j + 1]);
-    store_chunk(g.rows.out + first, lo);
   }
+  store_values(g.rows, first, lo);
+  if constexpr (STYLE_NEOX) store_values(g.rows, HALF + first, hi);
+}
+
+// Cache append: where token (b, s)'s slot lies in the caches; a slot past the cache is flagged in
+// checked mode (the second checked-mode word).
+__device__ __forceinline__ void locate_slot(const RopeArgs& a, Token& t, idx_t b, idx_t s, long long token) {
+  const long long slot = (long long)a.slots[b * (idx_t)a.slot_stride[0] + s * (idx_t)a.slot_stride[1]];
+  t.in_cache = slot >= 0 && slot < a.cache_slots;
+  t.k_cache = t.v_cache = 0;
+  if (t.in_cache) {
+    const long long block = sj_fastdiv((unsigned)slot, (unsigned)a.block_div_multiplier, (unsigned)a.block_div_shift);
+    const long long row = slot - block * a.block_size;
+    t.k_cache = block * a.k_cache_stride[0] + row * a.k_cache_stride[1];
+    t.v_cache = block * a.v_cache_stride[0] + row * a.v_cache_stride[1];
+  } else if (CHECKED && slot >= a.cache_slots && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0) {
+    atomicMin(a.bad_token + 1, (unsigned long long)token);
+  }
+  t.k_cache_scale = CACHE_QUANTIZE != 0 ? *a.k_cache_scale : 1.0f;
+  t.v_cache_scale = CACHE_QUANTIZE != 0 ? *a.v_cache_scale : 1.0f;
 }
 
 extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
@@ -118,6 +209,9 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
   t.y = row_offset(a.y_stride, b, s);
   t.k = HAS_K ? row_offset(a.k_stride, b, s) : 0;
   t.k_out = HAS_K ? row_offset(a.k_out_stride, b, s) : 0;
+  t.v = HAS_CACHE ? row_offset(a.v_stride, b, s) : 0;
+  t.in_cache = false;
+  if constexpr (HAS_CACHE) locate_slot(a, t, b, s, token);
   if (CHECKED && !valid && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0)
     atomicMin(a.bad_token, (unsigned long long)token);
   const idx_t head_first = (idx_t)blockIdx.y * blockDim.y + threadIdx.y;
@@ -137,22 +231,30 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     }
   }
 
-  // Elements past the rotary dim: copied out of place; in place only a bad token's are written (NaN).
-  if (PASS_CHUNKS > 0 && (!INPLACE || !valid)) {
+  // Elements past the rotary dim: copied out of place (in place only a bad token's are written,
+  // NaN), and to the cache rows.
+  if (PASS_CHUNKS > 0 && (!INPLACE || !valid || HAS_CACHE)) {
     for (int c = threadIdx.x; c < PASS_CHUNKS; c += blockDim.x) {
       const int first = ROTARY_DIM + c * CHUNK;
       for (idx_t h = head_first; h < heads; h += head_step) {
         const Rows rows = head_rows(a, t, h);
-        if (valid) {
-          data_t v[CHUNK];
-          sj_load_elements<CHUNK, ACCESS>(v, rows.in + first);
-          sj_store_elements<CHUNK, ACCESS>(rows.out + first, v);
-        } else {
-          compute_t nan[CHUNK];
+        const bool nan = !valid && rows.rotates;  // a bad token's q and k
+        const bool to_out = (!HAS_CACHE || rows.out) && (!INPLACE || nan);
+        if (!to_out && !(HAS_CACHE && rows.cache)) continue;
+        data_t v[CHUNK];
+        compute_t values[CHUNK];
+        if (nan) {
 #pragma unroll
-          for (int j = 0; j < CHUNK; ++j) nan[j] = nan_compute();
-          store_chunk(rows.out + first, nan);
+          for (int j = 0; j < CHUNK; ++j) values[j] = nan_compute();
+          if (to_out) store_chunk(rows.out + first, values);
+        } else {
+          sj_load_elements<CHUNK, ACCESS>(v, rows.in + first);
+          if (to_out) sj_store_elements<CHUNK, ACCESS>(rows.out + first, v);
+#pragma unroll
+          for (int j = 0; j < CHUNK; ++j) values[j] = to_compute(v[j]);
         }
+        if constexpr (HAS_CACHE)
+          if (rows.cache) store_cache(rows.cache + first, values, rows.cache_scale);
       }
     }
   }

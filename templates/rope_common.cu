@@ -1,7 +1,7 @@
 // What the rope kernels share (plain rope, and rope fused with a Hadamard transform): the
 // argument block, the rotation, a token's position and its angles. Reads INVERSE, HAS_POSITIONS,
 // POSITIONS_BATCHED, POSITION_AXES, AXIS_RULE, AXIS_LIMIT1..3, TABLE_ACCESS, data_t, table_t, pos_t,
-// compute_t, idx_t.
+// cache_t, slot_t, compute_t, idx_t.
 
 struct RopeArgs {
   const data_t* x;
@@ -25,6 +25,17 @@ struct RopeArgs {
   float* k_scale;
   long long q_scale_stride[3], k_scale_stride[3];
   long long position_axis_stride;  // multi-axis positions
+  // Cache append: v, the caches, the slot mapping and the 8-bit caches' scales; strides of v (batch,
+  // seq, head), of the caches (block, row in block, head) and of the slots (batch, seq); the cache's
+  // slots, block_size and slot / block_size as a multiply and shift.
+  const data_t* v;
+  cache_t* k_cache;
+  cache_t* v_cache;
+  const slot_t* slots;
+  const float* k_cache_scale;
+  const float* v_cache_scale;
+  long long v_stride[3], k_cache_stride[3], v_cache_stride[3], slot_stride[2];
+  long long cache_slots, block_size, block_div_multiplier, block_div_shift;
 };
 
 // (x0, x1) -> (y0, y1) rotated by the angle with cosine c and sine s (by -angle when INVERSE).

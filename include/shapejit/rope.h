@@ -34,10 +34,14 @@ typedef enum sj_rope_axis_rule {
   SJ_AXES_INTERLEAVED = 2
 } sj_rope_axis_rule;
 
+/** How a paged KV cache orders a block's tokens and heads (sj_rope_desc.cache_layout): no cache
+ *  append; [blocks, block_size, heads, dhead] (NHD, vLLM); [blocks, heads, block_size, dhead] (HND). */
+typedef enum sj_kv_cache_layout { SJ_KV_CACHE_NONE = 0, SJ_KV_CACHE_NHD = 1, SJ_KV_CACHE_HND = 2 } sj_kv_cache_layout;
+
 /** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
  *  contiguous, or the input itself for an in-place plan; k, positions: none; q_scale, k_scale:
- *  contiguous). A zero-initialized tail (the Hadamard, quantization and axis fields) means no fused
- *  transform, outputs in the data dtype and one-axis positions. */
+ *  contiguous). A zero-initialized tail (the Hadamard, quantization, axis and cache fields) means no
+ *  fused transform, outputs in the data dtype, one-axis positions and no cache append. */
 typedef struct sj_rope_desc {
   sj_rope_style style;
   sj_tensor_desc x;         /**< [seq, heads, dhead] or [batch, seq, heads, dhead]; f16 bf16 f32 f64 */
@@ -65,6 +69,14 @@ typedef struct sj_rope_desc {
   sj_rope_axis_rule axis_rule; /**< multi-axis positions [axes, seq] or [axes, batch, seq]; not fused */
   int axis_count;              /**< A, the entries of axis_sections (2 to 4; 3 for interleaved) */
   const int64_t* axis_sections; /**< s_0 .. s_{A-1}, summing to R/2 */
+  sj_kv_cache_layout cache_layout; /**< append the rotated k and v to paged caches at each token's slot
+                                        (needs k; not fused); k_out is then written only in place or
+                                        when given (rank > 0) */
+  sj_tensor_desc v;         /**< k's shape and dtype */
+  sj_tensor_desc k_cache;   /**< [blocks, block_size, heads_k, dhead] (NHD) or [blocks, heads_k, block_size, dhead] (HND) */
+  sj_tensor_desc v_cache;   /**< k_cache's shape and dtype */
+  sj_tensor_desc slots;     /**< [batch * seq] or [batch, seq], i32 or i64; a negative slot skips the token */
+  sj_rope_quantize cache_quantize; /**< caches of codes of value / scale (SJ_I8 for int8, SJ_U8 for fp8-e4m3) */
 } sj_rope_desc;
 
 /** Device pointers of one launch (NULL for what the plan does not use). */
@@ -79,6 +91,12 @@ typedef struct sj_rope_pointers {
   int64_t offset; /**< position of sequence index 0 when the plan has no positions */
   void* q_scale;  /**< f32 scales of q's quantized output (required when quantized) */
   void* k_scale;  /**< f32 scales of k's quantized output (required when quantized) */
+  const void* v;  /**< cache append: the values written beside k */
+  void* k_cache;
+  void* v_cache;
+  const void* slots;
+  const float* k_cache_scale; /**< caches of codes: each cache's f32 scale, in device memory */
+  const float* v_cache_scale;
 } sj_rope_pointers;
 
 /** An opaque planned rope. */

@@ -58,6 +58,16 @@ enum class RopeAxisRule : std::uint8_t {
 /// "none", "sections" or "interleaved".
 std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept;
 
+/// How a paged KV cache orders a block's tokens and heads (RopeDesc::cache_layout).
+enum class KvCacheLayout : std::uint8_t {
+  none,  ///< no cache append
+  nhd,   ///< [blocks, block_size, heads, dhead] (vLLM, FlashInfer NHD)
+  hnd,   ///< [blocks, heads, block_size, dhead] (FlashInfer HND)
+};
+
+/// "none", "nhd" or "hnd".
+std::string_view kv_cache_layout_name(KvCacheLayout layout) noexcept;
+
 /// What a rope call looks like: every shape, stride and dtype, but no pointer.
 ///
 /// Shapes are [seq, heads, dhead] (3-D) or [batch, seq, heads, dhead] (4-D). Strides are in
@@ -113,8 +123,30 @@ struct RopeDesc {
   /// any strides; std::nullopt: contiguous.
   std::optional<TensorDesc> q_scale;
   std::optional<TensorDesc> k_scale;
+  /// Fused KV-cache append (needs k; not with a Hadamard transform): the rotated k and v are
+  /// written into the paged caches k_cache and v_cache at each token's slot. Token t (b * seq + s)
+  /// goes to block slot / block_size, row slot % block_size, where slot = slots[t] (or slots[b, s]);
+  /// a negative slot skips the token (padding), and a slot at or past blocks * block_size is skipped
+  /// too (checked mode throws naming the token): nothing is written out of the cache. q is rotated
+  /// as without a cache. k's rotation is also written to k_out when the plan is in place or k_out
+  /// is given; otherwise it goes to the cache only.
+  KvCacheLayout cache_layout = KvCacheLayout::none;
+  /// The values appended beside k: k's shape and dtype, its own strides (dhead stride 1).
+  std::optional<TensorDesc> v;
+  /// The caches: [blocks, block_size, heads_k, dhead] (nhd) or [blocks, heads_k, block_size, dhead]
+  /// (hnd), one shape and dtype for both, each its own strides (dhead stride 1, elements distinct).
+  /// dtype: any float dtype (values converted from the data dtype), or the codes of cache_quantize.
+  std::optional<TensorDesc> k_cache;
+  std::optional<TensorDesc> v_cache;
+  /// The slot mapping: [batch * seq] (or [batch, seq] for 4-D data), i32 or i64, any strides.
+  std::optional<TensorDesc> slots;
+  /// Caches of 8-bit codes with one f32 scale per cache (RopePointers::k_cache_scale and
+  /// v_cache_scale, device memory, as vLLM's k_scale and v_scale): code = value / scale as int8
+  /// (rounded, clamped to +-127; cache dtype i8) or float8 e4m3fn (rounded to nearest even,
+  /// saturated to +-448; cache dtype u8).
+  RopeQuantize cache_quantize = RopeQuantize::none;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
-  /// whose position is outside [0, P). Each launch then costs an 8-byte allocation, a context
+  /// whose position is outside [0, P) (with a cache append: or whose slot is past the cache). Each launch then costs an 8-byte allocation, a context
   /// synchronization before (the flag's reset) and a stream synchronization after; without it such
   /// a token's outputs become NaN and the launch stays asynchronous.
   bool checked = false;
@@ -137,6 +169,12 @@ struct RopePointers {
   std::int64_t offset = 0;          ///< position of sequence index 0 when the plan has no positions
   void* q_scale = nullptr;          ///< required when q's output is quantized
   void* k_scale = nullptr;          ///< required when k's output is quantized
+  const void* v = nullptr;          ///< cache append: the values written beside k
+  void* k_cache = nullptr;          ///< cache append: the caches
+  void* v_cache = nullptr;
+  const void* slots = nullptr;      ///< cache append: the slot mapping
+  const float* k_cache_scale = nullptr;  ///< 8-bit caches: each cache's f32 scale (device memory)
+  const float* v_cache_scale = nullptr;
 };
 
 namespace detail {
@@ -176,7 +214,9 @@ class RopePlan {
 /// for: a rank other than 3 or 4, an odd dhead or rotary dim, a rotary dim over dhead, a table
 /// narrower than R/2, a dhead stride other than 1, shapes of y, k, k_out or positions that do not
 /// match x, an integer data dtype, a non-integer position dtype, output strides that make rows
-/// overlap. Records the manifest line in record mode (SHAPEJIT_RECORD).
+/// overlap, cache append inputs that are missing or do not match k (see RopeDesc::cache_layout).
+/// Throws unsupported for a cache append fused with a Hadamard transform or a cache of 2^31 slots
+/// or more. Records the manifest line in record mode (SHAPEJIT_RECORD).
 RopePlan plan_rope(const RopeDesc& desc);
 
 /// One-shot rope through an internal plan cache keyed by `desc`.

@@ -68,12 +68,27 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
   if (desc->axis_count > 0 && desc->axis_sections == nullptr)
     invalid_argument("desc.axis_count is {} but desc.axis_sections is NULL", desc->axis_count);
   out.axis_sections.assign(desc->axis_sections, desc->axis_sections + desc->axis_count);
+  switch (desc->cache_layout) {
+    case SJ_KV_CACHE_NONE: break;
+    case SJ_KV_CACHE_NHD: out.cache_layout = KvCacheLayout::nhd; break;
+    case SJ_KV_CACHE_HND: out.cache_layout = KvCacheLayout::hnd; break;
+    default:
+      invalid_argument("desc.cache_layout is {}; use SJ_KV_CACHE_NONE, SJ_KV_CACHE_NHD or SJ_KV_CACHE_HND",
+                       static_cast<int>(desc->cache_layout));
+  }
+  out.v = optional_desc(desc->v, "desc.v");
+  out.k_cache = optional_desc(desc->k_cache, "desc.k_cache");
+  out.v_cache = optional_desc(desc->v_cache, "desc.v_cache");
+  out.slots = optional_desc(desc->slots, "desc.slots");
+  out.cache_quantize = to_quantize(desc->cache_quantize, "desc.cache_quantize");
   return out;
 }
 
 RopePointers to_pointers(const sj_rope_pointers* p) {
   if (p == nullptr) invalid_argument("pointers is NULL");
-  return RopePointers{p->x, p->y, p->k, p->k_out, p->cos, p->sin, p->positions, p->offset, p->q_scale, p->k_scale};
+  return RopePointers{p->x,       p->y,       p->k,       p->k_out,   p->cos,   p->sin,           p->positions,
+                      p->offset,  p->q_scale, p->k_scale, p->v,       p->k_cache, p->v_cache, p->slots,
+                      p->k_cache_scale, p->v_cache_scale};
 }
 
 }  // namespace

@@ -154,7 +154,8 @@ TEST_CASE("rearrange: RearrangeKernelArgs matches the template's SjArgs field by
   }
 }
 
-TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, plain and fused with hadamard") {
+TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, plain, fused with hadamard and "
+          "appending to a KV cache") {
   RopeDesc desc;
   desc.x = TensorDesc{{2, 8, 4, 64}, {}, DType::bf16};
   desc.k = TensorDesc{{2, 8, 2, 64}, {}, DType::bf16};
@@ -162,10 +163,17 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, 
   desc.positions = TensorDesc{{2, 8}, {}, DType::i32};
   RopeDesc fused = desc;
   fused.hadamard_group = 2;
+  RopeDesc cached = desc;
+  cached.cache_layout = KvCacheLayout::nhd;
+  cached.v = desc.k;
+  cached.k_cache = cached.v_cache = TensorDesc{{4, 16, 2, 64}, {}, DType::u8};
+  cached.cache_quantize = RopeQuantize::fp8_e4m3;
+  cached.slots = TensorDesc{{16}, {}, DType::i32};
   std::vector<const jit::Program*> programs;
   const auto plain_plan = detail::make_rope_plan(desc, {});
   const auto fused_plan = detail::make_rope_plan(fused, {});
-  for (const auto& plan : {plain_plan, fused_plan})
+  const auto cached_plan = detail::make_rope_plan(cached, {});
+  for (const auto& plan : {plain_plan, fused_plan, cached_plan})
     for (const jit::Program* program : plan->programs()) programs.push_back(program);
   using Args = plan::RopeKernelArgs;
   for (const jit::Program* program : programs) {
@@ -180,7 +188,12 @@ TEST_CASE("rope: RopeKernelArgs matches the template's RopeArgs field by field, 
                   HOST_FIELD(Args, table_rows), HOST_FIELD(Args, table_stride), HOST_FIELD(Args, offset),
                   HOST_FIELD(Args, group_rows), HOST_FIELD(Args, group_div), HOST_FIELD(Args, hadamard_scale),
                   HOST_FIELD(Args, q_scale), HOST_FIELD(Args, k_scale), HOST_FIELD(Args, q_scale_stride),
-                  HOST_FIELD(Args, k_scale_stride), HOST_FIELD(Args, position_axis_stride)},
+                  HOST_FIELD(Args, k_scale_stride), HOST_FIELD(Args, position_axis_stride), HOST_FIELD(Args, v),
+                  HOST_FIELD(Args, k_cache), HOST_FIELD(Args, v_cache), HOST_FIELD(Args, slots),
+                  HOST_FIELD(Args, k_cache_scale), HOST_FIELD(Args, v_cache_scale), HOST_FIELD(Args, v_stride),
+                  HOST_FIELD(Args, k_cache_stride), HOST_FIELD(Args, v_cache_stride), HOST_FIELD(Args, slot_stride),
+                  HOST_FIELD(Args, cache_slots), HOST_FIELD(Args, block_size), HOST_FIELD(Args, block_div_multiplier),
+                  HOST_FIELD(Args, block_div_shift)},
                  sizeof(Args));
   }
 }

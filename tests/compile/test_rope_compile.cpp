@@ -115,6 +115,33 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
   CHECK(compiled > descs.size() * 2);  // scalar variants included
 }
 
+TEST_CASE("rope with a KV-cache append compiles for every style, data dtype, cache dtype and code, layout and slot "
+          "dtype, with the rope flags and scalar accesses") {
+  std::vector<RopeDesc> descs;
+  for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
+    for (DType data : kFloatTypes)
+      for (int cache = 0; cache < 6; ++cache) {  // the four float dtypes, then int8 and fp8-e4m3 codes
+        RopeDesc desc = small_desc(style, data, data == DType::f64 ? DType::f64 : DType::f32, DType::i64);
+        const bool nhd = cache % 2 == 0;
+        desc.cache_layout = nhd ? KvCacheLayout::nhd : KvCacheLayout::hnd;
+        desc.cache_quantize = cache == 4 ? RopeQuantize::int8 : cache == 5 ? RopeQuantize::fp8_e4m3 : RopeQuantize::none;
+        const DType cache_dtype = cache < 4 ? kFloatTypes[cache] : cache == 4 ? DType::i8 : DType::u8;
+        desc.v = desc.k;
+        desc.k_cache = desc.v_cache = TensorDesc{nhd ? std::vector<std::int64_t>{3, 8, 2, 64} : std::vector<std::int64_t>{3, 2, 8, 64},
+                                                 {}, cache_dtype};
+        desc.slots = TensorDesc{{6}, {}, cache % 3 == 0 ? DType::i32 : DType::i64};
+        desc.inplace = cache == 1;                // k in place too
+        if (cache == 2) desc.k_out = desc.k;      // k written beside the cache
+        desc.checked = cache == 3;
+        desc.rotary_dim = cache == 5 ? 32 : 0;    // pass-through elements reach the cache too
+        descs.push_back(desc);
+      }
+  std::size_t compiled = 0;
+  require_no_failures(compile_all(descs, true, compiled));
+  CHECK(descs.size() == 2 * 4 * 6);
+  MESSAGE(compiled << " cache-append kernels compiled");
+}
+
 TEST_CASE("rope fused with a Hadamard transform compiles for every style, data dtype, order and size class, with "
           "every rope flag, scalar accesses and 8-bit outputs") {
   std::vector<RopeDesc> descs;

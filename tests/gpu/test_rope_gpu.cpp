@@ -926,7 +926,7 @@ TEST_CASE("rope: misaligned pointers take the scalar variant; one-shot rope and 
       cd.table = {2, t.shape.data(), nullptr, SJ_F32, 0};
       cd.positions = {1, p.shape.data(), nullptr, SJ_I32, 0};
       const RopePointers dp = call.device_pointers();
-      const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0, nullptr, nullptr};
+      const sj_rope_pointers cp = {dp.x, dp.y, dp.k, dp.k_out, dp.cos, dp.sin, dp.positions, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
       sj_rope_plan cplan = nullptr;
       REQUIRE(sj_rope_plan_create(&cplan, &cd) == SJ_OK);
       CHECK(sj_rope_plan_launch(cplan, &cp, nullptr) == SJ_OK);
@@ -1270,4 +1270,330 @@ TEST_CASE("rope + hadamard, quantized: rows across warps, k or q alone, GPT-J, m
       {fused_case(RopeStyle::gptj, DType::f16, rope_first, 8, 8, 128, 8), RopeQuantize::int8, RopeQuantize::int8, 2},
   };
   for (const QuantCase& qc : cases) check_quantized(qc, ++seed);
+}
+
+namespace {
+
+/// A cache-append call: a rope case with k, plus v, paged k and v caches and the slot mapping.
+struct CacheCase {
+  Case c;
+  KvCacheLayout layout = KvCacheLayout::nhd;
+  std::optional<DType> cache_dtype;  ///< std::nullopt: the data dtype (or the codes of `quantize`)
+  RopeQuantize quantize = RopeQuantize::none;
+  DType slot = DType::i64;
+  bool write_k = false;       ///< out of place: k's rotation also goes to k_out
+  bool strided = false;       ///< cache rows padded (each cache its own padding), v's heads padded
+  bool slots_2d = false;      ///< slots [batch, seq] (4-D data), else [batch * seq] with stride 2
+  std::int64_t block_size = 16;
+  std::int64_t cache_offset = 0;  ///< elements into their storage the caches start (odd: misaligned)
+
+  std::string name() const {
+    std::ostringstream o;
+    o << c.name() << " cache " << kv_cache_layout_name(layout) << " "
+      << (quantize != RopeQuantize::none ? std::string(rope_quantize_name(quantize)) : std::string(dtype_name(cache_dtype.value_or(c.data))))
+      << " slots " << dtype_name(slot) << (slots_2d ? "[B,S]" : "[T]") << " block " << block_size
+      << (write_k ? " write-k" : "") << (strided ? " strided" : "") << " offset " << cache_offset;
+    return o.str();
+  }
+};
+
+struct CacheCall {
+  RopeCall call;  ///< q, k, k_out (absent: the cache only), tables, positions
+  View v, k_cache, v_cache;
+  std::shared_ptr<Storage> slots, scales;  ///< scales: k's, then v's (f32)
+
+  RopePointers device_pointers() const {
+    RopePointers p = call.device_pointers();
+    if (!call.desc.k_out && !call.desc.inplace) p.k_out = nullptr;
+    p.v = v.device();
+    p.k_cache = k_cache.device();
+    p.v_cache = v_cache.device();
+    p.slots = slots->device.get();
+    if (call.desc.cache_quantize != RopeQuantize::none) {
+      p.k_cache_scale = static_cast<const float*>(scales->device.get());
+      p.v_cache_scale = p.k_cache_scale + 1;
+    }
+    return p;
+  }
+  RopePointers host_pointers() const {
+    RopePointers p = call.host_pointers();
+    p.v = v.host();
+    p.slots = slots->host.data();
+    return p;
+  }
+};
+
+/// The shape of a cache of `blocks` blocks for the case, and its strides (rows padded when strided).
+TensorDesc cache_desc(const CacheCase& cc, std::int64_t blocks, std::int64_t padding, DType dtype) {
+  const std::int64_t H = cc.c.k_heads, D = cc.c.dhead, S = cc.block_size;
+  const bool nhd = cc.layout == KvCacheLayout::nhd;
+  const std::vector<std::int64_t> shape = nhd ? std::vector<std::int64_t>{blocks, S, H, D} : std::vector<std::int64_t>{blocks, H, S, D};
+  std::vector<std::int64_t> padded = shape;
+  padded[3] += padding;
+  std::vector<std::int64_t> strides = contiguous_strides(padded);
+  return {shape, strides, dtype};
+}
+
+/// Builds a cache call: inputs random, caches poisoned, distinct slots drawn at random with every
+/// 7th token skipped (slot -1) and every 11th past the cache (`past`).
+CacheCall build_cache_call(const CacheCase& cc, std::mt19937_64& rng, bool past = true) {
+  CacheCall cache;
+  cache.call = build_call(cc.c, rng);
+  RopeDesc& d = cache.call.desc;
+  if (!cc.c.inplace && !cc.write_k) d.k_out.reset();
+  const Case& c = cc.c;
+  const std::int64_t B = std::max<std::int64_t>(c.batch, 1), T = B * c.seq, D = c.dhead;
+  if (c.layout == Layout::packed) {  // q, k, v heads side by side in one row, as a fused qkv projection writes them
+    cache.v = cache.call.k;
+    cache.v.offset = cache.call.k.offset + c.k_heads * D;
+  } else {
+    std::vector<std::int64_t> shape = data_shape(c, c.k_heads);
+    std::vector<std::int64_t> padded = shape;
+    if (cc.strided) padded.back() += 24;
+    TensorDesc vd{shape, contiguous_strides(padded), c.data};
+    cache.v = own_view(vd);
+    fill_random(*cache.v.storage, rng);
+  }
+
+  const DType cache_dtype = cc.quantize == RopeQuantize::int8       ? DType::i8
+                            : cc.quantize == RopeQuantize::fp8_e4m3 ? DType::u8
+                                                                    : cc.cache_dtype.value_or(c.data);
+  const std::int64_t blocks = (T * 3 / 2 + cc.block_size - 1) / cc.block_size + 1, slots = blocks * cc.block_size;
+  for (auto [view, padding] : {std::pair{&cache.k_cache, cc.strided ? 8 : 0}, {&cache.v_cache, cc.strided ? 40 : 0}}) {
+    const TensorDesc desc = cache_desc(cc, blocks, padding, cache_dtype);
+    *view = {std::make_shared<Storage>(cache_dtype, span(desc) + cc.cache_offset), cc.cache_offset, desc};
+    std::fill(view->storage->host.begin(), view->storage->host.end(), 0xff);  // NaN in float dtypes
+  }
+
+  std::vector<std::int64_t> order(static_cast<std::size_t>(slots));
+  for (std::int64_t i = 0; i < slots; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  cache.slots = std::make_shared<Storage>(cc.slot, 2 * T);
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::int64_t slot = order[static_cast<std::size_t>(t)];
+    if (t % 7 == 3) slot = -1;
+    if (past && t % 11 == 5) slot = slots + t;
+    std::memcpy(cache.slots->host.data() + (cc.slots_2d ? t : 2 * t) * dtype_size(cc.slot), &slot, dtype_size(cc.slot));
+  }
+  cache.scales = std::make_shared<Storage>(DType::f32, 2);
+  const float scales[2] = {cc.quantize == RopeQuantize::int8 ? 0.03f : 0.01f, 0.02f};
+  std::memcpy(cache.scales->host.data(), scales, sizeof scales);
+
+  d.cache_layout = cc.layout;
+  d.cache_quantize = cc.quantize;
+  d.v = cache.v.desc;
+  d.k_cache = cache.k_cache.desc;
+  d.v_cache = cache.v_cache.desc;
+  d.slots = cc.slots_2d ? TensorDesc{{B, c.seq}, {}, cc.slot} : TensorDesc{{T}, {2}, cc.slot};
+  return cache;
+}
+
+void upload_cache_call(CacheCall& cache) {
+  upload_all(cache.call);
+  if (cache.v.storage != cache.call.x.storage && cache.v.storage != cache.call.k.storage) cache.v.storage->upload();
+  cache.k_cache.storage->upload();
+  cache.v_cache.storage->upload();
+  cache.slots->upload();
+  cache.scales->upload();
+}
+
+/// The value a cache element holds, decoded (codes times their scale).
+double cache_element(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQuantize quantize, std::int64_t at,
+                     double scale) {
+  if (quantize == RopeQuantize::int8) return static_cast<std::int8_t>(bytes[static_cast<std::size_t>(at)]) * scale;
+  if (quantize == RopeQuantize::fp8_e4m3) return from_e4m3(bytes[static_cast<std::size_t>(at)]) * scale;
+  return detail::load_as_double(bytes.data(), dtype, at);
+}
+
+/// Whether a cache element `got` stands for the reference value `want`: within one code step for
+/// codes, one unit of the cache dtype (plus the data's arithmetic) for a converted dtype, exact for
+/// v in its own dtype.
+bool cache_close(const CacheCase& cc, DType cache_dtype, double got, double want, double scale, bool exact) {
+  if (std::isnan(want)) return std::isnan(got) || cc.quantize == RopeQuantize::int8;  // int8 writes NaN as 0
+  if (cc.quantize == RopeQuantize::int8) return std::fabs(got - want) <= scale;
+  if (cc.quantize == RopeQuantize::fp8_e4m3) {
+    const double units = std::min(std::fabs(want) / scale, 448.0);
+    const double step = units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3);
+    return std::fabs(got - want) <= step * scale;
+  }
+  if (exact && cache_dtype == cc.c.data) return got == want;
+  return std::fabs(got - want) <= test::ulp(cache_dtype, want) + tolerance(cc.c.data, want, 4.0);
+}
+
+/// Compares q's output, k_out (when written) and both caches with the reference
+/// after a launch, and checks that no cache element outside the appended rows changed.
+Mismatches verify_cache(const CacheCase& cc, const CacheCall& cache, const plan::RopePlanData& plan) {
+  Mismatches m;
+  const RopeCall& call = cache.call;
+  const DType t = plan.spec.data, ct = *plan.spec.cache;
+  const std::int64_t D = plan.spec.head_dim;
+  const std::vector<std::uint8_t> y_out = call.y.storage->download();
+  const bool k_written = !plan.spec.k_out_skipped;
+  const std::vector<std::uint8_t> k_out = k_written ? call.k_out.storage->download() : std::vector<std::uint8_t>{};
+  const std::vector<std::uint8_t> kc = cache.k_cache.storage->download(), vc = cache.v_cache.storage->download();
+  std::vector<char> kc_written(kc.size() / size_of(ct), 0), vc_written(vc.size() / size_of(ct), 0);
+  const float* scales = reinterpret_cast<const float*>(cache.scales->host.data());
+  std::vector<double> ref;
+  for (std::int64_t token = 0; token < plan.batch * plan.seq; ++token) {
+    const std::int64_t b = token / plan.seq, s = token % plan.seq;
+    detail::rope_reference_token(plan, cache.host_pointers(), b, s, ref);
+    const std::int64_t slot = detail::rope_reference_slot(plan, cache.host_pointers(), b, s);
+    for (std::int64_t h = 0; h < plan.args.heads_total; ++h) {
+      const int tensor = h < plan.heads_q ? 0 : h < plan.heads_q + plan.heads_k ? 1 : 2;  // q, k, v
+      const std::int64_t hh = tensor == 0 ? h : tensor == 1 ? h - plan.heads_q : h - plan.heads_q - plan.heads_k;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const double want = ref[static_cast<std::size_t>(h * D + i)];
+        auto where = [&](const char* what, double got) {
+          std::ostringstream w;
+          w << what << " of token (" << b << "," << s << ") head " << hh << " element " << i << ": got " << got
+            << ", reference " << want;
+          return w.str();
+        };
+        if (tensor == 0 || (tensor == 1 && k_written)) {
+          const std::vector<std::uint8_t>& bytes = tensor == 0 || call.k_out.storage == call.y.storage ? y_out : k_out;
+          const double got = detail::load_as_double(bytes.data(), t, (tensor == 0 ? call.y : call.k_out).at(b, s, hh, i));
+          ++m.checked;
+          if (!(std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= tolerance(t, want, 4.0)))
+            m.note(where(tensor == 0 ? "q" : "k_out", got));
+        }
+        if (tensor == 0 || slot < 0) continue;
+        const bool is_v = tensor == 2;
+        const std::int64_t at = (is_v ? cache.v_cache : cache.k_cache).offset +
+                                detail::rope_cache_offset(plan, is_v ? plan.args.v_cache_stride : plan.args.k_cache_stride, slot, hh, i);
+        (is_v ? vc_written : kc_written)[static_cast<std::size_t>(at)] = 1;
+        const double scale = scales[is_v ? 1 : 0];
+        const double got = cache_element(is_v ? vc : kc, ct, cc.quantize, at, scale);
+        ++m.checked;
+        if (!cache_close(cc, ct, got, want, scale, is_v || i >= plan.spec.rotary_dim)) m.note(where(is_v ? "v_cache" : "k_cache", got));
+      }
+    }
+  }
+  const std::size_t e = size_of(ct);
+  for (auto [bytes, written, storage, name] : {std::tuple{&kc, &kc_written, cache.k_cache.storage.get(), "k_cache"},
+                                               {&vc, &vc_written, cache.v_cache.storage.get(), "v_cache"}})
+    for (std::size_t i = 0; i < written->size(); ++i)
+      if (!(*written)[i] && std::memcmp(&(*bytes)[i * e], &storage->host[i * e], e) != 0) {
+        m.note(std::string(name) + " element " + std::to_string(i) + " outside the appended rows was written");
+        break;
+      }
+  return m;
+}
+
+Mismatches run_cache_case(const CacheCase& cc, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  CacheCall cache = build_cache_call(cc, rng);
+  upload_cache_call(cache);
+  const RopePlan plan = plan_rope(cache.call.desc);
+  plan.launch(cache.device_pointers());
+  return verify_cache(cc, cache, plan.impl().data);
+}
+
+CacheCase cache_case(RopeStyle style, DType data, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                     std::int64_t k_heads, std::int64_t dhead, KvCacheLayout layout) {
+  CacheCase cc;
+  cc.c.style = style;
+  cc.c.data = data;
+  cc.c.table = data == DType::f64 ? DType::f64 : DType::f32;
+  cc.c.batch = batch;
+  cc.c.seq = seq;
+  cc.c.heads = heads;
+  cc.c.k_heads = k_heads;
+  cc.c.dhead = dhead;
+  cc.c.position = DType::i64;
+  cc.layout = layout;
+  return cc;
+}
+
+}  // namespace
+
+TEST_CASE("rope + KV-cache append: nhd and hnd caches of every dtype, slot dtypes and layouts, strided and packed "
+          "inputs, in place and cache only, skipped and past-the-cache slots" * test::gpu_only()) {
+  std::vector<CacheCase> cases;
+  auto add = [&](CacheCase cc, auto&& edit) {
+    edit(cc);
+    cases.push_back(cc);
+  };
+  const auto nhd = KvCacheLayout::nhd, hnd = KvCacheLayout::hnd;
+  add(cache_case(RopeStyle::neox, DType::bf16, 64, 1, 32, 8, 128, nhd), [](CacheCase& cc) { cc.c.inplace = true; });
+  add(cache_case(RopeStyle::neox, DType::bf16, 2, 37, 8, 2, 128, hnd), [](CacheCase& cc) { cc.slots_2d = true; });
+  add(cache_case(RopeStyle::gptj, DType::f16, 0, 50, 4, 4, 64, nhd), [](CacheCase& cc) {
+    cc.c.rotary = 32;
+    cc.slot = DType::i32;
+    cc.strided = true;
+  });
+  add(cache_case(RopeStyle::neox, DType::f32, 3, 20, 6, 3, 96, hnd), [](CacheCase& cc) {
+    cc.cache_dtype = DType::bf16;
+    cc.write_k = true;
+    cc.strided = true;
+    cc.block_size = 5;
+  });
+  add(cache_case(RopeStyle::neox, DType::bf16, 2, 33, 8, 2, 128, nhd), [](CacheCase& cc) {
+    cc.quantize = RopeQuantize::fp8_e4m3;
+    cc.c.layout = Layout::packed;
+    cc.c.inplace = true;
+  });
+  add(cache_case(RopeStyle::gptj, DType::bf16, 0, 70, 4, 2, 64, hnd), [](CacheCase& cc) {
+    cc.quantize = RopeQuantize::int8;
+    cc.c.rotary = 32;
+    cc.slot = DType::i32;
+  });
+  add(cache_case(RopeStyle::neox, DType::f64, 0, 30, 2, 1, 64, nhd), [](CacheCase& cc) { cc.c.inverse = true; });
+  add(cache_case(RopeStyle::neox, DType::f16, 1, 40, 4, 2, 64, nhd), [](CacheCase& cc) {
+    cc.cache_dtype = DType::f32;
+    cc.c.layout = Layout::padded;
+    cc.block_size = 1;
+  });
+  // Multi-axis positions (M-RoPE) with the append, and misaligned caches (the scalar variant).
+  add(cache_case(RopeStyle::neox, DType::bf16, 0, 45, 4, 2, 128, nhd), [](CacheCase& cc) {
+    cc.c.position = DType::i32;
+    cc.c.axis_rule = RopeAxisRule::sections;
+    cc.c.axis_sections = {16, 24, 24};
+  });
+  add(cache_case(RopeStyle::neox, DType::bf16, 0, 45, 4, 2, 64, hnd), [](CacheCase& cc) { cc.cache_offset = 1; });
+  std::uint64_t seed = 9000;
+  for (const CacheCase& cc : cases) {
+    const Mismatches m = run_cache_case(cc, seed++);
+    INFO(cc.name());
+    INFO(m.first);
+    CHECK(m.checked > 0);
+    CHECK(m.count == 0);
+  }
+}
+
+TEST_CASE("rope + KV-cache append: checked mode names a slot past the cache, negative slots are skipped silently, "
+          "a bad position makes k's cache row NaN and leaves v's" * test::gpu_only()) {
+  CacheCase cc = cache_case(RopeStyle::neox, DType::bf16, 2, 12, 4, 2, 64, KvCacheLayout::nhd);
+  cc.c.positions_batched = true;
+  std::mt19937_64 rng(77);
+  CacheCall cache = build_cache_call(cc, rng, false);
+  // Token (1, 2) one row past the table: its q and k are NaN, its v is appended as given.
+  const std::int64_t rows = cache.call.desc.table.shape[0];
+  std::memcpy(cache.call.positions->host.data() + 14 * 8, &rows, 8);
+  upload_cache_call(cache);
+  const RopePlan plan = plan_rope(cache.call.desc);
+  plan.launch(cache.device_pointers());
+  const Mismatches m = verify_cache(cc, cache, plan.impl().data);
+  INFO(m.first);
+  CHECK(m.checked > 0);
+  CHECK(m.count == 0);
+
+  // Checked: negative slots (tokens 3, 10, 17) pass; one past the cache fails naming its token.
+  RopeDesc checked = cache.call.desc;
+  checked.checked = true;
+  const std::int64_t good_row = 0;
+  std::memcpy(cache.call.positions->host.data() + 14 * 8, &good_row, 8);
+  cache.call.positions->upload();
+  const RopePlan checked_plan = plan_rope(checked);
+  CHECK_NOTHROW(checked_plan.launch(cache.device_pointers()));
+  const std::int64_t past = plan.impl().data.args.cache_slots;
+  std::memcpy(cache.slots->host.data() + 2 * 13 * 8, &past, 8);  // token (1, 1)
+  cache.slots->upload();
+  try {
+    checked_plan.launch(cache.device_pointers());
+    FAIL("a checked launch with a slot past the cache must throw");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("slots[batch 1, seq 1] = " + std::to_string(past) + " is past the cache's") !=
+          std::string::npos);
+  }
 }

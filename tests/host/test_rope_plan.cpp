@@ -8,6 +8,7 @@
 
 #include "jit/program.hpp"
 #include "ops/rope/impl.hpp"
+#include "ops/registry.hpp"
 #include "ops/rope/manifest.hpp"
 #include "shapejit/rope.h"
 #include "shapejit/rope.hpp"
@@ -629,7 +630,7 @@ TEST_CASE("the C API passes quantized outputs, their scale descriptors and point
   desc.k_scale = {};
   REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
   alignas(16) static char memory[6][64];
-  sj_rope_pointers pointers = {memory[0], memory[1], memory[2], memory[3], memory[4], memory[5], memory[4], 0, nullptr, nullptr};
+  sj_rope_pointers pointers = {memory[0], memory[1], memory[2], memory[3], memory[4], memory[5], memory[4], 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
   CHECK(std::string(sj_last_error()).find("pointers.q_scale is NULL") != std::string::npos);
   pointers.q_scale = memory[5];
@@ -638,4 +639,177 @@ TEST_CASE("the C API passes quantized outputs, their scale descriptors and point
   CHECK(std::string(sj_last_error()).find("pointers.k_scale is set but that output is not quantized") !=
         std::string::npos);
   CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+}
+
+namespace {
+
+/// valid_desc() appending k and v to nhd bf16 caches of 4 blocks of 16 slots, i32 slots [batch * seq].
+RopeDesc cache_desc() {
+  RopeDesc d = valid_desc();
+  d.cache_layout = KvCacheLayout::nhd;
+  d.v = d.k;
+  d.k_cache = d.v_cache = TensorDesc{{4, 16, 2, 64}, {}, DType::bf16};
+  d.slots = TensorDesc{{10}, {}, DType::i32};
+  return d;
+}
+
+void check_cache_rejected(const std::function<void(RopeDesc&)>& change, const std::string& expected) {
+  RopeDesc desc = cache_desc();
+  change(desc);
+  const std::string message = plan_error(desc);
+  INFO("message: " << message);
+  CHECK(message.find(expected) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("KV-cache append: layouts map to block, row and head strides; k_out only when asked; what it rejects") {
+  const plan::RopePlanData nhd = plan::plan_rope_data(cache_desc());
+  CHECK(nhd.spec.cache == DType::bf16);
+  CHECK(nhd.spec.k_out_skipped);
+  CHECK(!nhd.desc.k_out);
+  CHECK(nhd.args.heads_total == 4 + 2 + 2);
+  CHECK(nhd.args.cache_slots == 64);
+  CHECK(nhd.args.block_size == 16);
+  CHECK(std::vector<std::int64_t>(nhd.args.k_cache_stride, nhd.args.k_cache_stride + 3) == std::vector<std::int64_t>{2048, 128, 64});
+  CHECK(std::vector<std::int64_t>(nhd.args.slot_stride, nhd.args.slot_stride + 2) == std::vector<std::int64_t>{5, 1});
+  CHECK(nhd.spec.cache_access == 8);
+
+  RopeDesc d = cache_desc();
+  d.cache_layout = KvCacheLayout::hnd;
+  d.k_cache = TensorDesc{{4, 2, 16, 64}, {}, DType::u8};
+  d.v_cache = TensorDesc{{4, 2, 16, 64}, {2 * 16 * 72, 16 * 72, 72, 1}, DType::u8};
+  d.cache_quantize = RopeQuantize::fp8_e4m3;
+  d.slots = TensorDesc{{2, 5}, {1, 2}, DType::i64};
+  d.k_out = d.k;
+  const plan::RopePlanData hnd = plan::plan_rope_data(d);
+  CHECK(!hnd.spec.k_out_skipped);
+  CHECK(std::vector<std::int64_t>(hnd.args.k_cache_stride, hnd.args.k_cache_stride + 3) == std::vector<std::int64_t>{2048, 64, 1024});
+  CHECK(std::vector<std::int64_t>(hnd.args.v_cache_stride, hnd.args.v_cache_stride + 3) == std::vector<std::int64_t>{2304, 72, 1152});
+  CHECK(std::vector<std::int64_t>(hnd.args.slot_stride, hnd.args.slot_stride + 2) == std::vector<std::int64_t>{1, 2});
+  CHECK(hnd.spec.cache_access == 8);  // 8 data elements per access, 8 code bytes
+  const RopePlan plan = plan_rope(d);
+  CHECK(plan.describe().find("k_cache:    u8 [4,2,16,64]") != std::string::npos);
+  CHECK(plan.describe().find("fp8-e4m3 codes of value / scale") != std::string::npos);
+  CHECK(plan.json().find(R"("cache": {"layout": "hnd")") != std::string::npos);
+
+  check_cache_rejected([](RopeDesc& c) { c.cache_layout = KvCacheLayout::none; }, "but cache_layout is none");
+  check_cache_rejected([](RopeDesc& c) { c.v.reset(); }, "cache_layout is nhd but v is not given");
+  check_cache_rejected([](RopeDesc& c) { c.slots.reset(); }, "slots is not given");
+  check_cache_rejected([](RopeDesc& c) { c.k.reset(), c.v.reset(); }, "there is no k");
+  check_cache_rejected([](RopeDesc& c) { c.v->dtype = DType::f16; }, "v must have k's shape and dtype");
+  check_cache_rejected([](RopeDesc& c) { c.k_cache->shape = {4, 16, 3, 64}, c.v_cache->shape = {4, 16, 3, 64}; },
+                       "with layout nhd it must be [blocks, block_size, heads, dhead] with k's 2 heads and dhead 64");
+  check_cache_rejected([](RopeDesc& c) { c.v_cache->shape = {5, 16, 2, 64}; }, "the caches must have one shape and dtype");
+  check_cache_rejected([](RopeDesc& c) { c.k_cache->dtype = c.v_cache->dtype = DType::i8; }, "a cache holds f16, bf16");
+  check_cache_rejected([](RopeDesc& c) { c.cache_quantize = RopeQuantize::int8; }, "int8 codes are i8");
+  check_cache_rejected([](RopeDesc& c) { c.k_cache->strides = {2048, 128, 0, 1}; }, "k_cache");
+  check_cache_rejected([](RopeDesc& c) { c.k_cache->strides = {2048, 128, 64, 2}; }, "k_cache.strides[3] is 2");
+  check_cache_rejected([](RopeDesc& c) { c.slots->shape = {9}; }, "slots has shape [9]; it must be [batch * seq] = [10] or [batch, seq] = [2,5]");
+  check_cache_rejected([](RopeDesc& c) { c.slots->dtype = DType::u32; }, "slots must be i32 or i64");
+  RopeDesc fused = cache_desc();
+  fused.hadamard_group = 2;
+  CHECK_THROWS_WITH_AS(plan::plan_rope_data(fused), doctest::Contains("with a fused Hadamard transform is not supported"), Error);
+  RopeDesc huge = cache_desc();
+  huge.k_cache = huge.v_cache = TensorDesc{{std::int64_t{1} << 27, 16, 2, 64}, {}, DType::bf16};
+  CHECK_THROWS_WITH_AS(plan::plan_rope_data(huge), doctest::Contains("a cache append supports at most"), Error);
+}
+
+TEST_CASE("KV-cache append: launch pointers are required with a cache and refused without; manifest lines round-trip") {
+  const RopePlan plan = plan_rope(cache_desc());
+  alignas(16) static char memory[8][64];
+  RopePointers p{memory[0], memory[1], memory[2], nullptr, memory[3], memory[3], memory[4], 0};
+  auto launch_error = [&](const RopePlan& which) {
+    try {
+      which.launch(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(launch_error(plan).find("pointers.v is NULL; the plan appends to a KV cache") != std::string::npos);
+  p.v = memory[5];
+  p.k_cache = memory[6];
+  p.v_cache = memory[7];
+  p.slots = memory[4];
+  p.k_out = memory[2];
+  CHECK(launch_error(plan).find("pointers.k_out is set but the plan writes k to the cache only") != std::string::npos);
+  p.k_out = nullptr;
+  p.k_cache_scale = reinterpret_cast<const float*>(memory[0]);
+  CHECK(launch_error(plan).find("pointers.k_cache_scale is set but the plan writes no 8-bit cache") != std::string::npos);
+  RopeDesc codes = cache_desc();
+  codes.k_cache->dtype = codes.v_cache->dtype = DType::u8;
+  codes.cache_quantize = RopeQuantize::fp8_e4m3;
+  p.k_cache_scale = nullptr;
+  CHECK(launch_error(plan_rope(codes)).find("pointers.k_cache_scale is NULL") != std::string::npos);
+  p.v = p.k_cache = p.v_cache = nullptr;
+  p.slots = nullptr;
+  p.k_out = memory[2];
+  CHECK(launch_error(plan_rope(valid_desc())).find("pointers.") == std::string::npos);  // reaches the driver, or runs
+  p.v = memory[5];
+  CHECK(launch_error(plan_rope(valid_desc())).find("pointers.v is set but the plan has no cache append") != std::string::npos);
+
+  // Manifest lines: the cache's dtype or codes, slot dtype and k_out reach the line and back.
+  const std::pair<std::function<void(RopeDesc&)>, std::string> lines[] = {
+      {[](RopeDesc&) {}, "rope --algo neox --dtype bf16 --shape 2,5,4,64 --k-heads 2 --kv-cache nhd --slot-dtype i32"},
+      {[](RopeDesc& c) { c.inplace = true, c.slots->dtype = DType::i64; },
+       "rope --algo neox --dtype bf16 --shape 2,5,4,64 --k-heads 2 --kv-cache nhd --inplace"},
+      {[](RopeDesc& c) {
+         c.cache_layout = KvCacheLayout::hnd;
+         c.k_cache = c.v_cache = TensorDesc{{4, 2, 16, 64}, {}, DType::f32};
+         c.k_out = c.k;
+       },
+       "rope --algo neox --dtype bf16 --shape 2,5,4,64 --k-heads 2 --kv-cache hnd --cache-dtype f32 --slot-dtype i32 --write-k"},
+      {[](RopeDesc& c) {
+         c.k_cache = c.v_cache = TensorDesc{{4, 16, 2, 64}, {2048, 128, 64, 1}, DType::i8};
+         c.k_cache->strides = {2048 * 2, 130, 65, 1};
+         c.cache_quantize = RopeQuantize::int8;
+       },
+       "rope --algo neox --dtype bf16 --shape 2,5,4,64 --k-heads 2 --kv-cache nhd --cache-dtype int8 --slot-dtype i32 "
+       "--cache-access 1"},
+  };
+  for (const auto& [change, expected] : lines) {
+    RopeDesc d = cache_desc();
+    change(d);
+    const auto planned = detail::make_rope_plan(d, {});
+    CHECK(planned->manifest == expected);
+    const ops::PlannedLine line = ops::plan_manifest_line(expected);  // the same kernels, source for source
+    REQUIRE(line.programs.size() == planned->programs().size());
+    for (std::size_t i = 0; i < line.programs.size(); ++i) CHECK(line.programs[i].source == planned->programs()[i]->source);
+  }
+}
+
+TEST_CASE("the C API passes the KV-cache append's layout, tensors, codes and pointers to the planner") {
+  const int64_t x_shape[] = {2, 8, 4, 64}, k_shape[] = {2, 8, 2, 64}, table_shape[] = {16, 32};
+  const int64_t cache_shape[] = {3, 2, 16, 64}, slots_shape[] = {16};
+  sj_rope_desc desc = {};
+  desc.style = SJ_ROPE_NEOX;
+  desc.x = {4, x_shape, nullptr, SJ_BF16, 0};
+  desc.k = {4, k_shape, nullptr, SJ_BF16, 0};
+  desc.table = {2, table_shape, nullptr, SJ_F32, 0};
+  desc.cache_layout = SJ_KV_CACHE_HND;
+  desc.v = {4, k_shape, nullptr, SJ_BF16, 0};
+  desc.k_cache = desc.v_cache = {4, cache_shape, nullptr, SJ_U8, 0};
+  desc.slots = {1, slots_shape, nullptr, SJ_I32, 0};
+  sj_rope_plan plan = nullptr;
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);  // u8 caches need fp8 codes
+  CHECK(std::string(sj_last_error()).find("k_cache.dtype is u8") != std::string::npos);
+  desc.cache_quantize = SJ_QUANTIZE_FP8_E4M3;
+  REQUIRE(sj_rope_plan_create(&plan, &desc) == SJ_OK);
+  alignas(16) static char memory[8][64];
+  sj_rope_pointers pointers = {};
+  pointers.x = memory[0];
+  pointers.y = memory[1];
+  pointers.k = memory[2];
+  pointers.cos = pointers.sin = memory[3];
+  pointers.v = memory[4];
+  pointers.k_cache = memory[5];
+  pointers.v_cache = memory[6];
+  pointers.slots = memory[7];
+  CHECK(sj_rope_plan_launch(plan, &pointers, nullptr) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("pointers.k_cache_scale is NULL") != std::string::npos);
+  CHECK(sj_rope_plan_destroy(plan) == SJ_OK);
+  desc.cache_layout = static_cast<sj_kv_cache_layout>(5);
+  CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
+  CHECK(std::string(sj_last_error()).find("desc.cache_layout is 5") != std::string::npos);
 }

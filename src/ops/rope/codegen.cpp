@@ -20,6 +20,10 @@ std::string rope_kernel_label(const plan::RopeSpec& spec) {
   if (spec.inverse) label += "_inverse";
   if (spec.checked) label += "_checked";
   if (spec.wide_index) label += "_i64";
+  if (spec.cache)
+    label += fmt::format("_cache_{}_slot{}{}_ca{}", spec.cache_quantize == RopeQuantize::none ? dtype_name(*spec.cache)
+                                                                                               : rope_quantize_name(spec.cache_quantize),
+                         dtype_name(spec.slot), spec.k_out_skipped ? "_konly" : "", spec.cache_access);
   if (spec.hadamard_group != 0)
     label += fmt::format("_hadamard_g{}_m{}_t{}_r{}{}", spec.hadamard_group, spec.hadamard_base, spec.hadamard_threads,
                          spec.hadamard_rows_per_block, spec.hadamard_first ? "_first" : "");
@@ -38,7 +42,11 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
       .type("table_t", prelude_type(spec.table))
       .type("pos_t", spec.position ? prelude_type(*spec.position) : "sj_i64")
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
-      .type("idx_t", spec.wide_index ? "long long" : "int");
+      .type("idx_t", spec.wide_index ? "long long" : "int")
+      .flag("HAS_CACHE", spec.cache.has_value())
+      .integer("CACHE_QUANTIZE", static_cast<int>(spec.cache_quantize))
+      .type("cache_t", prelude_type(spec.cache.value_or(spec.data)))
+      .type("slot_t", prelude_type(spec.slot));
   if (spec.hadamard_group == 0)
     return {rope_kernel_label(spec), render({"compute.cu", "rope_common.cu", "rope.cu"}, params), {}, manifest_line};
   // Fused: the transform piece reads the hadamard kernel's names for the row layout.

@@ -63,6 +63,22 @@ RopeDesc manifest_desc(const RopeManifest& m) {
   if (m.q_quantize != RopeQuantize::none && !m.inplace)
     desc.y = TensorDesc{m.shape, {}, quantized_dtype(m.q_quantize)};
   desc.table = TensorDesc{{std::max<std::int64_t>(seq, 1), std::max<std::int64_t>(rotary_dim / 2, 1)}, {}, table_dtype};
+  if (m.cache_layout != KvCacheLayout::none && m.k_heads) {
+    desc.cache_layout = m.cache_layout;
+    desc.cache_quantize = m.cache_quantize;
+    desc.v = desc.k;
+    const std::int64_t tokens = rank == 4 ? m.shape[0] * seq : seq;
+    constexpr std::int64_t block_size = 16;
+    const std::int64_t blocks = std::max<std::int64_t>(tokens, 1);
+    const std::vector<std::int64_t> cache_shape =
+        m.cache_layout == KvCacheLayout::nhd ? std::vector<std::int64_t>{blocks, block_size, *m.k_heads, m.shape.back()}
+                                             : std::vector<std::int64_t>{blocks, *m.k_heads, block_size, m.shape.back()};
+    const DType cache_dtype =
+        m.cache_quantize != RopeQuantize::none ? quantized_dtype(m.cache_quantize) : m.cache_dtype.value_or(m.dtype);
+    desc.k_cache = desc.v_cache = TensorDesc{cache_shape, {}, cache_dtype};
+    desc.slots = TensorDesc{{tokens}, {}, m.slot_dtype};
+    if (m.write_k && !m.inplace) desc.k_out = desc.k;
+  }
   if (m.position_dtype) {
     std::vector<std::int64_t> pos_shape = {seq};
     if (rank == 4 && !m.positions_shared) pos_shape = {m.shape[0], seq};
@@ -93,6 +109,13 @@ std::string rope_manifest_line(const RopePlanData& plan) {
   }
   m.q_quantize = spec.q_quantize;
   m.k_quantize = spec.k_quantize;
+  if (spec.cache) {
+    m.cache_layout = plan.desc.cache_layout;
+    m.cache_quantize = spec.cache_quantize;
+    if (spec.cache_quantize == RopeQuantize::none) m.cache_dtype = spec.cache;
+    m.slot_dtype = spec.slot;
+    m.write_k = !spec.k_out_skipped && !spec.inplace;
+  }
   m.inplace = spec.inplace;
   m.inverse = spec.inverse;
   m.checked = spec.checked;
@@ -114,11 +137,19 @@ std::string rope_manifest_line(const RopePlanData& plan) {
     line += fmt::format(" --hadamard-order {}", hadamard_order_name(m.hadamard_order));
   if (m.q_quantize != RopeQuantize::none) line += fmt::format(" --q-quantize {}", rope_quantize_name(m.q_quantize));
   if (m.k_quantize != RopeQuantize::none) line += fmt::format(" --k-quantize {}", rope_quantize_name(m.k_quantize));
+  if (spec.cache) {
+    line += fmt::format(" --kv-cache {}", kv_cache_layout_name(m.cache_layout));
+    if (m.cache_quantize != RopeQuantize::none) line += fmt::format(" --cache-dtype {}", rope_quantize_name(m.cache_quantize));
+    else if (*m.cache_dtype != spec.data) line += fmt::format(" --cache-dtype {}", dtype_name(*m.cache_dtype));
+    if (m.slot_dtype != DType::i64) line += fmt::format(" --slot-dtype {}", dtype_name(m.slot_dtype));
+    if (m.write_k) line += " --write-k";
+  }
   if (spec.inplace) line += " --inplace";
   if (spec.inverse) line += " --inverse";
   if (spec.checked) line += " --checked";
   if (spec.access != natural.access) line += fmt::format(" --access {}", spec.access);
   if (spec.table_access != natural.table_access) line += fmt::format(" --table-access {}", spec.table_access);
+  if (spec.cache_access != natural.cache_access) line += fmt::format(" --cache-access {}", spec.cache_access);
   if (spec.wide_index != natural.wide_index) line += fmt::format(" --index {}", spec.wide_index ? 64 : 32);
   return line;
 }
@@ -177,12 +208,25 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
                                                                           : HadamardOrder::rope_then_hadamard;
   m.q_quantize = quantize_option(args, "q-quantize");
   m.k_quantize = quantize_option(args, "k-quantize");
+  const std::string layout = args.text("kv-cache", "none");  // the registry checked it is one of the names
+  m.cache_layout = layout == "nhd" ? KvCacheLayout::nhd : layout == "hnd" ? KvCacheLayout::hnd : KvCacheLayout::none;
+  if (m.cache_layout == KvCacheLayout::none &&
+      (args.has("cache-dtype") || args.has("slot-dtype") || args.has("write-k") || args.has("cache-access")))
+    invalid_argument("--cache-dtype, --slot-dtype, --write-k and --cache-access need --kv-cache nhd or hnd");
+  if (m.cache_layout != KvCacheLayout::none && !args.has("k-heads"))
+    invalid_argument("--kv-cache needs --k-heads (the cache append writes k and v)");
+  const std::string cache_dtype = args.text("cache-dtype", "");
+  if (cache_dtype == rope_quantize_name(RopeQuantize::int8)) m.cache_quantize = RopeQuantize::int8;
+  else if (cache_dtype == rope_quantize_name(RopeQuantize::fp8_e4m3)) m.cache_quantize = RopeQuantize::fp8_e4m3;
+  else if (!cache_dtype.empty()) m.cache_dtype = dtype_option(args, "cache-dtype");
+  if (args.has("slot-dtype")) m.slot_dtype = dtype_option(args, "slot-dtype");
+  m.write_k = args.has("write-k");
   m.inplace = args.has("inplace");
   m.inverse = args.has("inverse");
   m.checked = args.has("checked");
   m.check_pointers = args.has("check-pointers");
   m.overrides = {args.small_integer("access", 16), args.small_integer("table-access", 16),
-                 args.small_integer("index", 0)};
+                 args.small_integer("index", 0), args.small_integer("cache-access", 16)};
   return m;
 }
 
@@ -229,6 +273,14 @@ const Operator& rope_operator() {
            "k's output as 8-bit codes with one f32 scale per head group of a token, fused transform only "
            "(int8: i8 codes; fp8-e4m3: u8 bit patterns; default none)",
            false, {"none", "int8", "fp8-e4m3"}},
+          {"kv-cache", OptionKind::text,
+           "Append the rotated k and v to paged caches at each token's slot: nhd [blocks, block_size, heads, "
+           "dhead] or hnd [blocks, heads, block_size, dhead] (needs --k-heads; default none)",
+           false, {"none", "nhd", "hnd"}},
+          {"cache-dtype", OptionKind::text,
+           "The caches' dtype: a float dtype, or int8 / fp8-e4m3 codes of value / a per-cache scale (default: the data dtype)"},
+          {"slot-dtype", OptionKind::text, "The slot mapping's dtype (default i64)", false, {"i32", "i64"}},
+          {"write-k", OptionKind::flag, "With --kv-cache out of place: also write the rotated k to k_out (default: the cache only)"},
           {"inplace", OptionKind::flag, "Write the outputs over the inputs"},
           {"inverse", OptionKind::flag, "Rotate by -angle (backward pass)"},
           {"checked", OptionKind::flag, "Fail on positions outside the table (synchronizes)"},
@@ -237,6 +289,8 @@ const Operator& rope_operator() {
           {"access", OptionKind::integer, "At most this many data elements per access (strided plans)", false,
            {"1", "2", "4", "8", "16"}},
           {"table-access", OptionKind::integer, "At most this many table elements per access", false,
+           {"1", "2", "4", "8", "16"}},
+          {"cache-access", OptionKind::integer, "At most this many cache elements per access", false,
            {"1", "2", "4", "8", "16"}},
           {"index", OptionKind::integer, "Offset width: 32 or 64 (default: as the shapes need)", false, {"32", "64"}},
       },

@@ -2,9 +2,10 @@
 // [--pos-layout seq] [--axis-rule sections|interleaved --axis-sections S0,S1,...] --shape [B,]S,H,D
 // [--k-heads N] [--rotary-dim R] [--hadamard-group G]
 // [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope]
-// [--q-quantize none|int8|fp8-e4m3] [--k-quantize none|int8|fp8-e4m3] [--inplace] [--inverse]
-// [--checked] [--access N] [--table-access N] [--index 32|64]`, what `shapejit plan` accepts and
-// record mode writes.
+// [--q-quantize none|int8|fp8-e4m3] [--k-quantize none|int8|fp8-e4m3]
+// [--kv-cache nhd|hnd [--cache-dtype D|int8|fp8-e4m3] [--slot-dtype i32|i64] [--write-k]]
+// [--inplace] [--inverse] [--checked] [--access N] [--table-access N] [--cache-access N]
+// [--index 32|64]`, what `shapejit plan` accepts and record mode writes.
 #pragma once
 
 #include <optional>
@@ -32,17 +33,23 @@ struct RopeManifest {
   HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
   RopeQuantize q_quantize = RopeQuantize::none;  ///< q's output as 8-bit codes (fused transform only)
   RopeQuantize k_quantize = RopeQuantize::none;  ///< k's output as 8-bit codes (fused transform only)
+  KvCacheLayout cache_layout = KvCacheLayout::none;  ///< --kv-cache: append k and v to paged caches
+  std::optional<DType> cache_dtype;  ///< std::nullopt: the data dtype (or the codes of cache_quantize)
+  RopeQuantize cache_quantize = RopeQuantize::none;
+  DType slot_dtype = DType::i64;
+  bool write_k = false;              ///< --write-k: k's rotation also goes to k_out (not in place)
   bool inplace = false;
   bool inverse = false;
   bool checked = false;
   bool check_pointers = false;       ///< --check-pointers: launch-time checks only, no kernel change
-  RopeOverrides overrides;           ///< --access, --table-access, --index (16, 16, 0 = unset)
+  RopeOverrides overrides;           ///< --access, --table-access, --index, --cache-access (16, 16, 0, 16 = unset)
 };
 
 /// The contiguous descriptor a manifest line stands for: x, y, k, k_out contiguous, a table of
 /// max(seq, 1) rows of rotary_dim/2, contiguous positions. A quantized output (y for q, k_out for
 /// k) is given contiguous with its code dtype, i8 for int8 and u8 for fp8-e4m3 (not in place: the
-/// planner names that conflict); the scales are left to the planner, contiguous.
+/// planner names that conflict); the scales are left to the planner, contiguous. A cache append
+/// gets contiguous v, slots [tokens] and caches of max(tokens, 1) blocks of 16 rows.
 RopeDesc manifest_desc(const RopeManifest& manifest);
 
 /// The manifest line that reproduces the kernels of `plan`: the shapes and flags, plus --access,

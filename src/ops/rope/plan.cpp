@@ -216,6 +216,97 @@ void fill_row_strides(std::int64_t (&out)[3], const TensorDesc& t) {
   }
 }
 
+/// The cache append's inputs, checked against k: v, the two caches, the slots. Fills the cache
+/// sizes and the spec's cache fields; the strides are filled by fill_cache_args.
+void check_cache(const RopeDesc& desc, RopePlanData& plan) {
+  const bool given = desc.v || desc.k_cache || desc.v_cache || desc.slots || desc.cache_quantize != RopeQuantize::none;
+  if (desc.cache_layout == KvCacheLayout::none) {
+    if (given)
+      invalid_argument("v, k_cache, v_cache, slots or cache_quantize is given but cache_layout is none; choose nhd "
+                       "([blocks, block_size, heads, dhead]) or hnd ([blocks, heads, block_size, dhead])");
+    return;
+  }
+  const std::string_view layout = kv_cache_layout_name(desc.cache_layout);
+  if (!desc.k) invalid_argument("cache_layout is {} but there is no k; the cache append writes k and v", layout);
+  for (auto [t, name] : {std::pair{&desc.v, "v"}, {&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}, {&desc.slots, "slots"}})
+    if (!*t) invalid_argument("cache_layout is {} but {} is not given; the cache append needs v, k_cache, v_cache and slots",
+                              layout, name);
+  if (desc.hadamard_group != 0)
+    fail(ErrorCode::unsupported, "a cache append (cache_layout {}) with a fused Hadamard transform is not supported", layout);
+  const TensorDesc& k = *desc.k;
+  const std::size_t rank = k.shape.size();
+  check_rows(*desc.v, "v", rank);
+  if (desc.v->shape != k.shape || desc.v->dtype != k.dtype)
+    invalid_argument("v is {} {} but k is {} {}; v must have k's shape and dtype", dtype_name(desc.v->dtype),
+                     shape_text(desc.v->shape), dtype_name(k.dtype), shape_text(k.shape));
+
+  const TensorDesc& kc = *desc.k_cache;
+  check_rows(kc, "k_cache", 4);
+  const bool nhd = desc.cache_layout == KvCacheLayout::nhd;
+  const std::int64_t heads = kc.shape[nhd ? 2 : 1];
+  if (heads != plan.heads_k || kc.shape[3] != k.shape[rank - 1])
+    invalid_argument("k_cache has shape {}; with layout {} it must be {} with k's {} heads and dhead {}",
+                     shape_text(kc.shape), layout,
+                     nhd ? "[blocks, block_size, heads, dhead]" : "[blocks, heads, block_size, dhead]", plan.heads_k,
+                     k.shape[rank - 1]);
+  check_rows(*desc.v_cache, "v_cache", 4);
+  if (desc.v_cache->shape != kc.shape || desc.v_cache->dtype != kc.dtype)
+    invalid_argument("v_cache is {} {} but k_cache is {} {}; the caches must have one shape and dtype",
+                     dtype_name(desc.v_cache->dtype), shape_text(desc.v_cache->shape), dtype_name(kc.dtype),
+                     shape_text(kc.shape));
+  const DType codes = output_dtype(desc.cache_quantize, kc.dtype);
+  if (desc.cache_quantize == RopeQuantize::none ? !dtype_is_float(kc.dtype) : kc.dtype != codes)
+    invalid_argument("k_cache.dtype is {}; {}", dtype_name(kc.dtype),
+                     desc.cache_quantize == RopeQuantize::none
+                         ? std::string("a cache holds f16, bf16, f32 or f64 values, or 8-bit codes with cache_quantize")
+                         : fmt::format("{} codes are {}", rope_quantize_name(desc.cache_quantize), dtype_name(codes)));
+  check_distinct_elements(kc, "k_cache");
+  check_distinct_elements(*desc.v_cache, "v_cache");
+
+  const TensorDesc& slots = *desc.slots;
+  const std::vector<std::int64_t> flat = {plan.batch * plan.seq}, per_batch = {plan.batch, plan.seq};
+  const bool four_d = rank == 4;
+  if (slots.shape != flat && !(four_d && slots.shape == per_batch))
+    invalid_argument("slots has shape {}; it must be [batch * seq] = {}{}", shape_text(slots.shape), shape_text(flat),
+                     four_d ? fmt::format(" or [batch, seq] = {}", shape_text(per_batch)) : "");
+  if (slots.dtype != DType::i32 && slots.dtype != DType::i64)
+    invalid_argument("slots.dtype is {}; slots must be i32 or i64 (negative: skip the token)", dtype_name(slots.dtype));
+  if (!slots.strides.empty() && slots.strides.size() != slots.shape.size())
+    invalid_argument("slots has {} strides for rank {}; give one per dimension or none", slots.strides.size(),
+                     slots.shape.size());
+
+  plan.cache_blocks = kc.shape[0];
+  plan.block_size = kc.shape[nhd ? 1 : 2];
+  if (plan.cache_blocks * plan.block_size > kMaxTokens)
+    fail(ErrorCode::unsupported, "the cache has {} slots (blocks x block_size); a cache append supports at most {}",
+         plan.cache_blocks * plan.block_size, kMaxTokens);
+  plan.spec.cache = kc.dtype;
+  plan.spec.cache_quantize = desc.cache_quantize;
+  plan.spec.slot = slots.dtype;
+  plan.spec.k_out_skipped = !desc.inplace && !desc.k_out;
+}
+
+/// The cache append's run-time arguments: v's and the caches' strides (block, row in block, head),
+/// the slots' (batch, seq), the cache size and block_size as a multiply and shift.
+void fill_cache_args(const RopeDesc& desc, const RopePlanData& plan, RopeKernelArgs& args) {
+  fill_row_strides(args.v_stride, *desc.v);
+  const bool nhd = desc.cache_layout == KvCacheLayout::nhd;
+  for (auto [cache, out] : {std::pair{&*desc.k_cache, &args.k_cache_stride}, {&*desc.v_cache, &args.v_cache_stride}}) {
+    const auto s = normalized_strides(*cache);
+    (*out)[0] = s[0];
+    (*out)[1] = s[nhd ? 1 : 2];
+    (*out)[2] = s[nhd ? 2 : 1];
+  }
+  const auto slot_strides = normalized_strides(*desc.slots);
+  args.slot_stride[0] = slot_strides.size() == 2 ? slot_strides[0] : plan.seq * slot_strides[0];
+  args.slot_stride[1] = slot_strides.back();
+  args.cache_slots = plan.cache_blocks * plan.block_size;
+  args.block_size = plan.block_size;
+  const FastDivisor block_div = make_fast_divisor(static_cast<std::uint32_t>(std::max<std::int64_t>(plan.block_size, 1)));
+  args.block_div_multiplier = block_div.multiplier;
+  args.block_div_shift = block_div.shift;
+}
+
 /// Quantized outputs need a Hadamard transform (their scale is per head group), separate outputs and
 /// a k to quantize.
 void check_quantize(const RopeDesc& desc) {
@@ -351,6 +442,7 @@ std::int64_t rope_pass_chunks(const RopeSpec& spec) { return (spec.head_dim - sp
 RopeSpec scalar_variant(RopeSpec spec) {
   spec.access = 1;
   spec.table_access = 1;
+  spec.cache_access = 1;
   if (spec.hadamard_group != 0) {  // same threads per row, each with more chunks
     spec.chunk = 1;
     spec.hadamard_partner = fused_partner(spec);
@@ -437,9 +529,13 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
         invalid_argument("k has shape {} but x has {}; they may differ only in heads (dimension {})",
                          shape_text(k.shape), shape_text(x.shape), rank - 2);
     plan.heads_k = k.shape[rank - 2];
-    plan.desc.k_out = output_desc(desc.k_out, k, desc.inplace, desc.k_quantize, "k_out", "k");
-    check_no_zero_stride(*plan.desc.k_out, "k_out");
+    const bool cache_only = desc.cache_layout != KvCacheLayout::none && !desc.inplace && !desc.k_out;
+    if (!cache_only) {
+      plan.desc.k_out = output_desc(desc.k_out, k, desc.inplace, desc.k_quantize, "k_out", "k");
+      check_no_zero_stride(*plan.desc.k_out, "k_out");
+    }
   }
+  check_cache(desc, plan);
 
   check_table(desc.table, rotary_dim);
   plan.desc.table.strides = desc.table.effective_strides();
@@ -477,12 +573,20 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   fill_row_strides(args.y_stride, *plan.desc.y);
   if (desc.k) {
     fill_row_strides(args.k_stride, *desc.k);
-    fill_row_strides(args.k_out_stride, *plan.desc.k_out);
+    if (plan.desc.k_out) fill_row_strides(args.k_out_stride, *plan.desc.k_out);
   }
+  if (spec.cache) fill_cache_args(desc, plan, args);
   std::int64_t access = std::min<std::int64_t>(spec.chunk, overrides.max_access);
-  for (const auto* strides : {&args.x_stride, &args.y_stride, &args.k_stride, &args.k_out_stride})
+  for (const auto* strides : {&args.x_stride, &args.y_stride, &args.k_stride, &args.k_out_stride, &args.v_stride})
     access = largest_pow2_dividing(access, {(*strides)[0], (*strides)[1], (*strides)[2]});
   spec.access = static_cast<int>(access);
+  if (spec.cache) {
+    const auto max_cache_vector = static_cast<std::int64_t>(16 / dtype_size(*spec.cache));
+    std::int64_t cache_access = std::min({access, max_cache_vector, std::int64_t{overrides.max_cache_access}});
+    for (const auto* strides : {&args.k_cache_stride, &args.v_cache_stride})
+      cache_access = largest_pow2_dividing(cache_access, {(*strides)[0], (*strides)[1], (*strides)[2]});
+    spec.cache_access = static_cast<int>(cache_access);
+  }
 
   const std::int64_t table_rows = desc.table.shape[0];
   const std::int64_t table_stride = table_rows == 1 ? 0 : plan.desc.table.strides[0];
@@ -494,9 +598,11 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   bool wide = false;
   wide |= !fits_32_bits(span_of(x.shape, normalized_strides(x), "x"));
   wide |= !fits_32_bits(span_of(plan.desc.y->shape, normalized_strides(*plan.desc.y), "y"));
-  if (desc.k) {
-    wide |= !fits_32_bits(span_of(desc.k->shape, normalized_strides(*desc.k), "k"));
-    wide |= !fits_32_bits(span_of(plan.desc.k_out->shape, normalized_strides(*plan.desc.k_out), "k_out"));
+  if (desc.k) wide |= !fits_32_bits(span_of(desc.k->shape, normalized_strides(*desc.k), "k"));
+  if (plan.desc.k_out) wide |= !fits_32_bits(span_of(plan.desc.k_out->shape, normalized_strides(*plan.desc.k_out), "k_out"));
+  if (spec.cache) {  // cache offsets are 64-bit in any case
+    wide |= !fits_32_bits(span_of(desc.v->shape, normalized_strides(*desc.v), "v"));
+    wide |= !fits_32_bits(span_of(desc.slots->shape, normalized_strides(*desc.slots), "slots"));
   }
   wide |= !fits_32_bits(span_of({table_rows, rotary_dim / 2}, {table_stride, 1}, "table"));
   if (desc.positions) {
@@ -512,7 +618,7 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   args.tokens = tokens;
   args.seq = plan.seq;
   args.heads_q = plan.heads_q;
-  args.heads_total = plan.heads_q + plan.heads_k;
+  args.heads_total = plan.heads_q + plan.heads_k * (spec.cache ? 2 : 1);
   const FastDivisor seq_div = make_fast_divisor(static_cast<std::uint32_t>(std::max<std::int64_t>(plan.seq, 1)));
   args.seq_div_multiplier = seq_div.multiplier;
   args.seq_div_shift = seq_div.shift;

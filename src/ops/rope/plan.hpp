@@ -59,7 +59,12 @@ namespace shapejit::plan {
   X(int, hadamard_rows_per_block, 1)                                                               \
   X(RopePartner, hadamard_partner, RopePartner::none)                                              \
   X(RopeQuantize, q_quantize, RopeQuantize::none) /* fused only: q's output as 8-bit codes */      \
-  X(RopeQuantize, k_quantize, RopeQuantize::none)
+  X(RopeQuantize, k_quantize, RopeQuantize::none)                                                   \
+  X(std::optional<DType>, cache, std::nullopt) /* cache append: the caches' element dtype */         \
+  X(RopeQuantize, cache_quantize, RopeQuantize::none) /* the caches hold 8-bit codes */             \
+  X(DType, slot, DType::i64)                                                                       \
+  X(bool, k_out_skipped, false) /* cache append: k's rotation goes to the cache only */            \
+  X(int, cache_access, 1)       /* cache elements per memory access */
 
 struct RopeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_ROPE_SPEC_FIELDS)
@@ -119,8 +124,23 @@ struct RopeKernelArgs {
   std::int64_t q_scale_stride[3] = {};      ///< batch, seq, head group
   std::int64_t k_scale_stride[3] = {};
   std::int64_t position_axis_stride = 0;    ///< multi-axis positions: the axis stride
+  // Cache append (zero otherwise); heads_total then counts v's heads too, after k's.
+  const void* v = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  const void* slots = nullptr;
+  const float* k_cache_scale = nullptr;
+  const float* v_cache_scale = nullptr;
+  std::int64_t v_stride[3] = {};            ///< batch, seq, head
+  std::int64_t k_cache_stride[3] = {};      ///< block, row in block, head
+  std::int64_t v_cache_stride[3] = {};
+  std::int64_t slot_stride[2] = {};         ///< batch, seq
+  std::int64_t cache_slots = 0;             ///< blocks * block_size
+  std::int64_t block_size = 0;
+  std::int64_t block_div_multiplier = 0;    ///< slot / block_size as a multiply and shift
+  std::int64_t block_div_shift = 0;
 };
-static_assert(sizeof(RopeKernelArgs) == 8 * 47, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
+static_assert(sizeof(RopeKernelArgs) == 8 * 68, "RopeKernelArgs must match RopeArgs in templates/rope_common.cu");
 
 /// Grid and block of a rope launch: tokens on grid.x, head groups on grid.y (at most 65535).
 /// Fused with a Hadamard transform: blocks of rows on grid.x, the rows' threads on block.x.
@@ -137,6 +157,7 @@ struct RopeOverrides {
   int max_access = 16;        ///< at most this many data elements per access
   int max_table_access = 16;  ///< at most this many table elements per access
   int index_bits = 0;         ///< 32 or 64 forces the offset width; 0 lets the shapes decide
+  int max_cache_access = 16;  ///< at most this many cache elements per access
 };
 
 /// Everything a RopePlan holds besides its kernels.
@@ -146,6 +167,7 @@ struct RopePlanData {
   RopeKernelArgs args;  ///< pointers and offset left for the launch
   RopeLaunchShape launch;
   std::int64_t batch = 1, seq = 0, heads_q = 0, heads_k = 0;
+  std::int64_t cache_blocks = 0, block_size = 0;  ///< cache append
   bool empty = false;   ///< no token or no head: a launch does nothing
 };
 

@@ -26,18 +26,19 @@ std::int64_t reference_position(const plan::RopePlanData& plan, const RopePointe
   return static_cast<std::int64_t>(load_as_double(host.positions, *spec.position, at));
 }
 
-/// The token's inputs, [heads_q + heads_k][dhead], q heads first.
+/// The token's inputs, [heads_total][dhead]: q heads, then k heads, then (cache append) v heads.
 std::vector<double> token_inputs(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
                                  std::int64_t s) {
   const plan::RopeKernelArgs& args = plan.args;
   const std::int64_t D = plan.spec.head_dim;
-  std::vector<double> values(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * D));
-  for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {
-    const bool is_q = h < plan.heads_q;
-    const std::int64_t(&st)[3] = is_q ? args.x_stride : args.k_stride;
-    const std::int64_t row = b * st[0] + s * st[1] + (is_q ? h : h - plan.heads_q) * st[2];
-    for (std::int64_t i = 0; i < D; ++i)
-      values[static_cast<std::size_t>(h * D + i)] = load_as_double(is_q ? host.x : host.k, plan.spec.data, row + i);
+  std::vector<double> values(static_cast<std::size_t>(args.heads_total * D));
+  for (std::int64_t h = 0; h < args.heads_total; ++h) {
+    const int tensor = h < plan.heads_q ? 0 : h < plan.heads_q + plan.heads_k ? 1 : 2;  // q, k, v
+    const std::int64_t(&st)[3] = tensor == 0 ? args.x_stride : tensor == 1 ? args.k_stride : args.v_stride;
+    const void* base = tensor == 0 ? host.x : tensor == 1 ? host.k : host.v;
+    const std::int64_t head = tensor == 0 ? h : tensor == 1 ? h - plan.heads_q : h - plan.heads_q - plan.heads_k;
+    const std::int64_t row = b * st[0] + s * st[1] + head * st[2];
+    for (std::int64_t i = 0; i < D; ++i) values[static_cast<std::size_t>(h * D + i)] = load_as_double(base, plan.spec.data, row + i);
   }
   return values;
 }
@@ -65,7 +66,7 @@ void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, cons
                   std::vector<double>& values) {
   const plan::RopeSpec& spec = plan.spec;
   const std::int64_t D = spec.head_dim, half = spec.rotary_dim / 2;
-  for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {
+  for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {  // v's heads are not rotated
     double* y = &values[static_cast<std::size_t>(h * D)];
     for (std::int64_t i = 0; i < half; ++i) {
       const std::int64_t i0 = spec.style == RopeStyle::neox ? i : 2 * i;
@@ -102,9 +103,9 @@ void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& ho
   std::vector<std::int64_t> positions(static_cast<std::size_t>(plan.spec.position_axes));
   for (std::int64_t axis = 0; axis < plan.spec.position_axes; ++axis) {
     const std::int64_t position = reference_position(plan, host, b, s, axis);
-    if (position < 0 || position >= plan.args.table_rows) {  // any axis outside: the whole token is NaN
-      out.assign(static_cast<std::size_t>((plan.heads_q + plan.heads_k) * plan.spec.head_dim),
-                 std::numeric_limits<double>::quiet_NaN());
+    if (position < 0 || position >= plan.args.table_rows) {  // any axis outside: q's and k's rows are NaN
+      out = token_inputs(plan, host, b, s);
+      std::fill_n(out.begin(), (plan.heads_q + plan.heads_k) * plan.spec.head_dim, std::numeric_limits<double>::quiet_NaN());
       return;
     }
     positions[static_cast<std::size_t>(axis)] = position;
@@ -114,6 +115,18 @@ void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& ho
   if (fused && plan.spec.hadamard_first) transform_groups(plan, out);
   rotate_heads(plan, host, positions, out);
   if (fused && !plan.spec.hadamard_first) transform_groups(plan, out);
+}
+
+std::int64_t rope_reference_slot(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
+                                 std::int64_t s) {
+  const std::int64_t at = b * plan.args.slot_stride[0] + s * plan.args.slot_stride[1];
+  const auto slot = static_cast<std::int64_t>(load_as_double(host.slots, plan.spec.slot, at));
+  return slot >= 0 && slot < plan.args.cache_slots ? slot : -1;
+}
+
+std::int64_t rope_cache_offset(const plan::RopePlanData& plan, const std::int64_t (&stride)[3], std::int64_t slot,
+                               std::int64_t h, std::int64_t i) {
+  return slot / plan.block_size * stride[0] + slot % plan.block_size * stride[1] + h * stride[2] + i;
 }
 
 }  // namespace shapejit::detail

@@ -12,12 +12,23 @@
 namespace shapejit::detail {
 
 /// The rope outputs of one token (batch b, sequence index s), computed in double from host
-/// copies of the inputs laid out exactly as `plan.desc` describes them (x, k, table, positions;
+/// copies of the inputs laid out exactly as `plan.desc` describes them (x, k, v, table, positions;
 /// cos and sin share the table's layout). `out` receives [heads_q + heads_k][dhead] values, q
-/// heads first; a position outside the table gives a row of NaN. A plan fused with a Hadamard
+/// heads first (with a cache append, then heads_k rows of v as given); a position outside the
+/// table makes q's and k's rows NaN. A plan fused with a Hadamard
 /// transform also multiplies each group of its heads by scale * H_n (the dense definition), before
 /// or after the rotation as the plan orders them.
 void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
                           std::vector<double>& out);
+
+/// Cache append: the slot token (b, s) is appended at, from a host copy of the slots; -1 for a
+/// skipped token (a negative slot, or one past the cache).
+std::int64_t rope_reference_slot(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
+                                 std::int64_t s);
+
+/// Cache append: the element offset of element i of head h of `slot` in a cache with the plan's
+/// (block, row in block, head) strides.
+std::int64_t rope_cache_offset(const plan::RopePlanData& plan, const std::int64_t (&stride)[3], std::int64_t slot,
+                               std::int64_t h, std::int64_t i);
 
 }  // namespace shapejit::detail

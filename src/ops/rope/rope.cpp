@@ -44,12 +44,30 @@ void check_output_pointer(const void* in, const void* out, bool inplace, const s
 }
 
 /// The data pointers with their element sizes (an output may hold 8-bit codes), then the scales.
-std::array<std::tuple<const void*, const char*, std::size_t>, 6> pointer_elements(const plan::RopePlanData& plan,
-                                                                                  const RopePointers& p) {
+std::array<std::tuple<const void*, const char*, std::size_t>, 12> pointer_elements(const plan::RopePlanData& plan,
+                                                                                   const RopePointers& p) {
   const std::size_t data = dtype_size(plan.spec.data);
   const std::size_t k_out = plan.desc.k_out ? dtype_size(plan.desc.k_out->dtype) : data;
+  const std::size_t cache = plan.spec.cache ? dtype_size(*plan.spec.cache) : 1;
   return {{{p.x, "x", data}, {p.y, "y", dtype_size(plan.desc.y->dtype)}, {p.k, "k", data}, {p.k_out, "k_out", k_out},
-           {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}}};
+           {p.q_scale, "q_scale", 4}, {p.k_scale, "k_scale", 4}, {p.v, "v", data}, {p.k_cache, "k_cache", cache},
+           {p.v_cache, "v_cache", cache}, {p.slots, "slots", dtype_size(plan.spec.slot)},
+           {p.k_cache_scale, "k_cache_scale", 4}, {p.v_cache_scale, "v_cache_scale", 4}}};
+}
+
+/// The cache append's pointers: required with a cache (the scales with 8-bit caches), NULL without.
+void check_cache_pointers(const plan::RopeSpec& spec, const RopePointers& p) {
+  const bool codes = spec.cache_quantize != RopeQuantize::none;
+  const std::tuple<const void*, const char*, bool> uses[] = {
+      {p.v, "v", spec.cache.has_value()},          {p.k_cache, "k_cache", spec.cache.has_value()},
+      {p.v_cache, "v_cache", spec.cache.has_value()}, {p.slots, "slots", spec.cache.has_value()},
+      {p.k_cache_scale, "k_cache_scale", codes},   {p.v_cache_scale, "v_cache_scale", codes}};
+  for (auto [ptr, name, used] : uses) {
+    if (used) require_pointer(ptr, name, codes ? "the plan appends to 8-bit caches" : "the plan appends to a KV cache");
+    else if (ptr != nullptr)
+      invalid_argument("pointers.{} is set but the plan {}", name,
+                       spec.cache ? "writes no 8-bit cache" : "has no cache append; plan with RopeDesc::cache_layout");
+  }
 }
 
 /// With 8-bit outputs: the codes and scales must not overlap the inputs or each other (equal element
@@ -89,8 +107,14 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
   check_output_pointer(p.x, p.y, spec.inplace, args.x_stride, args.y_stride, "x", "y");
   if (spec.has_k) {
     require_pointer(p.k, "k", "the plan rotates k too");
-    require_pointer(p.k_out, "k_out", "pass k's output (k itself for an in-place plan)");
-    check_output_pointer(p.k, p.k_out, spec.inplace, args.k_stride, args.k_out_stride, "k", "k_out");
+    if (spec.k_out_skipped) {
+      if (p.k_out != nullptr)
+        invalid_argument("pointers.k_out is set but the plan writes k to the cache only; plan with RopeDesc::k_out "
+                         "to write it there too");
+    } else {
+      require_pointer(p.k_out, "k_out", "pass k's output (k itself for an in-place plan)");
+      check_output_pointer(p.k, p.k_out, spec.inplace, args.k_stride, args.k_out_stride, "k", "k_out");
+    }
   } else if (p.k != nullptr || p.k_out != nullptr) {
     invalid_argument("pointers.k or pointers.k_out is set but the plan has no k; plan with RopeDesc::k");
   }
@@ -111,6 +135,7 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
   }
   if (spec.q_quantize != RopeQuantize::none || spec.k_quantize != RopeQuantize::none)
     check_quantized_overlaps(plan, p);
+  check_cache_pointers(spec, p);
   if (!aligned(p.cos, table_bytes) || !aligned(p.sin, table_bytes))
     invalid_argument("pointers.cos or pointers.sin is not aligned to its {}-byte elements", table_bytes);
   args.x = p.x;
@@ -123,6 +148,12 @@ void bind_pointers(const RopePlanImpl& plan, const RopePointers& p, plan::RopeKe
   args.offset = p.offset;
   args.q_scale = p.q_scale;
   args.k_scale = p.k_scale;
+  args.v = p.v;
+  args.k_cache = p.k_cache;
+  args.v_cache = p.v_cache;
+  args.slots = p.slots;
+  args.k_cache_scale = p.k_cache_scale;
+  args.v_cache_scale = p.v_cache_scale;
 }
 
 /// Whether every pointer allows the plan's vector accesses.
@@ -132,8 +163,10 @@ bool vector_aligned(const plan::RopePlanData& plan, const plan::RopeKernelArgs& 
   const std::size_t data = access * dtype_size(spec.data), y = access * dtype_size(plan.desc.y->dtype);
   const std::size_t k_out = plan.desc.k_out ? access * dtype_size(plan.desc.k_out->dtype) : data;
   const std::size_t table = static_cast<std::size_t>(spec.table_access) * dtype_size(spec.table);
+  const std::size_t cache = plan.spec.cache ? static_cast<std::size_t>(spec.cache_access) * dtype_size(*spec.cache) : 1;
   return aligned(args.x, data) && aligned(args.y, y) && aligned(args.k, data) && aligned(args.k_out, k_out) &&
-         aligned(args.cos, table) && aligned(args.sin, table);
+         aligned(args.cos, table) && aligned(args.sin, table) && aligned(args.v, data) && aligned(args.k_cache, cache) &&
+         aligned(args.v_cache, cache);
 }
 
 jit::LaunchDims launch_dims(const plan::RopeLaunchShape& shape) {
@@ -173,9 +206,17 @@ std::vector<jit::PointerUse> pointer_uses(const plan::RopePlanData& plan, const 
                                        {"pointers.y", args.y, byte_range(*desc.y)},
                                        {"pointers.cos", args.cos, byte_range(read_table)},
                                        {"pointers.sin", args.sin, byte_range(read_table)}};
-  if (plan.spec.has_k) {
-    uses.push_back({"pointers.k", args.k, byte_range(*desc.k)});
-    uses.push_back({"pointers.k_out", args.k_out, byte_range(*desc.k_out)});
+  if (plan.spec.has_k) uses.push_back({"pointers.k", args.k, byte_range(*desc.k)});
+  if (desc.k_out) uses.push_back({"pointers.k_out", args.k_out, byte_range(*desc.k_out)});
+  if (plan.spec.cache) {
+    uses.push_back({"pointers.v", args.v, byte_range(*desc.v)});
+    uses.push_back({"pointers.k_cache", args.k_cache, byte_range(*desc.k_cache)});
+    uses.push_back({"pointers.v_cache", args.v_cache, byte_range(*desc.v_cache)});
+    uses.push_back({"pointers.slots", args.slots, byte_range(*desc.slots)});
+  }
+  if (plan.spec.cache_quantize != RopeQuantize::none) {
+    uses.push_back({"pointers.k_cache_scale", args.k_cache_scale, ByteRange{0, 4}});
+    uses.push_back({"pointers.v_cache_scale", args.v_cache_scale, ByteRange{0, 4}});
   }
   if (plan.spec.position) uses.push_back({"pointers.positions", args.positions, byte_range(*desc.positions)});
   if (desc.q_scale) uses.push_back({"pointers.q_scale", args.q_scale, byte_range(*desc.q_scale)});
@@ -183,46 +224,75 @@ std::vector<jit::PointerUse> pointer_uses(const plan::RopePlanData& plan, const 
   return uses;
 }
 
-/// Launch, then wait and throw naming the first token whose position is outside the table.
-void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, plan::RopeKernelArgs& args,
-                    const jit::StreamContext& context, void* stream) {
-  const jit::Driver& d = jit::driver();
-  CUdeviceptr word = 0;
-  jit::check(d.cuMemAlloc(&word, sizeof(std::uint64_t)), "cuMemAlloc(rope checked-mode word)");
-  struct Free {
-    CUdeviceptr p;
-    ~Free() { jit::driver().cuMemFree(p); }
-  } free_word{word};
-  jit::check(d.cuMemsetD8(word, 0xff, sizeof(std::uint64_t)), "cuMemsetD8(rope checked-mode word)");
-  // The memset runs on the legacy stream; a non-blocking caller stream would not wait for it.
-  jit::check(d.cuCtxSynchronize(), "cuCtxSynchronize before a checked rope launch");
-  args.bad_token = reinterpret_cast<unsigned long long*>(word);
-  void* params[] = {&args};
-  kernel.launch(context, launch_dims(plan.data.launch), stream, params);
-  jit::check(d.cuStreamSynchronize(static_cast<CUstream>(stream)), "rope (checked launch)");
-  std::uint64_t bad = 0;
-  jit::check(d.cuMemcpyDtoH(&bad, word, sizeof bad), "cuMemcpyDtoH(rope checked-mode word)");
-  if (bad == ~std::uint64_t{0}) return;
-  const auto token = static_cast<std::int64_t>(bad);
-  const std::int64_t b = token / plan.data.seq, s = token % plan.data.seq;
-  const std::string where = plan.data.spec.four_d ? fmt::format("batch {}, seq {}", b, s) : fmt::format("seq {}", s);
-  const std::int64_t rows = plan.data.args.table_rows;
-  const std::int64_t batch_at = plan.data.spec.positions_batched ? b : 0;
-  if (plan.data.spec.position_axes > 1) {
+/// Slot of token (b, s) as stored on the device, as text.
+std::string stored_slot(const plan::RopePlanData& plan, const void* slots, std::int64_t b, std::int64_t s) {
+  const std::int64_t at = b * plan.args.slot_stride[0] + s * plan.args.slot_stride[1];
+  const std::size_t bytes = dtype_size(plan.spec.slot);
+  std::uint64_t raw = 0;
+  const auto address = reinterpret_cast<CUdeviceptr>(slots) + static_cast<CUdeviceptr>(at * static_cast<std::int64_t>(bytes));
+  jit::check(jit::driver().cuMemcpyDtoH(&raw, address, bytes), "cuMemcpyDtoH(rope slot)");
+  return bytes == 4 ? std::to_string(static_cast<std::int32_t>(raw)) : std::to_string(static_cast<std::int64_t>(raw));
+}
+
+/// "batch b, seq s" (4-D) or "seq s" for a token index.
+std::string token_text(const plan::RopePlanData& plan, std::int64_t token) {
+  const std::int64_t b = token / plan.seq, s = token % plan.seq;
+  return plan.spec.four_d ? fmt::format("batch {}, seq {}", b, s) : fmt::format("seq {}", s);
+}
+
+/// The checked-mode error of the first token whose position is outside the table.
+[[noreturn]] void bad_position_error(const plan::RopePlanData& plan, const plan::RopeKernelArgs& args,
+                                     std::int64_t token) {
+  const std::int64_t b = token / plan.seq, s = token % plan.seq;
+  const std::string where = token_text(plan, token);
+  const std::int64_t rows = plan.args.table_rows;
+  const std::int64_t batch_at = plan.spec.positions_batched ? b : 0;
+  if (plan.spec.position_axes > 1) {
     std::vector<std::string> ids;
-    for (std::int64_t axis = 0; axis < plan.data.spec.position_axes; ++axis)
-      ids.push_back(stored_position(plan.data, args.positions, batch_at, s, axis));
+    for (std::int64_t axis = 0; axis < plan.spec.position_axes; ++axis)
+      ids.push_back(stored_position(plan, args.positions, batch_at, s, axis));
     invalid_argument("positions[axes, {}] = ({}): some axis is outside the table rows [0, {}) (the first such token, "
                      "{}); its outputs are NaN",
                      where, fmt::join(ids, ", "), rows, where);
   }
-  if (plan.data.spec.position)
+  if (plan.spec.position)
     invalid_argument("positions[{}] = {} is outside the table rows [0, {}) (the first such token, {}); its outputs "
                      "are NaN",
-                     where, stored_position(plan.data, args.positions, batch_at, s, 0), rows, where);
+                     where, stored_position(plan, args.positions, batch_at, s, 0), rows, where);
   invalid_argument("position {} (seq {} + offset {}) is outside the table rows [0, {}) (the first such token, {}); "
                    "its outputs are NaN",
                    s + args.offset, s, args.offset, rows, where);
+}
+
+/// Launch, then wait and throw naming the first token whose position is outside the table (or,
+/// with a cache append, whose slot is past the cache).
+void checked_launch(const RopePlanImpl& plan, const jit::KernelHandle& kernel, plan::RopeKernelArgs& args,
+                    const jit::StreamContext& context, void* stream) {
+  const jit::Driver& d = jit::driver();
+  CUdeviceptr words = 0;
+  constexpr std::size_t bytes = 2 * sizeof(std::uint64_t);  // the first bad position's token, the first bad slot's
+  jit::check(d.cuMemAlloc(&words, bytes), "cuMemAlloc(rope checked-mode words)");
+  struct Free {
+    CUdeviceptr p;
+    ~Free() { jit::driver().cuMemFree(p); }
+  } free_words{words};
+  jit::check(d.cuMemsetD8(words, 0xff, bytes), "cuMemsetD8(rope checked-mode words)");
+  // The memset runs on the legacy stream; a non-blocking caller stream would not wait for it.
+  jit::check(d.cuCtxSynchronize(), "cuCtxSynchronize before a checked rope launch");
+  args.bad_token = reinterpret_cast<unsigned long long*>(words);
+  void* params[] = {&args};
+  kernel.launch(context, launch_dims(plan.data.launch), stream, params);
+  jit::check(d.cuStreamSynchronize(static_cast<CUstream>(stream)), "rope (checked launch)");
+  std::uint64_t bad[2] = {};
+  jit::check(d.cuMemcpyDtoH(bad, words, bytes), "cuMemcpyDtoH(rope checked-mode words)");
+  if (bad[0] != ~std::uint64_t{0}) bad_position_error(plan.data, args, static_cast<std::int64_t>(bad[0]));
+  if (bad[1] == ~std::uint64_t{0}) return;
+  const auto token = static_cast<std::int64_t>(bad[1]);
+  const std::string where = token_text(plan.data, token);
+  invalid_argument("slots[{}] = {} is past the cache's {} slots ({} blocks of {}) (the first such token, {}); its k "
+                   "and v were not appended",
+                   where, stored_slot(plan.data, args.slots, token / plan.data.seq, token % plan.data.seq),
+                   args.cache_slots, plan.data.cache_blocks, plan.data.block_size, where);
 }
 
 std::string describe_position_source(const RopeDesc& desc) {
@@ -285,13 +355,23 @@ std::string describe(const RopePlanImpl& plan) {
   text += fmt::format("  x:          {}\n  y:          {}{}\n", ops::tensor_text(d.desc.x), ops::tensor_text(*d.desc.y),
                       spec.inplace ? " (in place)" : "");
   if (d.desc.k)
-    text += fmt::format("  k:          {}\n  k_out:      {}\n", ops::tensor_text(*d.desc.k), ops::tensor_text(*d.desc.k_out));
+    text += fmt::format("  k:          {}\n  k_out:      {}\n", ops::tensor_text(*d.desc.k),
+                        d.desc.k_out ? ops::tensor_text(*d.desc.k_out) : "none (k goes to the cache only)");
+  if (spec.cache)
+    text += fmt::format("  v:          {}\n  k_cache:    {} ({}, {} blocks of {}{})\n  v_cache:    {}\n  slots:      {}{}\n",
+                        ops::tensor_text(*d.desc.v), ops::tensor_text(*d.desc.k_cache),
+                        kv_cache_layout_name(d.desc.cache_layout), d.cache_blocks, d.block_size,
+                        spec.cache_quantize == RopeQuantize::none
+                            ? ""
+                            : fmt::format(", {} codes of value / scale", rope_quantize_name(spec.cache_quantize)),
+                        ops::tensor_text(*d.desc.v_cache), ops::tensor_text(*d.desc.slots),
+                        spec.checked ? " (checked)" : "");
   text += fmt::format("  rotary dim: {} of {}\n  table:      {} (cos and sin)\n  positions:  {}{}\n",
                       spec.rotary_dim, spec.head_dim, ops::tensor_text(d.desc.table), describe_position_source(d.desc),
                       spec.checked ? " (checked)" : "");
   if (d.desc.check_pointers) text += "  pointers:   checked at each launch (device, allocation bounds)\n";
-  text += fmt::format("  tokens:     {} x {} heads ({} q + {} k)\n", d.args.tokens, d.args.heads_total, d.heads_q,
-                      d.heads_k);
+  text += fmt::format("  tokens:     {} x {} heads ({} q + {} k{})\n", d.args.tokens, d.args.heads_total, d.heads_q,
+                      d.heads_k, spec.cache ? fmt::format(" + {} v", d.heads_k) : "");
   text += fmt::format("  launch:     grid [{},{}] block [{},{},{}], {} head(s) per thread{}\n", d.launch.grid[0],
                       d.launch.grid[1], d.launch.block[0], d.launch.block[1], d.launch.block[2],
                       d.launch.heads_per_thread, d.empty ? " (empty: nothing to launch)" : "");
@@ -305,8 +385,10 @@ std::string describe(const RopePlanImpl& plan) {
     if (quantize != RopeQuantize::none)
       text += fmt::format("  quantized:  {}'s output as {} codes, scales {}\n", name, rope_quantize_name(quantize),
                           ops::tensor_text(**scales));
-  text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses, {}-bit offsets\n",
-                      spec.chunk, spec.access, spec.table_access, spec.wide_index ? 64 : 32);
+  text += fmt::format("  spec:       chunk {} elements, {}-element accesses, {}-element table accesses{}, {}-bit offsets\n",
+                      spec.chunk, spec.access, spec.table_access,
+                      spec.cache ? fmt::format(", {}-element cache accesses", spec.cache_access) : "",
+                      spec.wide_index ? 64 : 32);
   text += ops::kernels_text(plan.programs(), 14);
   text += fmt::format("  manifest:   {}\n", plan.manifest);
   return text;
@@ -323,16 +405,23 @@ std::string json(const RopePlanImpl& plan) {
           : fmt::format(R"({{"group": {}, "n": {}, "scale": {}, "order": "{}"}})", spec.hadamard_group,
                         spec.hadamard_group * spec.head_dim, *d.desc.hadamard_scale,
                         hadamard_order_name(d.desc.hadamard_order));
+  const std::string cache =
+      !spec.cache ? "null"
+                  : fmt::format(R"({{"layout": "{}", "v": {}, "k_cache": {}, "v_cache": {}, "slots": {}, "blocks": {}, )"
+                                R"("block_size": {}, "quantize": "{}", "k_out_written": {}}})",
+                                kv_cache_layout_name(d.desc.cache_layout), tensor(*d.desc.v), tensor(*d.desc.k_cache),
+                                tensor(*d.desc.v_cache), tensor(*d.desc.slots), d.cache_blocks, d.block_size,
+                                rope_quantize_name(spec.cache_quantize), !spec.k_out_skipped);
   return fmt::format(
       R"({{"op": "rope", "style": "{}", "x": {}, "y": {}, "k": {}, "k_out": {}, "table": {}, "positions": {}, )"
       R"("spec": {{{}, "positions": "{}", "check_pointers": {}, "index_bits": {}}}, "tokens": {}, "heads_q": {}, )"
-      R"("heads_k": {}, "hadamard": {}, "launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, )"
+      R"("heads_k": {}, "hadamard": {}, "cache": {}, "launch": {{"grid": [{}, {}], "block": [{}, {}, {}], "heads_per_thread": {}, )"
       R"("shared_bytes": {}, "empty": {}}}, "kernels": [{}], "manifest": "{}"}})",
       rope_style_name(spec.style), tensor(d.desc.x), tensor(*d.desc.y), d.desc.k ? tensor(*d.desc.k) : "null",
       d.desc.k_out ? tensor(*d.desc.k_out) : "null", tensor(d.desc.table),
       d.desc.positions ? tensor(*d.desc.positions) : "null", spec_json_members(spec),
       spec.position ? dtype_name(*spec.position) : "none", d.desc.check_pointers, spec.wide_index ? 64 : 32,
-      d.args.tokens, d.heads_q, d.heads_k, hadamard, d.launch.grid[0], d.launch.grid[1], d.launch.block[0],
+      d.args.tokens, d.heads_q, d.heads_k, hadamard, cache, d.launch.grid[0], d.launch.grid[1], d.launch.block[0],
       d.launch.block[1], d.launch.block[2], d.launch.heads_per_thread, d.launch.shared_bytes, d.empty, kernels,
       plan.manifest);
 }
@@ -343,6 +432,10 @@ std::string_view rope_style_name(RopeStyle style) noexcept { return style == Rop
 
 std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept {
   return rule == RopeAxisRule::sections ? "sections" : rule == RopeAxisRule::interleaved ? "interleaved" : "none";
+}
+
+std::string_view kv_cache_layout_name(KvCacheLayout layout) noexcept {
+  return layout == KvCacheLayout::nhd ? "nhd" : layout == KvCacheLayout::hnd ? "hnd" : "none";
 }
 
 std::string_view rope_quantize_name(RopeQuantize q) noexcept {
@@ -393,14 +486,16 @@ std::string desc_key(const RopeDesc& desc) {
                            fmt::join(t->strides, ","))
              : std::string("-");
   };
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}|{}:{}|{}:{}|{}:{}", rope_style_name(desc.style),
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}{}{}{}{}|{}/{}/{}|{}:{}|{}:{}|{}:{}|{}:{}:{}:{}:{}:{}", rope_style_name(desc.style),
                      tensor(desc.x), tensor(desc.y), tensor(desc.k), tensor(desc.k_out), tensor(desc.table),
                      tensor(desc.positions), desc.rotary_dim, desc.inplace ? 'i' : '-', desc.inverse ? 'v' : '-',
                      desc.checked ? 'c' : '-', desc.check_pointers ? 'p' : '-', desc.hadamard_group,
                      desc.hadamard_scale ? fmt::format("{}", *desc.hadamard_scale) : "-",
                      hadamard_order_name(desc.hadamard_order), rope_quantize_name(desc.q_quantize),
                      tensor(desc.q_scale), rope_quantize_name(desc.k_quantize), tensor(desc.k_scale),
-                     rope_axis_rule_name(desc.axis_rule), fmt::join(desc.axis_sections, ","));
+                     rope_axis_rule_name(desc.axis_rule), fmt::join(desc.axis_sections, ","),
+                     kv_cache_layout_name(desc.cache_layout), tensor(desc.v), tensor(desc.k_cache),
+                     tensor(desc.v_cache), tensor(desc.slots), rope_quantize_name(desc.cache_quantize));
 }
 
 }  // namespace
