@@ -8,6 +8,12 @@
 // Lines with --hadamard-group G (and --hadamard-order) time rope fused with the transform, and the
 // same work as separate launches: rope, then hadamard in place on q's and k's outputs. With
 // --k-quantize int8|fp8-e4m3, k is written as 8-bit codes and scales (bytes counted as written).
+// Lines with --kv-cache nhd|hnd (and --cache-dtype) append k and v to paged caches of 16-row
+// blocks (k goes to the cache only): prefill tokens fill blocks in a shuffled block order, decode
+// tokens each land in a block of their own. Bytes: q read and written, k and v read, k and v
+// written to the cache, slots. The same work apart: rope (q and k out of place), then k's output
+// and v copied into the cache by rearrange plans, in block order (the best case of a separate
+// cache write: a copy).
 //
 //   rope_bench [--cases bench/cases/rope-bench.txt]
 // Writes the markdown table to $OUT/rope_bench.md when OUT is set.
@@ -27,6 +33,7 @@
 #include "ops/rope/impl.hpp"
 #include "ops/rope/reference.hpp"
 #include "shapejit/hadamard.hpp"
+#include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
 #include "support/device.hpp"
 
@@ -57,7 +64,36 @@ std::unique_ptr<DeviceBuffer> random_device(DType dtype, std::int64_t elements, 
 
 /// The q and k inputs and outputs of one timed call.
 struct IoSet {
-  std::unique_ptr<DeviceBuffer> x, y, k, k_out, k_scale;
+  std::unique_ptr<DeviceBuffer> x, y, k, k_out, k_scale, v, slots;
+};
+
+constexpr std::int64_t kCacheBlock = 16;  // rows per cache block
+
+/// A cache append line's caches: each set of inputs writes its own range of `set_blocks` blocks.
+struct CacheSpace {
+  KvCacheLayout layout = KvCacheLayout::none;
+  DType dtype = DType::bf16;
+  std::int64_t heads = 0, dhead = 0, set_blocks = 0, rows_per_block = 0;  ///< rows a set fills per block
+  std::unique_ptr<DeviceBuffer> k, v, scales;
+
+  std::vector<std::int64_t> shape(int sets) const {
+    const std::int64_t blocks = set_blocks * sets;
+    return layout == KvCacheLayout::nhd ? std::vector<std::int64_t>{blocks, kCacheBlock, heads, dhead}
+                                        : std::vector<std::int64_t>{blocks, heads, kCacheBlock, dhead};
+  }
+  /// The cache's (block, row, head) element strides.
+  std::array<std::int64_t, 3> strides() const {
+    return layout == KvCacheLayout::nhd ? std::array<std::int64_t, 3>{kCacheBlock * heads * dhead, heads * dhead, dhead}
+                                        : std::array<std::int64_t, 3>{heads * kCacheBlock * dhead, dhead, kCacheBlock * dhead};
+  }
+  /// Set `set`'s blocks in order, as [blocks, rows, heads, dhead]: where a separate cache write copies to.
+  TensorDesc set_view() const {
+    const auto st = strides();
+    return {{set_blocks, rows_per_block, heads, dhead}, {st[0], st[1], st[2], 1}, dtype};
+  }
+  std::size_t set_offset_bytes(int set) const {
+    return static_cast<std::size_t>(set * set_blocks * kCacheBlock * heads * dhead) * dtype_size(dtype);
+  }
 };
 
 struct LineResult {
@@ -67,7 +103,8 @@ struct LineResult {
   double peak_ratio = 0;  ///< gbs over a 512 MiB copy's bandwidth
   double gpu_us = 0, host_us = 0, one_shot_host_us = 0;
   double worst_error = 0;  ///< sampled tokens, relative to the allowed error (<= 1 passes)
-  double separate_us = 0;  ///< fused lines: rope, then hadamard in place on q's and k's outputs
+  double separate_us = 0;  ///< fused lines: rope, then hadamard in place on q's and k's outputs; cache
+                           ///< append lines: rope, then k's output and v copied into the cache
 };
 
 /// GPU time per call in microseconds: the median over `repeats` of `calls` back-to-back launches
@@ -117,6 +154,72 @@ double queued_copy_gbs(std::size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / (queued_us_per_call(copy, calls, 21) * 1e3);
 }
 
+/// `desc` without its cache append.
+RopeDesc without_cache(RopeDesc desc) {
+  desc.cache_layout = KvCacheLayout::none;
+  desc.v = desc.k_cache = desc.v_cache = desc.slots = std::nullopt;
+  desc.cache_quantize = RopeQuantize::none;
+  return desc;
+}
+
+/// A cache element as a double: the value, or the code times its scale.
+double cache_value(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQuantize quantize, std::int64_t at, double scale) {
+  const std::uint8_t code = bytes[static_cast<std::size_t>(at)];
+  if (quantize == RopeQuantize::int8) return static_cast<std::int8_t>(code) * scale;
+  if (quantize != RopeQuantize::fp8_e4m3) return detail::load_as_double(bytes.data(), dtype, at);
+  const int exponent = (code >> 3) & 15, mantissa = code & 7;
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return (code & 0x80 ? -magnitude : magnitude) * scale;
+}
+
+/// Sampled tokens of input set 0 against the float64 reference: each one's cache rows hold its k
+/// rotated and its v, within one step of the cache's dtype or codes. Returns the worst error in
+/// steps (<= 1 passes).
+double cache_error(const RopeDesc& desc, const CacheSpace& cache, const std::vector<std::int64_t>& slots,
+                   const IoSet& set, const RopeTables& tables, const std::vector<std::int64_t>& positions) {
+  const std::int64_t tokens = static_cast<std::int64_t>(slots.size()), heads = cache.heads, D = cache.dhead;
+  const DType dtype = desc.x.dtype;
+  RopeDesc one = without_cache(desc);  // one token of k as q, read from a host copy laid out [1, 1, heads, D]
+  one.x.shape = {1, 1, heads, D};
+  one.k.reset();
+  one.positions = TensorDesc{{1, 1}, {}, DType::i64};
+  const plan::RopePlanData one_plan = plan::plan_rope_data(one);
+  const std::size_t row = static_cast<std::size_t>(heads * D);
+  std::vector<std::uint8_t> k_host(row * dtype_size(dtype)), v_host(k_host.size());
+  std::vector<std::uint8_t> k_cache(cache.k->bytes()), v_cache(cache.v->bytes());
+  cache.k->download(k_cache.data(), k_cache.size());
+  cache.v->download(v_cache.data(), v_cache.size());
+  const auto st = cache.strides();
+  const double scale = 0.01;
+  double worst = 0;
+  std::vector<double> ref;
+  for (std::int64_t t = 0; t < tokens; t += std::max<std::int64_t>(1, tokens / 16)) {
+    set.k->download(k_host.data(), k_host.size(), static_cast<std::size_t>(t) * k_host.size());
+    set.v->download(v_host.data(), v_host.size(), static_cast<std::size_t>(t) * v_host.size());
+    std::int64_t p = positions[static_cast<std::size_t>(t)];
+    detail::rope_reference_token(one_plan, {k_host.data(), nullptr, nullptr, nullptr, tables.cos.data(), tables.sin.data(), &p, 0}, 0, 0, ref);
+    const std::int64_t slot = slots[static_cast<std::size_t>(t)];
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < D; ++i) {
+        const std::int64_t at = slot / kCacheBlock * st[0] + slot % kCacheBlock * st[1] + h * st[2] + i;
+        const double want_k = ref[static_cast<std::size_t>(h * D + i)];
+        const double want_v = detail::load_as_double(v_host.data(), dtype, h * D + i);
+        for (auto [want, bytes] : {std::pair{want_k, &k_cache}, {want_v, &v_cache}}) {
+          const double got = cache_value(*bytes, cache.dtype, desc.cache_quantize, at, scale);
+          const double units = std::fabs(want) / scale;
+          const double step = desc.cache_quantize == RopeQuantize::int8 ? scale
+                              : desc.cache_quantize == RopeQuantize::fp8_e4m3
+                                  ? (units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3)) * scale
+                                  : std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(want), 1e-30)) -
+                                                        (cache.dtype == DType::f32 ? 23 : cache.dtype == DType::f16 ? 10 : 7)) +
+                                        1e-6 * 4;
+          worst = std::max(worst, std::fabs(got - want) / step);
+        }
+      }
+  }
+  return worst;
+}
+
 LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   const RopeStyle style = line.get("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
   const DType dtype = *parse_dtype(line.get("dtype"));
@@ -148,7 +251,25 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   if (k_quantize != "none")
     desc.k_quantize = k_quantize == "int8" ? RopeQuantize::int8 : RopeQuantize::fp8_e4m3;
   const std::size_t k_out_bytes = k_quantize != "none" ? 1 : dtype_size(dtype);
-  const RopePlan plan = plan_rope(desc);
+  CacheSpace cache;
+  const std::string kv_cache = line.get_or("kv-cache", "none");
+  if (kv_cache != "none") {
+    cache.layout = kv_cache == "nhd" ? KvCacheLayout::nhd : KvCacheLayout::hnd;
+    const std::string cache_dtype = line.get_or("cache-dtype", std::string(dtype_name(dtype)));
+    desc.cache_quantize = cache_dtype == "fp8-e4m3" ? RopeQuantize::fp8_e4m3 : cache_dtype == "int8" ? RopeQuantize::int8
+                                                                                                      : RopeQuantize::none;
+    cache.dtype = desc.cache_quantize == RopeQuantize::fp8_e4m3 ? DType::u8
+                  : desc.cache_quantize == RopeQuantize::int8   ? DType::i8
+                                                                : *parse_dtype(cache_dtype);
+    cache.heads = k_heads;
+    cache.dhead = D;
+    cache.rows_per_block = seq == 1 ? 1 : kCacheBlock;  // decode: each token in a block of its own
+    cache.set_blocks = (tokens + cache.rows_per_block - 1) / cache.rows_per_block;
+    desc.cache_layout = cache.layout;
+    desc.v = desc.k;
+    desc.slots = TensorDesc{{tokens}, {}, DType::i64};
+  }
+  const std::size_t cache_bytes = cache.layout == KvCacheLayout::none ? 0 : dtype_size(cache.dtype);
 
   const RopeTables tables = rope_tables(rows, R, DType::f32);
   DeviceBuffer cos(tables.cos.size()), sin(tables.sin.size()), pos(static_cast<std::size_t>(axes * tokens) * 8);
@@ -162,13 +283,30 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   const std::int64_t q_elements = tokens * heads * D, k_elements = tokens * k_heads * D;
   // q and k read, q written, k's output (or its 8-bit codes and one f32 scale per token and group) written.
   const std::size_t scale_bytes = k_out_bytes == 1 ? static_cast<std::size_t>(tokens * k_heads / group) * 4 : 0;
-  const std::size_t io_bytes = static_cast<std::size_t>(q_elements * 2 + k_elements) * dtype_size(dtype) +
-                               static_cast<std::size_t>(k_elements) * k_out_bytes + scale_bytes;
+  // Cache append: v read, k and v written to the cache (k_out is not written), an i64 slot per token.
+  const std::size_t io_bytes =
+      cache_bytes == 0 ? static_cast<std::size_t>(q_elements * 2 + k_elements) * dtype_size(dtype) +
+                             static_cast<std::size_t>(k_elements) * k_out_bytes + scale_bytes
+                       : static_cast<std::size_t>(q_elements * 2 + k_elements * 2) * dtype_size(dtype) +
+                             static_cast<std::size_t>(k_elements * 2) * cache_bytes + static_cast<std::size_t>(tokens) * 8;
   // Per token: its i64 position on each axis and R/2 f32 entries of each table.
   const double bytes = static_cast<double>(io_bytes) +
                        static_cast<double>(tokens) * (8 * static_cast<double>(axes) + 4 * static_cast<double>(R));
   const int sets = static_cast<int>(std::clamp<std::size_t>(kRotationBytes / io_bytes + 1, 1, kMaxSets));
+  if (cache_bytes > 0) {
+    desc.k_cache = desc.v_cache = TensorDesc{cache.shape(sets), {}, cache.dtype};
+    const std::size_t bytes_each = static_cast<std::size_t>(sets * cache.set_blocks * kCacheBlock * k_heads * D) * cache_bytes;
+    cache.k = std::make_unique<DeviceBuffer>(bytes_each);
+    cache.v = std::make_unique<DeviceBuffer>(bytes_each);
+    cache.k->fill(0xff);
+    cache.v->fill(0xff);
+    const float scales[2] = {0.01f, 0.01f};  // 8-bit caches: |k|, |v| <= 2.9 stay inside e4m3's range
+    cache.scales = std::make_unique<DeviceBuffer>(sizeof scales);
+    cache.scales->upload(scales, sizeof scales);
+  }
+  const RopePlan plan = plan_rope(desc);
   std::vector<IoSet> io(static_cast<std::size_t>(sets));
+  std::vector<std::vector<std::int64_t>> set_slots(static_cast<std::size_t>(sets));
   std::vector<RopePointers> pointers;
   for (int i = 0; i < sets; ++i) {
     IoSet& s = io[static_cast<std::size_t>(i)];
@@ -183,6 +321,31 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     if (scale_bytes > 0) s.k_scale = std::make_unique<DeviceBuffer>(scale_bytes);
     pointers.push_back({s.x->get(), s.y->get(), s.k ? s.k->get() : nullptr, s.k_out ? s.k_out->get() : nullptr,
                         cos.get(), sin.get(), pos.get(), 0, nullptr, s.k_scale ? s.k_scale->get() : nullptr});
+    if (cache_bytes == 0) continue;
+    // The set's blocks in shuffled order; prefill tokens fill them row by row, decode tokens take a
+    // random row of their own block.
+    std::vector<std::int64_t> blocks(static_cast<std::size_t>(cache.set_blocks));
+    for (std::int64_t b = 0; b < cache.set_blocks; ++b) blocks[static_cast<std::size_t>(b)] = i * cache.set_blocks + b;
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    std::vector<std::int64_t>& slots = set_slots[static_cast<std::size_t>(i)];
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const std::int64_t block = blocks[static_cast<std::size_t>(t / cache.rows_per_block)];
+      const std::int64_t row = cache.rows_per_block == 1 ? static_cast<std::int64_t>(rng() % kCacheBlock) : t % kCacheBlock;
+      slots.push_back(block * kCacheBlock + row);
+    }
+    s.slots = std::make_unique<DeviceBuffer>(slots.size() * 8);
+    s.slots->upload(slots.data(), s.slots->bytes());
+    s.v = random_device(dtype, k_elements, 300 + static_cast<std::uint64_t>(i));
+    RopePointers& p = pointers.back();
+    p.k_out = nullptr;
+    p.v = s.v->get();
+    p.k_cache = cache.k->get();
+    p.v_cache = cache.v->get();
+    p.slots = s.slots->get();
+    if (desc.cache_quantize != RopeQuantize::none) {
+      p.k_cache_scale = static_cast<const float*>(cache.scales->get());
+      p.v_cache_scale = p.k_cache_scale + 1;
+    }
   }
 
   LineResult r;
@@ -192,7 +355,7 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     const std::int64_t row = heads * D;
     std::vector<std::uint8_t> x_host(static_cast<std::size_t>(row) * dtype_size(dtype)), y_host(x_host.size());
     std::vector<double> ref;
-    RopeDesc one = desc;  // one token of q, read from a host copy laid out [1, 1, heads, D]
+    RopeDesc one = without_cache(desc);  // one token of q, read from a host copy laid out [1, 1, heads, D]
     one.x.shape = {1, 1, heads, D};
     one.k.reset();
     one.k_quantize = RopeQuantize::none;
@@ -216,6 +379,8 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
       }
     }
   }
+
+  if (cache_bytes > 0) r.worst_error = std::max(r.worst_error, cache_error(desc, cache, set_slots[0], io[0], tables, positions));
 
   int next = 0;
   auto launch = [&](CUstream stream) { plan.launch(pointers[static_cast<std::size_t>(next++ % sets)], stream); };
@@ -270,6 +435,24 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     for (int i = 0; i < 5; ++i) separate(nullptr);
     r.separate_us = queued_us_per_call(separate, calls, 21);
   }
+  if (cache_bytes > 0 && cache.dtype == dtype) {
+    // The same work apart: rope out of place, then k's output and v copied into the set's blocks.
+    const RopePlan rope_plan = plan_rope(without_cache(desc));
+    const RearrangePlan copy = plan_rearrange(cache.set_view(), {{cache.set_blocks, cache.rows_per_block, k_heads, D}, {}, dtype});
+    auto separate = [&](CUstream stream) {
+      const int i = next++ % sets;
+      const IoSet& set = io[static_cast<std::size_t>(i)];
+      RopePointers p = pointers[static_cast<std::size_t>(i)];
+      p.k_out = set.k_out->get();
+      p.k_cache = p.v_cache = nullptr;
+      p.v = p.slots = nullptr;
+      rope_plan.launch(p, stream);
+      copy.launch(static_cast<char*>(cache.k->get()) + cache.set_offset_bytes(i), set.k_out->get(), stream);
+      copy.launch(static_cast<char*>(cache.v->get()) + cache.set_offset_bytes(i), set.v->get(), stream);
+    };
+    for (int i = 0; i < 5; ++i) separate(nullptr);
+    r.separate_us = queued_us_per_call(separate, calls, 21);
+  }
   const RopePointers& p0 = pointers[0];
   r.host_us = bench::host_median_us([&] { plan.launch(p0); }, 201, 20);
   r.one_shot_host_us = bench::host_median_us([&] { rope(desc, p0); }, 201, 20);
@@ -293,7 +476,7 @@ int main(int argc, char** argv) {
 
     bench::Table table;
     table.header = {"case", "GB/s", "copy GB/s (same bytes)", "of copy", "of 512 MiB copy", "GPU us/call",
-                    "host us/call (plan)", "host us/call (one-shot)", "rope + hadamard apart, GPU us", "check"};
+                    "host us/call (plan)", "host us/call (one-shot)", "apart (rope + hadamard, or rope + cache copies), GPU us", "check"};
     for (const auto& line : lines) {
       const LineResult r = run_line(line, copy);
       const bool decode = bench::parse_int_list(line.get("shape"), "--shape")[1] == 1;

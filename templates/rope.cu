@@ -66,11 +66,12 @@ struct same_type<A, A> {
   static constexpr bool value = true;
 };
 
-// Stores CHUNK values into a cache row: rounded to cache_t, or as 8-bit codes of value / scale
-// (int8: rounded and clamped to +-127, NaN as 0; fp8 e4m3: saturated to +-448).
-// (A template, so that only the branch of the cache's type is compiled.)
+// Stores CHUNK values into a cache row: rounded to cache_t, or as 8-bit codes of value * inverse,
+// inverse = 1 / the cache's scale (int8: rounded and clamped to +-127, NaN as 0; fp8 e4m3:
+// saturated to +-448, two at a time). (A template, so that only the branch of the cache's type is
+// compiled.)
 template <typename C>
-__device__ __forceinline__ void store_cache(C* p, const compute_t (&v)[CHUNK], float scale) {
+__device__ __forceinline__ void store_cache(C* p, const compute_t (&v)[CHUNK], float inverse) {
   if constexpr (CACHE_QUANTIZE == 0 && same_type<C, data_t>::value) {
     store_chunk<CACHE_ACCESS>(p, v);
   } else {
@@ -78,10 +79,16 @@ __device__ __forceinline__ void store_cache(C* p, const compute_t (&v)[CHUNK], f
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) {
       if constexpr (CACHE_QUANTIZE == 1) {
-        const float q = (float)v[j] / scale;
+        const float q = (float)v[j] * inverse;
         d[j] = (C)(q != q ? 0 : __float2int_rn(fminf(fmaxf(q, -127.0f), 127.0f)));
       } else if constexpr (CACHE_QUANTIZE == 2) {
-        d[j] = (C)to_e4m3((float)v[j] / scale);
+        if (CHUNK == 1) {
+          d[j] = (C)to_e4m3((float)v[j] * inverse);
+        } else if (j % 2 == 1) {
+          const unsigned short pair = to_e4m3x2((float)v[j - 1] * inverse, (float)v[j] * inverse);
+          d[j - 1] = (C)(pair & 0xff);
+          d[j] = (C)(pair >> 8);
+        }
       } else if constexpr (sizeof(C) == 8) {
         d[j] = (C)v[j];
       } else {
@@ -103,7 +110,7 @@ struct Token {
   TokenPositions positions;
   bool in_cache;
   long long k_cache, v_cache;
-  float k_cache_scale, v_cache_scale;
+  float k_cache_inverse, v_cache_inverse;
 };
 
 // The input and output rows (dhead element 0) of head h: q heads first, then k heads, then v heads.
@@ -111,7 +118,7 @@ struct Rows {
   const data_t* in;
   data_t* out;     // nullptr: not written (v; k of a plan that writes it to the cache only)
   cache_t* cache;  // nullptr: no cache row (q, or a token not in the cache)
-  float cache_scale;
+  float cache_inverse;  // 8-bit caches: 1 / the cache's scale
   bool rotates;    // false for v
 };
 
@@ -124,11 +131,11 @@ __device__ __forceinline__ Rows head_rows(const RopeArgs& a, const Token& t, idx
     if (h >= kv_heads) {
       h -= kv_heads;
       cache_t* cache = t.in_cache ? a.v_cache + t.v_cache + (long long)h * a.v_cache_stride[2] : nullptr;
-      return {a.v + t.v + h * (idx_t)a.v_stride[2], nullptr, cache, t.v_cache_scale, false};
+      return {a.v + t.v + h * (idx_t)a.v_stride[2], nullptr, cache, t.v_cache_inverse, false};
     }
     cache_t* cache = t.in_cache ? a.k_cache + t.k_cache + (long long)h * a.k_cache_stride[2] : nullptr;
     data_t* out = K_OUT_SKIPPED ? nullptr : a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2];
-    return {a.k + t.k + h * (idx_t)a.k_stride[2], out, cache, t.k_cache_scale, true};
+    return {a.k + t.k + h * (idx_t)a.k_stride[2], out, cache, t.k_cache_inverse, true};
   }
   return {a.k + t.k + h * (idx_t)a.k_stride[2], a.k_out + t.k_out + h * (idx_t)a.k_out_stride[2], nullptr, 1.0f, true};
 }
@@ -137,7 +144,7 @@ __device__ __forceinline__ Rows head_rows(const RopeArgs& a, const Token& t, idx
 __device__ __forceinline__ void store_values(const Rows& rows, int at, const compute_t (&v)[CHUNK]) {
   if (!HAS_CACHE || rows.out) store_chunk(rows.out + at, v);
   if constexpr (HAS_CACHE)
-    if (rows.cache) store_cache(rows.cache + at, v, rows.cache_scale);
+    if (rows.cache) store_cache(rows.cache + at, v, rows.cache_inverse);
 }
 
 // One head's chunk at dhead element `first` (and, for NeoX, its partner chunk R/2 further on).
@@ -190,8 +197,8 @@ __device__ __forceinline__ void locate_slot(const RopeArgs& a, Token& t, idx_t b
   } else if (CHECKED && slot >= a.cache_slots && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.y == 0) {
     atomicMin(a.bad_token + 1, (unsigned long long)token);
   }
-  t.k_cache_scale = CACHE_QUANTIZE != 0 ? *a.k_cache_scale : 1.0f;
-  t.v_cache_scale = CACHE_QUANTIZE != 0 ? *a.v_cache_scale : 1.0f;
+  t.k_cache_inverse = CACHE_QUANTIZE != 0 ? 1.0f / *a.k_cache_scale : 1.0f;
+  t.v_cache_inverse = CACHE_QUANTIZE != 0 ? 1.0f / *a.v_cache_scale : 1.0f;
 }
 
 extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
@@ -254,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
           for (int j = 0; j < CHUNK; ++j) values[j] = to_compute(v[j]);
         }
         if constexpr (HAS_CACHE)
-          if (rows.cache) store_cache(rows.cache + first, values, rows.cache_scale);
+          if (rows.cache) store_cache(rows.cache + first, values, rows.cache_inverse);
       }
     }
   }

@@ -17,6 +17,7 @@ if "$cli" doctor | grep -q '^device 0:'; then
   run_example "$build/examples/views"
   run_example "$build/examples/rope_llama"
   run_example "$build/examples/kv_rotate"
+  run_example "$build/examples/rope_serving"
   # The Python examples, when the package was built and its interpreter has torch with a GPU.
   py=$(cat "$build/python/interpreter.txt" 2>/dev/null || true)
   if [ -n "$py" ] && "$py" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then

@@ -141,9 +141,9 @@ struct RopeDesc {
   /// The slot mapping: [batch * seq] (or [batch, seq] for 4-D data), i32 or i64, any strides.
   std::optional<TensorDesc> slots;
   /// Caches of 8-bit codes with one f32 scale per cache (RopePointers::k_cache_scale and
-  /// v_cache_scale, device memory, as vLLM's k_scale and v_scale): code = value / scale as int8
-  /// (rounded, clamped to +-127; cache dtype i8) or float8 e4m3fn (rounded to nearest even,
-  /// saturated to +-448; cache dtype u8).
+  /// v_cache_scale, device memory, as vLLM's k_scale and v_scale): code = value * (1 / scale) as
+  /// int8 (rounded, clamped to +-127, NaN as 0; cache dtype i8) or float8 e4m3fn (rounded to
+  /// nearest even, saturated to +-448; cache dtype u8).
   RopeQuantize cache_quantize = RopeQuantize::none;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
   /// whose position is outside [0, P) (with a cache append: or whose slot is past the cache). Each launch then costs an 8-byte allocation, a context
