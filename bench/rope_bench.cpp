@@ -237,10 +237,12 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
   desc.rotary_dim = R;
   desc.table = {{rows, R / 2}, {}, DType::f32};
   desc.positions = TensorDesc{{batch, seq}, {}, DType::i64};
-  // Multi-axis positions: --axis-rule sections|interleaved --axis-sections S0,S1,...
+  // Multi-axis positions: --axis-rule sections|interleaved|blocks --axis-sections S0,S1,...
   const std::string axis_rule = line.get_or("axis-rule", "none");
   if (axis_rule != "none") {
-    desc.axis_rule = axis_rule == "sections" ? RopeAxisRule::sections : RopeAxisRule::interleaved;
+    desc.axis_rule = axis_rule == "sections" ? RopeAxisRule::sections
+                     : axis_rule == "blocks" ? RopeAxisRule::blocks
+                                             : RopeAxisRule::interleaved;
     desc.axis_sections = bench::parse_int_list(line.get("axis-sections"), "--axis-sections");
     desc.positions = TensorDesc{{static_cast<std::int64_t>(desc.axis_sections.size()), batch, seq}, {}, DType::i64};
   }

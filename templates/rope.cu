@@ -147,7 +147,23 @@ __device__ __forceinline__ void store_values(const Rows& rows, int at, const com
     if (rows.cache) store_cache(rows.cache + at, v, rows.cache_inverse);
 }
 
-// One head's chunk at dhead element `first` (and, for NeoX, its partner chunk R/2 further on).
+// NeoX: the dhead elements of the chunk of pairs from `first` (first's channel) and of their
+// partners: R/2 further on, or, with blocks (AXIS_RULE 3), half their block further on (block i
+// spans channels [2 L_i, 2 L_{i+1}) for first pairs L_i: 0, the limits, R/2).
+__device__ __forceinline__ int block_first_pair(int axis) {
+  return axis == 0 ? 0 : axis == 1 ? AXIS_LIMIT1 : axis == 2 ? AXIS_LIMIT2 : axis == 3 ? AXIS_LIMIT3 : HALF;
+}
+__device__ __forceinline__ int lo_element(int first) {
+  if constexpr (AXIS_RULE == 3) return first + block_first_pair(pair_axis(first));
+  return first;
+}
+__device__ __forceinline__ int hi_element(int first) {
+  if constexpr (AXIS_RULE == 3) return first + block_first_pair(pair_axis(first) + 1);
+  return HALF + first;
+}
+
+// One head's chunk at pair `first` (GPT-J: dhead element `first`; NeoX: lo_element, and the
+// partner chunk at hi_element).
 struct HeadChunk {
   Rows rows;
   data_t lo[CHUNK];
@@ -156,8 +172,8 @@ struct HeadChunk {
 
 __device__ __forceinline__ void load_head(HeadChunk& g, const RopeArgs& a, const Token& t, idx_t h, int first) {
   g.rows = head_rows(a, t, h);
-  sj_load_elements<CHUNK, ACCESS>(g.lo, g.rows.in + first);
-  if constexpr (STYLE_NEOX) sj_load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + HALF + first);
+  sj_load_elements<CHUNK, ACCESS>(g.lo, g.rows.in + (STYLE_NEOX ? lo_element(first) : first));
+  if constexpr (STYLE_NEOX) sj_load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + hi_element(first));
 }
 
 // Rotates a loaded chunk (v's: converts it) and stores it: both elements of every pair are loaded
@@ -179,8 +195,8 @@ __device__ __forceinline__ void rotate_head(const HeadChunk& g, int first, const
     for (int j = 0; j < PAIRS; ++j)
       rotate(to_compute(g.lo[2 * j]), to_compute(g.lo[2 * j + 1]), cs[j], sn[j], lo[2 * j], lo[2 * j + 1]);
   }
-  store_values(g.rows, first, lo);
-  if constexpr (STYLE_NEOX) store_values(g.rows, HALF + first, hi);
+  store_values(g.rows, STYLE_NEOX ? lo_element(first) : first, lo);
+  if constexpr (STYLE_NEOX) store_values(g.rows, hi_element(first), hi);
 }
 
 // Cache append: where token (b, s)'s slot lies in the caches; a slot past the cache is flagged in

@@ -81,10 +81,10 @@ __device__ __forceinline__ void load_angles(const RopeArgs& a, long long positio
   for (int j = 0; j < N; ++j) sn[j] = to_compute(v[j]);
 }
 
-// Multi-axis positions: the axis rotary pair j takes its row from (AXIS_RULE 1: sections, whose
-// first pairs are the limits; 2: interleaved, with limits 3 s_1 and 3 s_2).
+// Multi-axis positions: the axis rotary pair j takes its row from (AXIS_RULE 1: sections and 3:
+// blocks, whose first pairs are the limits; 2: interleaved, with limits 3 s_1 and 3 s_2).
 __device__ __forceinline__ int pair_axis(int j) {
-  if constexpr (AXIS_RULE == 1) return (j >= AXIS_LIMIT1) + (j >= AXIS_LIMIT2) + (j >= AXIS_LIMIT3);
+  if constexpr (AXIS_RULE == 1 || AXIS_RULE == 3) return (j >= AXIS_LIMIT1) + (j >= AXIS_LIMIT2) + (j >= AXIS_LIMIT3);
   if constexpr (AXIS_RULE == 2) return j % 3 == 1 && j < AXIS_LIMIT1 ? 1 : j % 3 == 2 && j < AXIS_LIMIT2 ? 2 : 0;
   return 0;
 }
@@ -113,7 +113,8 @@ template <int N>
 __device__ __forceinline__ void load_token_angles(const RopeArgs& a, const TokenPositions& t, int first,
                                                   compute_t (&cs)[N], compute_t (&sn)[N]) {
   constexpr bool ONE_AXIS_PER_CHUNK =
-      POSITION_AXES == 1 || (AXIS_RULE == 1 && AXIS_LIMIT1 % N == 0 && AXIS_LIMIT2 % N == 0 && AXIS_LIMIT3 % N == 0);
+      POSITION_AXES == 1 ||
+      ((AXIS_RULE == 1 || AXIS_RULE == 3) && AXIS_LIMIT1 % N == 0 && AXIS_LIMIT2 % N == 0 && AXIS_LIMIT3 % N == 0);
   if constexpr (ONE_AXIS_PER_CHUNK) {
     // Selected by comparisons: a run-time index would put the positions on the stack.
     const int chunk_axis = pair_axis(first);

@@ -27,11 +27,14 @@ typedef enum sj_rope_quantize {
 
 /** How rotary pairs take their positions from multi-axis positions (sj_rope_desc.axis_rule): one
  *  axis; sections (Qwen2-VL M-RoPE: pair j takes the axis whose section holds j); interleaved
- *  (Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2). */
+ *  (Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2);
+ *  blocks (ChatGLM 2-D RoPE, FLUX, Pixtral: one contiguous block of 2 s_i channels per axis, NeoX
+ *  pairs half-split inside their block, pair j reading table column j). */
 typedef enum sj_rope_axis_rule {
   SJ_AXES_NONE = 0,
   SJ_AXES_SECTIONS = 1,
-  SJ_AXES_INTERLEAVED = 2
+  SJ_AXES_INTERLEAVED = 2,
+  SJ_AXES_BLOCKS = 3
 } sj_rope_axis_rule;
 
 /** How a paged KV cache orders a block's tokens and heads (sj_rope_desc.cache_layout): no cache

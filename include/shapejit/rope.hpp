@@ -53,9 +53,15 @@ enum class RopeAxisRule : std::uint8_t {
   none,         ///< one axis: positions [seq] or [batch, seq]
   sections,     ///< Qwen2-VL M-RoPE: sections s_0..s_{A-1} sum to R/2; pair j takes the axis whose section holds j
   interleaved,  ///< Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2, else axis 0
+  /// ChatGLM 2-D RoPE, FLUX, Pixtral: the rotary channels cut into one contiguous block per axis,
+  /// block i holding 2 s_i channels from channel 2 (s_0 + ... + s_{i-1}); inside a block, NeoX
+  /// pairs are half-split (channel c with c + s_i) and GPT-J pairs adjacent. Pair j (counted over
+  /// the blocks in order) reads table column j: a block's frequencies are its own column range
+  /// (rope_axes_tables builds such tables). With GPT-J pairs this is the sections rule.
+  blocks,
 };
 
-/// "none", "sections" or "interleaved".
+/// "none", "sections", "interleaved" or "blocks".
 std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept;
 
 /// How a paged KV cache orders a block's tokens and heads (RopeDesc::cache_layout).
@@ -90,7 +96,7 @@ struct RopeDesc {
   /// std::nullopt: the position of sequence index s is s + RopePointers::offset.
   std::optional<TensorDesc> positions;
   /// Multi-axis positions: A = axis_sections.size() axes (2 to 4; 3 for interleaved), whose
-  /// sections sum to R/2. positions are then [A, seq] or [A, batch, seq] (any integer dtype and
+  /// sections (pairs per axis) sum to R/2. positions are then [A, seq] or [A, batch, seq] (any integer dtype and
   /// strides); a token with any axis outside the table is a bad token (NaN, or checked mode's error).
   /// Not with a fused Hadamard transform.
   RopeAxisRule axis_rule = RopeAxisRule::none;
@@ -283,8 +289,10 @@ RopeTables rope_tables(std::int64_t rows, std::int64_t rotary_dim, DType dtype,
 
 /// Tables for axial positions (FLUX's EmbedND, axes_dim d_0 .. d_{A-1}, each even): one block of
 /// d_i / 2 columns per axis, column k of block i holding cos and sin of p * theta^(-2k / d_i).
-/// Width sum(d_i) / 2. With style gptj, axis_rule sections and axis_sections d_i / 2, pair j of a
-/// head rotates by its block's frequency at its axis's position. Throws invalid_argument for no
+/// Width sum(d_i) / 2. With axis_rule blocks and axis_sections d_i / 2, pair j of a head rotates by
+/// its block's frequency at its axis's position: FLUX with style gptj; ChatGLM-6B's 2-D RoPE
+/// (position and block position, each rotating half of the rotary channels NeoX-style with the
+/// same ladder) with style neox and axes_dims {R/2, R/2}. Throws invalid_argument for no
 /// axes, an odd or non-positive d_i, or what rope_tables rejects.
 RopeTables rope_axes_tables(std::int64_t rows, const std::vector<std::int64_t>& axes_dims, DType dtype,
                             double theta = 10000.0);

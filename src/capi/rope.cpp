@@ -59,8 +59,9 @@ RopeDesc to_rope_desc(const sj_rope_desc* desc) {
     case SJ_AXES_NONE: break;
     case SJ_AXES_SECTIONS: out.axis_rule = RopeAxisRule::sections; break;
     case SJ_AXES_INTERLEAVED: out.axis_rule = RopeAxisRule::interleaved; break;
+    case SJ_AXES_BLOCKS: out.axis_rule = RopeAxisRule::blocks; break;
     default:
-      invalid_argument("desc.axis_rule is {}; use SJ_AXES_NONE, SJ_AXES_SECTIONS or SJ_AXES_INTERLEAVED",
+      invalid_argument("desc.axis_rule is {}; use SJ_AXES_NONE, SJ_AXES_SECTIONS, SJ_AXES_INTERLEAVED or SJ_AXES_BLOCKS",
                        static_cast<int>(desc->axis_rule));
   }
   if (desc->axis_count < 0 || desc->axis_count > 4)

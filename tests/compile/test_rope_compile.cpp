@@ -95,7 +95,7 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
     padded.x.strides = {3 * 4 * 65, 4 * 65, 65, 1};
     padded.table.strides = {33, 1};
     descs.push_back(padded);
-    for (RopeAxisRule rule : {RopeAxisRule::sections, RopeAxisRule::interleaved}) {  // multi-axis positions
+    for (RopeAxisRule rule : {RopeAxisRule::sections, RopeAxisRule::interleaved, RopeAxisRule::blocks}) {  // multi-axis
       RopeDesc axes = small_desc(style, DType::bf16, DType::f32, DType::i32);
       axes.positions = TensorDesc{{3, 2, 3}, {}, DType::i32};
       axes.axis_rule = rule;
@@ -103,9 +103,9 @@ TEST_CASE("rope compiles with every code-changing flag: 3-D, partial rotary, in 
       descs.push_back(axes);
       axes.x = {{3, 4, 64}, {}, DType::f16};  // 3-D, checked, four axes by sections
       axes.k = std::nullopt;
-      axes.positions = TensorDesc{{rule == RopeAxisRule::sections ? 4 : 3, 3}, {}, DType::u8};
-      axes.axis_sections = rule == RopeAxisRule::sections ? std::vector<std::int64_t>{4, 4, 8, 16}
-                                                          : std::vector<std::int64_t>{16, 8, 8};
+      const bool four = rule != RopeAxisRule::interleaved;
+      axes.positions = TensorDesc{{four ? 4 : 3, 3}, {}, DType::u8};
+      axes.axis_sections = four ? std::vector<std::int64_t>{4, 4, 8, 16} : std::vector<std::int64_t>{16, 8, 8};
       axes.checked = true;
       descs.push_back(axes);
     }

@@ -657,7 +657,7 @@ TEST_CASE("rope: inverse(forward(x)) returns x" * test::gpu_only()) {
   }
 }
 
-TEST_CASE("rope, multi-axis positions: sections and interleaved rules against the float64 reference, with a "
+TEST_CASE("rope, multi-axis positions: sections, interleaved and blocks rules against the float64 reference, with a "
           "bad axis position and checked mode" * test::gpu_only()) {
   std::uint64_t seed = 1300;
   // Qwen2-VL M-RoPE (NeoX, sections 16/24/24 of R/2 = 64), Qwen3-VL interleaved (24/20/20), and
@@ -676,6 +676,10 @@ TEST_CASE("rope, multi-axis positions: sections and interleaved rules against th
       {RopeStyle::gptj, DType::f32, DType::u16, RopeAxisRule::sections, {5, 0, 11, 8}, 0, 64, 48, false, true},
       {RopeStyle::neox, DType::f64, DType::i8, RopeAxisRule::interleaved, {6, 5, 5}, 0, 40, 32, false, false},
       {RopeStyle::gptj, DType::bf16, DType::i16, RopeAxisRule::sections, {3, 29}, 3, 64, 0, true, false},
+      // ChatGLM 2-D (NeoX halves of 32 pairs), blocks that cut 16-byte chunks, GPT-J blocks (FLUX: 8/28/28).
+      {RopeStyle::neox, DType::bf16, DType::i64, RopeAxisRule::blocks, {32, 32}, 2, 128, 0, true, false},
+      {RopeStyle::neox, DType::f16, DType::i32, RopeAxisRule::blocks, {4, 6, 2, 12}, 0, 64, 48, false, true},
+      {RopeStyle::gptj, DType::bf16, DType::i32, RopeAxisRule::blocks, {8, 28, 28}, 2, 128, 0, false, false},
   };
   for (const AxisCase& a : cases) {
     Case c;

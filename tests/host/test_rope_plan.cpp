@@ -813,3 +813,26 @@ TEST_CASE("the C API passes the KV-cache append's layout, tensors, codes and poi
   CHECK(sj_rope_plan_create(&plan, &desc) == SJ_INVALID_ARGUMENT);
   CHECK(std::string(sj_last_error()).find("desc.cache_layout is 5") != std::string::npos);
 }
+
+TEST_CASE("multi-axis positions, blocks rule: NeoX chunks stay inside one block's half; the line round-trips") {
+  RopeDesc d = valid_desc();
+  d.x.shape = {2, 5, 4, 128};
+  d.k->shape = {2, 5, 2, 128};
+  d.table = {{16, 64}, {}, DType::f32};
+  d.positions = TensorDesc{{2, 2, 5}, {}, DType::i64};
+  d.axis_rule = RopeAxisRule::blocks;
+  d.axis_sections = {32, 32};
+  const plan::RopePlanData halves = plan::plan_rope_data(d);
+  CHECK(halves.spec.chunk == 8);
+  CHECK(halves.spec.axis_limit1 == 32);
+  d.axis_sections = {4, 6, 2, 52};
+  d.positions->shape = {4, 2, 5};
+  CHECK(plan::plan_rope_data(d).spec.chunk == 2);
+  d.style = RopeStyle::gptj;  // adjacent pairs: the chunk is free, like the sections rule
+  CHECK(plan::plan_rope_data(d).spec.chunk == 8);
+  const auto planned = detail::make_rope_plan(d, {});
+  CHECK(planned->manifest.find("--axis-rule blocks --axis-sections 4,6,2,52") != std::string::npos);
+  const ops::PlannedLine line = ops::plan_manifest_line(planned->manifest);
+  REQUIRE(line.programs.size() == planned->programs().size());
+  CHECK(line.programs.front().source == planned->programs().front()->source);
+}

@@ -113,3 +113,33 @@ TEST_CASE("host f16 and bf16 conversions round once to nearest even and round-tr
   CHECK(detail::load_as_double(&small, DType::i8, 0) == -5.0);
   CHECK(detail::load_as_double(&big, DType::u64, 0) == 18446744073709551615.0);
 }
+
+TEST_CASE("reference: the blocks rule rotates ChatGLM-6B's 2-D RoPE (each half of the head NeoX-rotated by its own "
+          "position with one frequency ladder), from rope_axes_tables") {
+  // ChatGLM: q1, q2 = chunk(q, 2); q1 rotated at the position, q2 at the block position, each with
+  // cos, sin of p * theta^(-2k / 64), k < 32, and rotate_half inside its 64 channels.
+  const std::int64_t D = 128, rows = 40, p = 37, bp = 5;
+  const RopeTables tables = rope_axes_tables(rows, {64, 64}, DType::f64);
+  std::vector<double> x(static_cast<std::size_t>(D));
+  for (std::int64_t i = 0; i < D; ++i) x[static_cast<std::size_t>(i)] = std::sin(0.37 * static_cast<double>(i) + 0.1);
+  RopeDesc desc;
+  desc.style = RopeStyle::neox;
+  desc.x = {{1, 1, D}, {}, DType::f64};
+  desc.table = tables.desc();
+  desc.positions = TensorDesc{{2, 1}, {}, DType::i64};
+  desc.axis_rule = RopeAxisRule::blocks;
+  desc.axis_sections = {32, 32};
+  const std::int64_t positions[] = {p, bp};
+  std::vector<double> out;
+  detail::rope_reference_token(plan::plan_rope_data(desc),
+                               {x.data(), nullptr, nullptr, nullptr, tables.cos.data(), tables.sin.data(), positions, 0},
+                               0, 0, out);
+  for (std::int64_t half = 0; half < 2; ++half)
+    for (std::int64_t k = 0; k < 32; ++k) {
+      const double angle = static_cast<double>(half == 0 ? p : bp) * std::pow(10000.0, -2.0 * static_cast<double>(k) / 64);
+      const std::size_t a = static_cast<std::size_t>(64 * half + k), b = a + 32;
+      INFO("half " << half << " pair " << k);
+      CHECK(out[a] == doctest::Approx(x[a] * std::cos(angle) - x[b] * std::sin(angle)).epsilon(1e-12));
+      CHECK(out[b] == doctest::Approx(x[b] * std::cos(angle) + x[a] * std::sin(angle)).epsilon(1e-12));
+    }
+}

@@ -196,8 +196,10 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
   }
   m.positions_shared = args.text("pos-layout") == "seq";
   const std::string rule = args.text("axis-rule", "none");  // the registry checked it is one of the names
-  m.axis_rule = rule == "sections" ? RopeAxisRule::sections : rule == "interleaved" ? RopeAxisRule::interleaved
-                                                                                    : RopeAxisRule::none;
+  m.axis_rule = rule == "sections"      ? RopeAxisRule::sections
+                : rule == "interleaved" ? RopeAxisRule::interleaved
+                : rule == "blocks"      ? RopeAxisRule::blocks
+                                        : RopeAxisRule::none;
   if (args.has("axis-sections")) m.axis_sections = args.integers("axis-sections");
   m.shape = args.integers("shape");
   if (args.has("k-heads")) m.k_heads = args.integer("k-heads");
@@ -254,8 +256,9 @@ const Operator& rope_operator() {
            false, {"batch", "seq"}},
           {"axis-rule", OptionKind::text,
            "Multi-axis positions [axes, ...]: pair j takes the axis whose section holds j (sections, Qwen2-VL "
-           "M-RoPE) or axes 1 and 2 on j % 3 == 1, 2 within 3 s_1, 3 s_2 (interleaved, Qwen3-VL)",
-           false, {"none", "sections", "interleaved"}},
+           "M-RoPE), axes 1 and 2 on j % 3 == 1, 2 within 3 s_1, 3 s_2 (interleaved, Qwen3-VL), or one "
+           "contiguous block of 2 s_i channels per axis, NeoX pairs half-split inside it (blocks, ChatGLM, FLUX)",
+           false, {"none", "sections", "interleaved", "blocks"}},
           {"axis-sections", OptionKind::integers, "Sections s_0,...,s_{A-1} of the axes, summing to R/2 (with --axis-rule)"},
           {"shape", OptionKind::integers, "x's shape: seq,heads,dhead or batch,seq,heads,dhead", true},
           {"k-heads", OptionKind::integer, "Rotate k too, with this many heads, in the same launch"},

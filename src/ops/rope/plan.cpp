@@ -171,7 +171,8 @@ void check_positions(const TensorDesc& positions, std::int64_t batch, std::int64
 void plan_axes(const RopeDesc& desc, std::int64_t rotary_dim, RopeSpec& spec) {
   const std::vector<std::int64_t>& sections = desc.axis_sections;
   if (desc.axis_rule == RopeAxisRule::none) {
-    if (!sections.empty()) invalid_argument("axis_sections are given but axis_rule is none; choose sections or interleaved");
+    if (!sections.empty())
+      invalid_argument("axis_sections are given but axis_rule is none; choose sections, interleaved or blocks");
     return;
   }
   const std::string_view rule = rope_axis_rule_name(desc.axis_rule);
@@ -194,7 +195,7 @@ void plan_axes(const RopeDesc& desc, std::int64_t rotary_dim, RopeSpec& spec) {
   spec.position_axes = static_cast<int>(axes);
   spec.axis_rule = desc.axis_rule;
   std::int64_t limits[3] = {rotary_dim / 2, rotary_dim / 2, rotary_dim / 2};
-  if (desc.axis_rule == RopeAxisRule::sections) {
+  if (desc.axis_rule != RopeAxisRule::interleaved) {  // sections, blocks: the first pair of each axis
     for (std::int64_t a = 1, first = sections[0]; a < axes; first += sections[static_cast<std::size_t>(a)], ++a)
       limits[a - 1] = first;
   } else {
@@ -566,6 +567,9 @@ RopePlanData plan_rope_data(const RopeDesc& desc, const RopeOverrides& overrides
   const auto max_vector = static_cast<std::int64_t>(16 / dtype_size(x.dtype));
   const std::int64_t rotated_span = desc.style == RopeStyle::neox ? rotary_dim / 2 : rotary_dim;
   spec.chunk = static_cast<int>(largest_pow2_dividing(max_vector, {rotated_span, head_dim - rotary_dim}));
+  if (desc.axis_rule == RopeAxisRule::blocks && desc.style == RopeStyle::neox)  // a chunk inside one block's half
+    for (std::int64_t section : desc.axis_sections)
+      spec.chunk = static_cast<int>(largest_pow2_dividing(spec.chunk, {section}));
 
   // Accesses as wide as every row start allows (pointer alignment is checked per launch).
   RopeKernelArgs& args = plan.args;

@@ -38,7 +38,7 @@ namespace shapejit::plan {
   X(bool, positions_batched, false) /* positions are [batch, seq] (else [seq]) */                  \
   X(int, position_axes, 1)          /* A: multi-axis positions [A, ...] */                         \
   X(RopeAxisRule, axis_rule, RopeAxisRule::none)                                                   \
-  X(std::int64_t, axis_limit1, 0) /* sections: first pair of axis 1, 2, 3; interleaved: 3 s_1, */  \
+  X(std::int64_t, axis_limit1, 0) /* sections, blocks: first pair of axis 1, 2, 3; interleaved: 3 s_1, */ \
   X(std::int64_t, axis_limit2, 0) /* 3 s_2 (R/2 where an axis is absent) */                        \
   X(std::int64_t, axis_limit3, 0)                                                                  \
   X(std::int64_t, head_dim, 0)      /* D */                                                        \

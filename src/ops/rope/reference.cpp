@@ -47,7 +47,8 @@ std::vector<double> token_inputs(const plan::RopePlanData& plan, const RopePoint
 std::int64_t reference_pair_axis(const RopeDesc& desc, std::int64_t j) {
   const std::vector<std::int64_t>& sections = desc.axis_sections;
   switch (desc.axis_rule) {
-    case RopeAxisRule::sections: {
+    case RopeAxisRule::sections:
+    case RopeAxisRule::blocks: {
       std::int64_t axis = 0;
       for (std::int64_t end = sections[0]; j >= end; end += sections[static_cast<std::size_t>(axis)]) ++axis;
       return axis;
@@ -69,9 +70,18 @@ void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, cons
   for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {  // v's heads are not rotated
     double* y = &values[static_cast<std::size_t>(h * D)];
     for (std::int64_t i = 0; i < half; ++i) {
-      const std::int64_t i0 = spec.style == RopeStyle::neox ? i : 2 * i;
-      const std::int64_t i1 = spec.style == RopeStyle::neox ? i + half : 2 * i + 1;
-      const std::int64_t at = positions[static_cast<std::size_t>(reference_pair_axis(plan.desc, i))] * plan.args.table_stride + i;
+      const std::int64_t axis = reference_pair_axis(plan.desc, i);
+      std::int64_t i0 = spec.style == RopeStyle::neox ? i : 2 * i;
+      std::int64_t i1 = spec.style == RopeStyle::neox ? i + half : 2 * i + 1;
+      if (spec.axis_rule == RopeAxisRule::blocks && spec.style == RopeStyle::neox) {
+        // Block `axis` holds channels [2 b, 2 b + 2 s) for its first pair b and section s; pair i
+        // is its (i - b)-th, half-split inside the block.
+        std::int64_t block_first = 0;
+        for (std::int64_t a = 0; a < axis; ++a) block_first += plan.desc.axis_sections[static_cast<std::size_t>(a)];
+        i0 = 2 * block_first + (i - block_first);
+        i1 = i0 + plan.desc.axis_sections[static_cast<std::size_t>(axis)];
+      }
+      const std::int64_t at = positions[static_cast<std::size_t>(axis)] * plan.args.table_stride + i;
       const double c = load_as_double(host.cos, spec.table, at);
       const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, at);
       const double x0 = y[i0], x1 = y[i1];

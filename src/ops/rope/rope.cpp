@@ -431,7 +431,13 @@ std::string json(const RopePlanImpl& plan) {
 std::string_view rope_style_name(RopeStyle style) noexcept { return style == RopeStyle::gptj ? "gptj" : "neox"; }
 
 std::string_view rope_axis_rule_name(RopeAxisRule rule) noexcept {
-  return rule == RopeAxisRule::sections ? "sections" : rule == RopeAxisRule::interleaved ? "interleaved" : "none";
+  switch (rule) {
+    case RopeAxisRule::sections: return "sections";
+    case RopeAxisRule::interleaved: return "interleaved";
+    case RopeAxisRule::blocks: return "blocks";
+    case RopeAxisRule::none: break;
+  }
+  return "none";
 }
 
 std::string_view kv_cache_layout_name(KvCacheLayout layout) noexcept {
