@@ -1,9 +1,9 @@
 """Multi-axis rope against transformers' own functions, through the C API (ctypes).
 
-Qwen2-VL's ``apply_multimodal_rotary_pos_emb`` (sections) and Qwen3-VL's interleaved M-RoPE
-(``Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope`` and ``apply_rotary_pos_emb``) are run on
-torch tensors; shapejit rotates the same f32 q and k from tables of the same frequencies through
-``sj_rope`` of libshapejit (``SHAPEJIT_LIBRARY``, else ``<build>/src/libshapejit.so`` beside the
+Qwen2-VL's M-RoPE (sections) and Qwen3-VL's (interleaved) as the models compute them: their text
+rotary embedding modules (cos and sin per token, the axes recombined) and ``apply_rotary_pos_emb``
+on torch tensors; shapejit rotates the same f32 q and k from tables of the modules' inverse
+frequencies through ``sj_rope`` of libshapejit (``SHAPEJIT_LIBRARY``, else ``<build>/src/libshapejit.so`` beside the
 package). Skipped by name without torch and a GPU, transformers, or the library.
 """
 
@@ -98,52 +98,50 @@ def _shapejit_mrope(q, k, positions, cos_table, sin_table, rule, sections):
     return y, k_out
 
 
-def _inputs(batch, seq, heads, k_heads, dim, rows, theta, seed):
+def _rotary_module(module, cls, heads, sections, theta):
+    """transformers' text rotary embedding of a Qwen-VL model, from a minimal config."""
+    from types import SimpleNamespace
+    config = SimpleNamespace(max_position_embeddings=4096, head_dim=128, hidden_size=128 * heads,
+                             num_attention_heads=heads,
+                             rope_parameters={"rope_type": "default", "rope_theta": theta, "mrope_section": sections})
+    return getattr(_transformers(module), f"modeling_{module}").__dict__[cls](config).cuda()
+
+
+def _compare(module, cls, rule, sections, theta, seed):
+    """Rotates random f32 q [2, 300, 16, 128] and k (4 heads) at random positions [3, 2, 300] with the
+    model's rotary module and apply_rotary_pos_emb, and with sj_rope from tables of the module's
+    inverse frequencies; the two must agree to f32 rounding."""
+    m = getattr(_transformers(module), f"modeling_{module}")
+    rot = _rotary_module(module, cls, 16, sections, theta)
     g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(batch, seq, heads, dim, device="cuda", generator=g)
-    k = torch.randn(batch, seq, k_heads, dim, device="cuda", generator=g)
-    positions = torch.randint(0, rows, (3, batch, seq), device="cuda", generator=g, dtype=torch.int64)
-    inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device="cuda", dtype=torch.float32) / dim)
-    table = torch.arange(rows, device="cuda", dtype=torch.float32)[:, None] * inv_freq  # [rows, D/2]
-    freqs = positions.float()[..., None] * inv_freq  # [3, B, S, D/2], as the models compute them
-    return q, k, positions, table.cos(), table.sin(), freqs
-
-
-def _close(ours, theirs):
-    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    q = torch.randn(2, 300, 16, 128, device="cuda", generator=g)
+    k = torch.randn(2, 300, 4, 128, device="cuda", generator=g)
+    rows = 4096
+    positions = torch.randint(0, rows, (3, 2, 300), device="cuda", generator=g, dtype=torch.int64)
+    cos, sin = rot(q, positions)  # [B, S, D], the sections or interleaving applied
+    q_ref, k_ref = m.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    angles = torch.arange(rows, device="cuda", dtype=torch.float32)[:, None] * rot.inv_freq.float()[None, :]
+    y, k_out = _shapejit_mrope(q, k, positions, angles.cos(), angles.sin(), rule, sections)
+    torch.testing.assert_close(y, q_ref.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k_out, k_ref.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    # The comparison tells the rules apart: the other rule's rotation disagrees with the model.
+    other = SJ_AXES_INTERLEAVED if rule == SJ_AXES_SECTIONS else SJ_AXES_SECTIONS
+    y_other, _ = _shapejit_mrope(q, k, positions, angles.cos(), angles.sin(), other, sections)
+    assert not torch.allclose(y_other, q_ref.transpose(1, 2), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(_transformers("qwen2_vl") is None, reason="needs transformers with qwen2_vl")
 @requires_library
 @requires_torch_gpu
 def test_qwen2_vl_mrope_sections_match_transformers():
-    m = _transformers("qwen2_vl").modeling_qwen2_vl
-    sections = [16, 24, 24]
-    q, k, positions, cos_t, sin_t, freqs = _inputs(2, 300, 12, 2, 128, 4096, 1e6, 1)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    q_ref, k_ref = m.apply_multimodal_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), emb.cos(), emb.sin(),
-                                                     sections)
-    y, k_out = _shapejit_mrope(q, k, positions, cos_t, sin_t, SJ_AXES_SECTIONS, sections)
-    _close(y, q_ref.transpose(1, 2))
-    _close(k_out, k_ref.transpose(1, 2))
+    _compare("qwen2_vl", "Qwen2VLRotaryEmbedding", SJ_AXES_SECTIONS, [16, 24, 24], 1e6, 1)
 
 
 @pytest.mark.skipif(_transformers("qwen3_vl") is None, reason="needs transformers with qwen3_vl")
 @requires_library
 @requires_torch_gpu
 def test_qwen3_vl_interleaved_mrope_matches_transformers():
-    m = _transformers("qwen3_vl").modeling_qwen3_vl
-    interleave = getattr(m.Qwen3VLTextRotaryEmbedding, "apply_interleaved_mrope", None)
-    if interleave is None:
-        pytest.skip("this transformers has no Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope")
-    sections = [24, 20, 20]
-    q, k, positions, cos_t, sin_t, freqs = _inputs(2, 300, 16, 4, 128, 4096, 5e6, 2)
-    freqs_t = interleave(None, freqs.clone(), sections)  # [B, S, D/2]; reads no state
-    emb = torch.cat((freqs_t, freqs_t), dim=-1)
-    q_ref, k_ref = m.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), emb.cos(), emb.sin())
-    y, k_out = _shapejit_mrope(q, k, positions, cos_t, sin_t, SJ_AXES_INTERLEAVED, sections)
-    _close(y, q_ref.transpose(1, 2))
-    _close(k_out, k_ref.transpose(1, 2))
+    _compare("qwen3_vl", "Qwen3VLTextRotaryEmbedding", SJ_AXES_INTERLEAVED, [24, 20, 20], 5e6, 2)
 
 
 if __name__ == "__main__":  # without pytest: run both and say which ran
