@@ -42,8 +42,8 @@ typedef enum sj_rope_axis_rule {
 typedef enum sj_kv_cache_layout { SJ_KV_CACHE_NONE = 0, SJ_KV_CACHE_NHD = 1, SJ_KV_CACHE_HND = 2 } sj_kv_cache_layout;
 
 /** A rope call's shapes, strides and dtypes. A descriptor of rank 0 means "absent" (y, k_out:
- *  contiguous, or the input itself for an in-place plan; k, positions: none; q_scale, k_scale:
- *  contiguous). A zero-initialized tail (the Hadamard, quantization, axis and cache fields) means no
+ *  contiguous, or the input itself for an in-place plan, and k_out not written by an out-of-place
+ *  cache append; k, positions: none; q_scale, k_scale: contiguous). A zero-initialized tail (the Hadamard, quantization, axis and cache fields) means no
  *  fused transform, outputs in the data dtype, one-axis positions and no cache append. */
 typedef struct sj_rope_desc {
   sj_rope_style style;
@@ -56,7 +56,8 @@ typedef struct sj_rope_desc {
   int64_t rotary_dim;       /**< R (even, <= dhead); 0 means dhead */
   int inplace;              /**< nonzero: y is x and k_out is k */
   int inverse;              /**< nonzero: rotate by -angle (backward pass) */
-  int checked;              /**< nonzero: each launch waits and fails on a position outside [0, P) */
+  int checked;              /**< nonzero: each launch waits and fails on a position outside [0, P)
+                                 (or, appending to a cache, a slot past it) */
   int check_pointers;       /**< nonzero: each launch first verifies every pointer is memory of the
                                  stream's device (or managed) holding its whole view; see rope.hpp */
   int64_t hadamard_group;   /**< fused Hadamard transform over G heads (divides x's and k's heads),
@@ -87,7 +88,7 @@ typedef struct sj_rope_pointers {
   const void* x;
   void* y; /**< x itself for an in-place plan */
   const void* k;
-  void* k_out; /**< k itself for an in-place plan */
+  void* k_out; /**< k itself for an in-place plan; NULL when a cache append writes k to the cache only */
   const void* cos;
   const void* sin;
   const void* positions;

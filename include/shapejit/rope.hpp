@@ -87,7 +87,8 @@ struct RopeDesc {
   /// An optional second input rotated in the same launch: same batch, seq, dhead and dtype as x,
   /// its own head count and strides.
   std::optional<TensorDesc> k;
-  /// The output for k (needs k). std::nullopt: contiguous (k itself for an in-place plan).
+  /// The output for k (needs k). std::nullopt: contiguous (k itself for an in-place plan); with a
+  /// cache append out of place, std::nullopt means k_out is not written (k goes to the cache only).
   std::optional<TensorDesc> k_out;
   /// The layout of both the cos and the sin table: [P, W] with W >= R/2 (columns past R/2 are
   /// not read), any float dtype, strides {row stride, 1} (empty: row stride W).
@@ -144,7 +145,8 @@ struct RopeDesc {
   /// dtype: any float dtype (values converted from the data dtype), or the codes of cache_quantize.
   std::optional<TensorDesc> k_cache;
   std::optional<TensorDesc> v_cache;
-  /// The slot mapping: [batch * seq] (or [batch, seq] for 4-D data), i32 or i64, any strides.
+  /// The slot mapping: [batch * seq] (or [batch, seq] for 4-D data), i32 or i64, any strides. Slots
+  /// of appended tokens must be distinct (two tokens at one slot race for its rows).
   std::optional<TensorDesc> slots;
   /// Caches of 8-bit codes with one f32 scale per cache (RopePointers::k_cache_scale and
   /// v_cache_scale, device memory, as vLLM's k_scale and v_scale): code = value * (1 / scale) as
@@ -152,9 +154,10 @@ struct RopeDesc {
   /// nearest even, saturated to +-448; cache dtype u8).
   RopeQuantize cache_quantize = RopeQuantize::none;
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
-  /// whose position is outside [0, P) (with a cache append: or whose slot is past the cache). Each launch then costs an 8-byte allocation, a context
-  /// synchronization before (the flag's reset) and a stream synchronization after; without it such
-  /// a token's outputs become NaN and the launch stays asynchronous.
+  /// whose position is outside [0, P) (with a cache append: or whose slot is past the cache). Each
+  /// launch then costs a 16-byte allocation, a context synchronization before (the flags' reset)
+  /// and a stream synchronization after; without it such a token's outputs become NaN (its k and v
+  /// are not appended) and the launch stays asynchronous.
   bool checked = false;
   /// Before each launch, verify that every pointer is device memory of the stream's device (or
   /// managed memory) and that every byte its view reaches (for cos and sin: rows [0, P), columns
@@ -168,7 +171,7 @@ struct RopePointers {
   const void* x = nullptr;
   void* y = nullptr;  ///< for an in-place plan, x itself
   const void* k = nullptr;
-  void* k_out = nullptr;  ///< for an in-place plan, k itself
+  void* k_out = nullptr;  ///< for an in-place plan, k itself; NULL when a cache append writes k to the cache only
   const void* cos = nullptr;
   const void* sin = nullptr;
   const void* positions = nullptr;  ///< required when the plan has positions
@@ -198,7 +201,7 @@ class RopePlan {
   /// current context's device); checked mode allocates and reads back there too. Launching
   /// costs no allocation, lock or hash; pointers less aligned than the plan assumed take a
   /// scalar variant of the kernel. Throws shapejit::Error for a missing or inconsistent pointer,
-  /// a failed launch, or (checked plans) a position outside the table.
+  /// a failed launch, or (checked plans) a position outside the table or a slot past the cache.
   void launch(const RopePointers& pointers, void* stream = nullptr) const;
 
   /// Shapes, specialization, launch shape, kernels and their keys, as text.

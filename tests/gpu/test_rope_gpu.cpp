@@ -1290,6 +1290,7 @@ struct CacheCase {
   bool slots_2d = false;      ///< slots [batch, seq] (4-D data), else [batch * seq] with stride 2
   std::int64_t block_size = 16;
   std::int64_t cache_offset = 0;  ///< elements into their storage the caches start (odd: misaligned)
+  float k_scale = 0;              ///< 8-bit caches: k's scale (0: one that keeps codes in range)
 
   std::string name() const {
     std::ostringstream o;
@@ -1305,6 +1306,20 @@ struct CacheCall {
   RopeCall call;  ///< q, k, k_out (absent: the cache only), tables, positions
   View v, k_cache, v_cache;
   std::shared_ptr<Storage> slots, scales;  ///< scales: k's, then v's (f32)
+  bool slots_2d = false;
+
+  /// Token t's slot as stored (slots [B, S], or [T] at stride 2).
+  std::int64_t slot(std::int64_t t) const {
+    const DType d = call.desc.slots->dtype;
+    return static_cast<std::int64_t>(detail::load_as_double(slots->host.data(), d, slots_2d ? t : 2 * t));
+  }
+  /// Element offset within its storage of element i of head h of `slot` in a cache view, from the
+  /// view's own shape and strides (nhd [blocks, rows, heads, dhead], hnd [blocks, heads, rows, dhead]).
+  static std::int64_t cache_at(const View& cache, bool nhd, std::int64_t slot, std::int64_t h, std::int64_t i) {
+    const auto st = cache.desc.effective_strides();
+    const std::int64_t rows = cache.desc.shape[nhd ? 1 : 2], block = slot / rows, row = slot % rows;
+    return cache.offset + block * st[0] + (nhd ? row * st[1] + h * st[2] : h * st[1] + row * st[2]) + i;
+  }
 
   RopePointers device_pointers() const {
     RopePointers p = call.device_pointers();
@@ -1343,6 +1358,7 @@ TensorDesc cache_desc(const CacheCase& cc, std::int64_t blocks, std::int64_t pad
 CacheCall build_cache_call(const CacheCase& cc, std::mt19937_64& rng, bool past = true) {
   CacheCall cache;
   cache.call = build_call(cc.c, rng);
+  cache.slots_2d = cc.slots_2d;
   RopeDesc& d = cache.call.desc;
   if (!cc.c.inplace && !cc.write_k) d.k_out.reset();
   const Case& c = cc.c;
@@ -1380,7 +1396,7 @@ CacheCall build_cache_call(const CacheCase& cc, std::mt19937_64& rng, bool past 
     std::memcpy(cache.slots->host.data() + (cc.slots_2d ? t : 2 * t) * dtype_size(cc.slot), &slot, dtype_size(cc.slot));
   }
   cache.scales = std::make_shared<Storage>(DType::f32, 2);
-  const float scales[2] = {cc.quantize == RopeQuantize::int8 ? 0.03f : 0.01f, 0.02f};
+  const float scales[2] = {cc.k_scale != 0 ? cc.k_scale : cc.quantize == RopeQuantize::int8 ? 0.03f : 0.01f, 0.02f};
   std::memcpy(cache.scales->host.data(), scales, sizeof scales);
 
   d.cache_layout = cc.layout;
@@ -1409,14 +1425,16 @@ double cache_element(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQu
   return detail::load_as_double(bytes.data(), dtype, at);
 }
 
-/// Whether a cache element `got` stands for the reference value `want`: within one code step for
-/// codes, one unit of the cache dtype (plus the data's arithmetic) for a converted dtype, exact for
-/// v in its own dtype.
+/// Whether a cache element `got` stands for the reference value `want`: within one code step of
+/// the value clamped to the codes' range (int8 +-127, fp8 +-448 steps of the scale; int8 writes NaN
+/// as 0) for codes, one unit of the cache dtype (plus the data's arithmetic) for a converted dtype,
+/// exact for v in its own dtype.
 bool cache_close(const CacheCase& cc, DType cache_dtype, double got, double want, double scale, bool exact) {
-  if (std::isnan(want)) return std::isnan(got) || cc.quantize == RopeQuantize::int8;  // int8 writes NaN as 0
-  if (cc.quantize == RopeQuantize::int8) return std::fabs(got - want) <= scale;
+  if (std::isnan(want)) return cc.quantize == RopeQuantize::int8 ? got == 0 : std::isnan(got);
+  if (cc.quantize == RopeQuantize::int8) return std::fabs(got - std::clamp(want, -127 * scale, 127 * scale)) <= scale;
   if (cc.quantize == RopeQuantize::fp8_e4m3) {
-    const double units = std::min(std::fabs(want) / scale, 448.0);
+    want = std::clamp(want, -448 * scale, 448 * scale);
+    const double units = std::fabs(want) / scale;
     const double step = units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3);
     return std::fabs(got - want) <= step * scale;
   }
@@ -1441,7 +1459,9 @@ Mismatches verify_cache(const CacheCase& cc, const CacheCall& cache, const plan:
   for (std::int64_t token = 0; token < plan.batch * plan.seq; ++token) {
     const std::int64_t b = token / plan.seq, s = token % plan.seq;
     detail::rope_reference_token(plan, cache.host_pointers(), b, s, ref);
-    const std::int64_t slot = detail::rope_reference_slot(plan, cache.host_pointers(), b, s);
+    std::int64_t slot = cache.slot(token);
+    const std::int64_t cache_slots = cache.k_cache.desc.shape[0] * cc.block_size;
+    if (slot >= cache_slots) slot = -1;  // past the cache: skipped
     for (std::int64_t h = 0; h < plan.args.heads_total; ++h) {
       const int tensor = h < plan.heads_q ? 0 : h < plan.heads_q + plan.heads_k ? 1 : 2;  // q, k, v
       const std::int64_t hh = tensor == 0 ? h : tensor == 1 ? h - plan.heads_q : h - plan.heads_q - plan.heads_k;
@@ -1462,8 +1482,7 @@ Mismatches verify_cache(const CacheCase& cc, const CacheCall& cache, const plan:
         }
         if (tensor == 0 || slot < 0) continue;
         const bool is_v = tensor == 2;
-        const std::int64_t at = (is_v ? cache.v_cache : cache.k_cache).offset +
-                                detail::rope_cache_offset(plan, is_v ? plan.args.v_cache_stride : plan.args.k_cache_stride, slot, hh, i);
+        const std::int64_t at = CacheCall::cache_at(is_v ? cache.v_cache : cache.k_cache, cc.layout == KvCacheLayout::nhd, slot, hh, i);
         (is_v ? vc_written : kc_written)[static_cast<std::size_t>(at)] = 1;
         const double scale = scales[is_v ? 1 : 0];
         const double got = cache_element(is_v ? vc : kc, ct, cc.quantize, at, scale);
@@ -1541,6 +1560,15 @@ TEST_CASE("rope + KV-cache append: nhd and hnd caches of every dtype, slot dtype
     cc.c.rotary = 32;
     cc.slot = DType::i32;
   });
+  // Scales small enough that k's codes clamp (int8) and saturate (fp8).
+  add(cache_case(RopeStyle::neox, DType::bf16, 0, 40, 4, 2, 64, nhd), [](CacheCase& cc) {
+    cc.quantize = RopeQuantize::int8;
+    cc.k_scale = 0.005f;
+  });
+  add(cache_case(RopeStyle::neox, DType::f16, 0, 40, 4, 2, 64, hnd), [](CacheCase& cc) {
+    cc.quantize = RopeQuantize::fp8_e4m3;
+    cc.k_scale = 0.002f;
+  });
   add(cache_case(RopeStyle::neox, DType::f64, 0, 30, 2, 1, 64, nhd), [](CacheCase& cc) { cc.c.inverse = true; });
   add(cache_case(RopeStyle::neox, DType::f16, 1, 40, 4, 2, 64, nhd), [](CacheCase& cc) {
     cc.cache_dtype = DType::f32;
@@ -1565,39 +1593,42 @@ TEST_CASE("rope + KV-cache append: nhd and hnd caches of every dtype, slot dtype
 }
 
 TEST_CASE("rope + KV-cache append: checked mode names a slot past the cache, negative slots are skipped silently, "
-          "a bad position makes k's cache row NaN and leaves v's" * test::gpu_only()) {
-  CacheCase cc = cache_case(RopeStyle::neox, DType::bf16, 2, 12, 4, 2, 64, KvCacheLayout::nhd);
-  cc.c.positions_batched = true;
-  std::mt19937_64 rng(77);
-  CacheCall cache = build_cache_call(cc, rng, false);
-  // Token (1, 2) one row past the table: its q and k are NaN, its v is appended as given.
-  const std::int64_t rows = cache.call.desc.table.shape[0];
-  std::memcpy(cache.call.positions->host.data() + 14 * 8, &rows, 8);
-  upload_cache_call(cache);
-  const RopePlan plan = plan_rope(cache.call.desc);
-  plan.launch(cache.device_pointers());
-  const Mismatches m = verify_cache(cc, cache, plan.impl().data);
-  INFO(m.first);
-  CHECK(m.checked > 0);
-  CHECK(m.count == 0);
+          "a bad position makes k's cache row NaN (int8: 0) and leaves v's" * test::gpu_only()) {
+  for (RopeQuantize quantize : {RopeQuantize::none, RopeQuantize::int8}) {  // NaN k: bf16 NaN, int8 code 0
+    CacheCase cc = cache_case(RopeStyle::neox, DType::bf16, 2, 12, 4, 2, 64, KvCacheLayout::nhd);
+    cc.c.positions_batched = true;
+    cc.quantize = quantize;
+    std::mt19937_64 rng(77);
+    CacheCall cache = build_cache_call(cc, rng, false);
+    // Token (1, 2) one row past the table: its q and k are NaN, its v is appended as given.
+    const std::int64_t rows = cache.call.desc.table.shape[0];
+    std::memcpy(cache.call.positions->host.data() + 14 * 8, &rows, 8);
+    upload_cache_call(cache);
+    const RopePlan plan = plan_rope(cache.call.desc);
+    plan.launch(cache.device_pointers());
+    const Mismatches m = verify_cache(cc, cache, plan.impl().data);
+    INFO(rope_quantize_name(quantize) << ": " << m.first);
+    CHECK(m.checked > 0);
+    CHECK(m.count == 0);
 
-  // Checked: negative slots (tokens 3, 10, 17) pass; one past the cache fails naming its token.
-  RopeDesc checked = cache.call.desc;
-  checked.checked = true;
-  const std::int64_t good_row = 0;
-  std::memcpy(cache.call.positions->host.data() + 14 * 8, &good_row, 8);
-  cache.call.positions->upload();
-  const RopePlan checked_plan = plan_rope(checked);
-  CHECK_NOTHROW(checked_plan.launch(cache.device_pointers()));
-  const std::int64_t past = plan.impl().data.args.cache_slots;
-  std::memcpy(cache.slots->host.data() + 2 * 13 * 8, &past, 8);  // token (1, 1)
-  cache.slots->upload();
-  try {
-    checked_plan.launch(cache.device_pointers());
-    FAIL("a checked launch with a slot past the cache must throw");
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(std::string(e.what()).find("slots[batch 1, seq 1] = " + std::to_string(past) + " is past the cache's") !=
-          std::string::npos);
+    // Checked: negative slots (tokens 3, 10, 17) pass; one past the cache fails naming its token.
+    RopeDesc checked = cache.call.desc;
+    checked.checked = true;
+    const std::int64_t good_row = 0;
+    std::memcpy(cache.call.positions->host.data() + 14 * 8, &good_row, 8);
+    cache.call.positions->upload();
+    const RopePlan checked_plan = plan_rope(checked);
+    CHECK_NOTHROW(checked_plan.launch(cache.device_pointers()));
+    const std::int64_t past = cache.k_cache.desc.shape[0] * cc.block_size;  // blocks x rows
+    std::memcpy(cache.slots->host.data() + 2 * 13 * 8, &past, 8);  // token (1, 1)
+    cache.slots->upload();
+    try {
+      checked_plan.launch(cache.device_pointers());
+      FAIL("a checked launch with a slot past the cache must throw");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find("slots[batch 1, seq 1] = " + std::to_string(past) + " is past the cache's") !=
+            std::string::npos);
+    }
   }
 }

@@ -684,6 +684,8 @@ TEST_CASE("KV-cache append: layouts map to block, row and head strides; k_out on
   d.k_out = d.k;
   const plan::RopePlanData hnd = plan::plan_rope_data(d);
   CHECK(!hnd.spec.k_out_skipped);
+  CHECK(hnd.args.block_size == 16);
+  CHECK(hnd.args.cache_slots == 64);
   CHECK(std::vector<std::int64_t>(hnd.args.k_cache_stride, hnd.args.k_cache_stride + 3) == std::vector<std::int64_t>{2048, 64, 1024});
   CHECK(std::vector<std::int64_t>(hnd.args.v_cache_stride, hnd.args.v_cache_stride + 3) == std::vector<std::int64_t>{2304, 72, 1152});
   CHECK(std::vector<std::int64_t>(hnd.args.slot_stride, hnd.args.slot_stride + 2) == std::vector<std::int64_t>{1, 2});
@@ -713,6 +715,22 @@ TEST_CASE("KV-cache append: layouts map to block, row and head strides; k_out on
   RopeDesc huge = cache_desc();
   huge.k_cache = huge.v_cache = TensorDesc{{std::int64_t{1} << 27, 16, 2, 64}, {}, DType::bf16};
   CHECK_THROWS_WITH_AS(plan::plan_rope_data(huge), doctest::Contains("a cache append supports at most"), Error);
+  huge.k_cache = huge.v_cache = TensorDesc{{std::int64_t{1} << 34, std::int64_t{1} << 30, 2, 64}, {}, DType::bf16};
+  CHECK_THROWS_WITH_AS(plan::plan_rope_data(huge), doctest::Contains("a cache append supports at most"), Error);
+
+  // Flat slots at a stride; a prefill of 2^27 tokens into a small cache plans (its manifest line too).
+  RopeDesc flat = cache_desc();
+  flat.slots = TensorDesc{{10}, {2}, DType::i32};
+  const plan::RopePlanData strided_slots = plan::plan_rope_data(flat);
+  CHECK(std::vector<std::int64_t>(strided_slots.args.slot_stride, strided_slots.args.slot_stride + 2) ==
+        std::vector<std::int64_t>{10, 2});
+  RopeDesc long_prefill = cache_desc();
+  long_prefill.x.shape = {1, std::int64_t{1} << 27, 1, 64};
+  long_prefill.k->shape = long_prefill.v->shape = {1, std::int64_t{1} << 27, 2, 64};
+  long_prefill.positions = TensorDesc{{1, std::int64_t{1} << 27}, {}, DType::i64};
+  long_prefill.slots = TensorDesc{{std::int64_t{1} << 27}, {}, DType::i64};
+  CHECK(plan_rope(long_prefill).manifest_line().find("--shape 1,134217728,1,64 --k-heads 2 --kv-cache nhd") !=
+        std::string::npos);
 }
 
 TEST_CASE("KV-cache append: launch pointers are required with a cache and refused without; manifest lines round-trip") {
@@ -735,6 +753,9 @@ TEST_CASE("KV-cache append: launch pointers are required with a cache and refuse
   p.k_out = memory[2];
   CHECK(launch_error(plan).find("pointers.k_out is set but the plan writes k to the cache only") != std::string::npos);
   p.k_out = nullptr;
+  p.v_cache = memory[6];
+  CHECK(launch_error(plan).find("pointers.k_cache and pointers.v_cache are the same memory") != std::string::npos);
+  p.v_cache = memory[7];
   p.k_cache_scale = reinterpret_cast<const float*>(memory[0]);
   CHECK(launch_error(plan).find("pointers.k_cache_scale is set but the plan writes no 8-bit cache") != std::string::npos);
   RopeDesc codes = cache_desc();

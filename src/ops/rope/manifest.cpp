@@ -68,8 +68,7 @@ RopeDesc manifest_desc(const RopeManifest& m) {
     desc.cache_quantize = m.cache_quantize;
     desc.v = desc.k;
     const std::int64_t tokens = rank == 4 ? m.shape[0] * seq : seq;
-    constexpr std::int64_t block_size = 16;
-    const std::int64_t blocks = std::max<std::int64_t>(tokens, 1);
+    constexpr std::int64_t block_size = 16, blocks = 1;  // the cache's size changes no kernel
     const std::vector<std::int64_t> cache_shape =
         m.cache_layout == KvCacheLayout::nhd ? std::vector<std::int64_t>{blocks, block_size, *m.k_heads, m.shape.back()}
                                              : std::vector<std::int64_t>{blocks, *m.k_heads, block_size, m.shape.back()};

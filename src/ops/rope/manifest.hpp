@@ -1,5 +1,5 @@
 // The rope manifest line: `rope --algo neox|gptj --dtype D [--table-dtype T] [--pos-dtype P|none]
-// [--pos-layout seq] [--axis-rule sections|interleaved --axis-sections S0,S1,...] --shape [B,]S,H,D
+// [--pos-layout seq] [--axis-rule sections|interleaved|blocks --axis-sections S0,S1,...] --shape [B,]S,H,D
 // [--k-heads N] [--rotary-dim R] [--hadamard-group G]
 // [--hadamard-scale S] [--hadamard-order rope-then-hadamard|hadamard-then-rope]
 // [--q-quantize none|int8|fp8-e4m3] [--k-quantize none|int8|fp8-e4m3]
@@ -49,7 +49,7 @@ struct RopeManifest {
 /// max(seq, 1) rows of rotary_dim/2, contiguous positions. A quantized output (y for q, k_out for
 /// k) is given contiguous with its code dtype, i8 for int8 and u8 for fp8-e4m3 (not in place: the
 /// planner names that conflict); the scales are left to the planner, contiguous. A cache append
-/// gets contiguous v, slots [tokens] and caches of max(tokens, 1) blocks of 16 rows.
+/// gets contiguous v, slots [tokens] and caches of one block of 16 rows.
 RopeDesc manifest_desc(const RopeManifest& manifest);
 
 /// The manifest line that reproduces the kernels of `plan`: the shapes and flags, plus --access,

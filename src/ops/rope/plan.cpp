@@ -278,9 +278,12 @@ void check_cache(const RopeDesc& desc, RopePlanData& plan) {
 
   plan.cache_blocks = kc.shape[0];
   plan.block_size = kc.shape[nhd ? 1 : 2];
-  if (plan.cache_blocks * plan.block_size > kMaxTokens)
-    fail(ErrorCode::unsupported, "the cache has {} slots (blocks x block_size); a cache append supports at most {}",
-         plan.cache_blocks * plan.block_size, kMaxTokens);
+  std::int64_t slot_count = 0;
+  if (__builtin_mul_overflow(plan.cache_blocks, plan.block_size, &slot_count) || slot_count > kMaxTokens)
+    fail(ErrorCode::unsupported, "the cache has {} blocks of {} slots; a cache append supports at most {} slots",
+         plan.cache_blocks, plan.block_size, kMaxTokens);
+  span_of(kc.shape, normalized_strides(kc), "k_cache");  // offsets are 64-bit: only their range is checked
+  span_of(desc.v_cache->shape, normalized_strides(*desc.v_cache), "v_cache");
   plan.spec.cache = kc.dtype;
   plan.spec.cache_quantize = desc.cache_quantize;
   plan.spec.slot = slots.dtype;

@@ -127,16 +127,4 @@ void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& ho
   if (fused && !plan.spec.hadamard_first) transform_groups(plan, out);
 }
 
-std::int64_t rope_reference_slot(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
-                                 std::int64_t s) {
-  const std::int64_t at = b * plan.args.slot_stride[0] + s * plan.args.slot_stride[1];
-  const auto slot = static_cast<std::int64_t>(load_as_double(host.slots, plan.spec.slot, at));
-  return slot >= 0 && slot < plan.args.cache_slots ? slot : -1;
-}
-
-std::int64_t rope_cache_offset(const plan::RopePlanData& plan, const std::int64_t (&stride)[3], std::int64_t slot,
-                               std::int64_t h, std::int64_t i) {
-  return slot / plan.block_size * stride[0] + slot % plan.block_size * stride[1] + h * stride[2] + i;
-}
-
 }  // namespace shapejit::detail

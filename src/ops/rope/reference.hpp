@@ -21,14 +21,5 @@ namespace shapejit::detail {
 void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
                           std::vector<double>& out);
 
-/// Cache append: the slot token (b, s) is appended at, from a host copy of the slots; -1 for a
-/// skipped token (a negative slot, or one past the cache).
-std::int64_t rope_reference_slot(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
-                                 std::int64_t s);
-
-/// Cache append: the element offset of element i of head h of `slot` in a cache with the plan's
-/// (block, row in block, head) strides.
-std::int64_t rope_cache_offset(const plan::RopePlanData& plan, const std::int64_t (&stride)[3], std::int64_t slot,
-                               std::int64_t h, std::int64_t i);
 
 }  // namespace shapejit::detail

@@ -68,6 +68,8 @@ void check_cache_pointers(const plan::RopeSpec& spec, const RopePointers& p) {
       invalid_argument("pointers.{} is set but the plan {}", name,
                        spec.cache ? "writes no 8-bit cache" : "has no cache append; plan with RopeDesc::cache_layout");
   }
+  if (spec.cache && p.k_cache == p.v_cache)
+    invalid_argument("pointers.k_cache and pointers.v_cache are the same memory; v's rows would overwrite k's");
 }
 
 /// With 8-bit outputs: the codes and scales must not overlap the inputs or each other (equal element
@@ -210,9 +212,11 @@ std::vector<jit::PointerUse> pointer_uses(const plan::RopePlanData& plan, const 
   if (desc.k_out) uses.push_back({"pointers.k_out", args.k_out, byte_range(*desc.k_out)});
   if (plan.spec.cache) {
     uses.push_back({"pointers.v", args.v, byte_range(*desc.v)});
-    uses.push_back({"pointers.k_cache", args.k_cache, byte_range(*desc.k_cache)});
-    uses.push_back({"pointers.v_cache", args.v_cache, byte_range(*desc.v_cache)});
     uses.push_back({"pointers.slots", args.slots, byte_range(*desc.slots)});
+    if (plan.cache_blocks * plan.block_size > 0) {  // an empty cache is never written
+      uses.push_back({"pointers.k_cache", args.k_cache, byte_range(*desc.k_cache)});
+      uses.push_back({"pointers.v_cache", args.v_cache, byte_range(*desc.v_cache)});
+    }
   }
   if (plan.spec.cache_quantize != RopeQuantize::none) {
     uses.push_back({"pointers.k_cache_scale", args.k_cache_scale, ByteRange{0, 4}});
