@@ -50,5 +50,31 @@ int shapejit_c_api_check(void) {
   if (strstr(sj_last_error(), "desc.k_quantize is 3") == NULL) return 14;
   const sj_rope_pointers pointers = {.q_scale = NULL, .k_scale = NULL};
   if (sj_rope(&quantized, &pointers, NULL) != SJ_INVALID_ARGUMENT) return 15;
+
+  /* A cache append to fp8 caches, its slots i32, with the blocks rule's two axes (ChatGLM halves). */
+  const int64_t k_shape[4] = {2, 8, 2, 64};
+  const int64_t cache_shape[4] = {4, 16, 2, 64};
+  const int64_t slots_shape[1] = {16};
+  const int64_t positions_shape[3] = {2, 2, 8};
+  const int64_t halves[2] = {16, 16};
+  sj_rope_desc cached = {.style = SJ_ROPE_NEOX,
+                         .x = {4, x_shape, NULL, SJ_BF16, 0},
+                         .k = {4, k_shape, NULL, SJ_BF16, 0},
+                         .table = {2, table_shape, NULL, SJ_F32, 0},
+                         .positions = {3, positions_shape, NULL, SJ_I64, 0},
+                         .axis_rule = SJ_AXES_BLOCKS,
+                         .axis_count = 2,
+                         .axis_sections = halves,
+                         .cache_layout = SJ_KV_CACHE_NHD,
+                         .v = {4, k_shape, NULL, SJ_BF16, 0},
+                         .k_cache = {4, cache_shape, NULL, SJ_U8, 0},
+                         .v_cache = {4, cache_shape, NULL, SJ_U8, 0},
+                         .slots = {1, slots_shape, NULL, SJ_I32, 0},
+                         .cache_quantize = SJ_QUANTIZE_FP8_E4M3};
+  if (sj_rope_plan_create(&rope, &cached) != SJ_OK || rope == NULL) return 16;
+  if (sj_rope_plan_destroy(rope) != SJ_OK) return 17;
+  cached.cache_quantize = SJ_QUANTIZE_NONE; /* u8 caches hold codes only */
+  if (sj_rope_plan_create(&rope, &cached) != SJ_INVALID_ARGUMENT || rope != NULL) return 18;
+  if (strstr(sj_last_error(), "k_cache.dtype is u8") == NULL) return 19;
   return 0;
 }
