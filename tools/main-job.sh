@@ -30,9 +30,9 @@ if "$cli" doctor | grep -q '^device 0:'; then
 else
   reason=$("$cli" doctor | sed -n 's/^driver: *not usable: //p')
   echo "NO GPU FOUND (${reason:-no CUDA device}): the examples need one and are not run."
-  echo "Instead, what a GPU-less build machine does for a deployment: precompile cache/llm.manifest for sm_80 and sm_90."
+  echo "Instead, what a GPU-less build machine does for a deployment: precompile cache/llm.manifest and cache/serving.manifest for sm_80 and sm_90."
   out="$build/deploy-cache"
-  "$cli" precompile --manifest cache/llm.manifest --arch sm_80,sm_90 --out "$out"
+  "$cli" precompile --manifest cache/llm.manifest --manifest cache/serving.manifest --arch sm_80,sm_90 --out "$out"
   "$cli" cache verify --cache-dir "$out"
   echo "deployment directory: $out (index: $out/index.txt)"
   echo "serve it on a GPU machine with: SHAPEJIT_CACHE_PATH=$out SHAPEJIT_OFFLINE=1 <your program>"

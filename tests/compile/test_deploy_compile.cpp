@@ -220,3 +220,20 @@ TEST_CASE("record mode from threads writes each plan's line once, and the record
   CHECK(entries_of(tmp.path / "out").size() >= 4);
   CHECK(r.output.find("0 failed") != std::string::npos);
 }
+
+TEST_CASE("the shipped serving manifest (M-RoPE, 2-D RoPE, rope with a KV-cache append) precompiles for sm_80 and "
+          "sm_90, every line") {
+  const std::string manifest = test::built_path("../../cache/serving.manifest");
+  REQUIRE(fs::exists(manifest));
+  std::ifstream in(manifest);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) lines += line.rfind("rope ", 0) == 0;
+  TempDir tmp;
+  const CommandResult r = run_command(precompile(manifest, "sm_80,sm_90", tmp.path / "serving"));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("from " + std::to_string(lines) + " manifest lines") != std::string::npos);
+  CHECK(r.output.find(" 0 failed") != std::string::npos);
+  CHECK(index_of(tmp.path / "serving") == entries_of(tmp.path / "serving"));
+  CHECK(entries_of(tmp.path / "serving").size() >= static_cast<std::size_t>(2 * lines));
+}
