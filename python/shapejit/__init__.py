@@ -39,6 +39,7 @@ from ._ops import (  # noqa: E402
 from ._tables import (  # noqa: E402
     SUPPORTED_ROPE_TYPES,
     rope_config,
+    rope_axes_tables,
     rope_frequencies,
     rope_tables,
     rope_tables_from_config,
@@ -76,7 +77,7 @@ __all__ = [
     "DTYPE_NAMES", "TensorSpec", "spec",
     "CopyPlan", "RopePlan", "plan_copy", "plan_rope", "permute", "copy_", "rope",
     "clear_plan_cache",
-    "SUPPORTED_ROPE_TYPES", "rope_config", "rope_frequencies", "rope_tables",
+    "SUPPORTED_ROPE_TYPES", "rope_axes_tables", "rope_config", "rope_frequencies", "rope_tables",
     "rope_tables_from_config",
     "cache_clear", "cache_dir", "cache_prune", "cache_stats", "cache_verify", "counters",
     "deployment_cache_dirs", "describe_manifest_line", "doctor", "is_offline", "offline_mode",

@@ -312,7 +312,8 @@ class RopePlan(_Plan):
 def make_rope_plan(q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
                    k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
                    style: str, rotary_dim: Optional[int], inplace: bool, inverse: bool,
-                   checked: bool, check_pointers: bool = False) -> RopePlan:
+                   checked: bool, check_pointers: bool = False, axis_rule: str = "none",
+                   axis_sections: Sequence[int] = ()) -> RopePlan:
     """Plans a rope from specs (the outputs None: contiguous, or q and k when in place)."""
     _check_style(style)
     if inplace and (out is not None or k_out is not None):
@@ -321,7 +322,7 @@ def make_rope_plan(q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorS
         raise InvalidArgumentError("k_out: given without k", 1)
     plan = _ext.plan_rope(style, q.desc(), _desc(out), _desc(k), _desc(k_out), table.desc(),
                           _desc(positions), int(rotary_dim or 0), inplace, inverse, checked,
-                          check_pointers)
+                          check_pointers, axis_rule, [int(s) for s in axis_sections])
     return RopePlan(plan, q, k, out, k_out, table, positions, inplace, checked)
 
 
@@ -329,7 +330,8 @@ def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
               positions: Optional[ArrayLike] = None, style: str = "neox",
               rotary_dim: Optional[int] = None, inplace: bool = False, inverse: bool = False,
               out: Optional[ArrayLike] = None, k_out: Optional[ArrayLike] = None,
-              checked: bool = False, check_pointers: bool = False) -> RopePlan:
+              checked: bool = False, check_pointers: bool = False, axis_rule: str = "none",
+              axis_sections: Sequence[int] = ()) -> RopePlan:
     """Plans a rope over q ([seq, heads, dhead] or [batch, seq, heads, dhead]) and optionally k
     (same batch, seq and dhead, its own head count). Every argument may be a :class:`TensorSpec`,
     a torch tensor or a CUDA array; only shapes, strides and dtypes are read.
@@ -339,12 +341,19 @@ def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
     "neox" (half-split) or "gptj" (interleaved); ``rotary_dim`` the leading elements rotated
     (None: all); ``inplace`` writes q and k; ``inverse`` rotates backwards; ``out``/``k_out``
     the output layouts (None: contiguous); ``checked`` makes each launch wait and raise for a
-    position outside the table; ``check_pointers`` asks the driver about every pointer first."""
+    position outside the table; ``check_pointers`` asks the driver about every pointer first.
+
+    Multi-axis positions (vision-language models): ``positions`` [axes, seq] or [axes, batch,
+    seq] and ``axis_rule`` "sections" (Qwen2-VL M-RoPE: pair j takes the axis whose section of
+    ``axis_sections`` holds j), "interleaved" (Qwen3-VL: axes 1 and 2 on j % 3 == 1, 2 within
+    3 s_1, 3 s_2) or "blocks" (ChatGLM 2-D RoPE, FLUX: one block of 2 s_i channels per axis, NeoX
+    pairs half-split inside it; tables from :func:`rope_axes_tables`); the sections sum to
+    rotary_dim / 2."""
     return make_rope_plan(
         spec_of(q, "q"), None if k is None else spec_of(k, "k"),
         None if out is None else spec_of(out, "out"), None if k_out is None else spec_of(k_out, "k_out"),
         spec_of(cos, "cos"), None if positions is None else spec_of(positions, "positions"),
-        style, rotary_dim, inplace, inverse, checked, check_pointers)
+        style, rotary_dim, inplace, inverse, checked, check_pointers, axis_rule, axis_sections)
 
 
 def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,

@@ -3,7 +3,7 @@ transformers' ``modeling_rope_utils`` (rope types default, linear, llama3 and ya
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -97,6 +97,27 @@ def _to_device(array: np.ndarray, dtype_name: str, device: Any) -> Any:
     return tensor.to(device)
 
 
+def _table_dtype_code(dtype: Any, device: Any) -> int:
+    """The dtype code of a table dtype; f16, bf16 (with a device), f32 or f64."""
+    code = dtype_code(dtype)
+    name = DTYPE_NAMES[code]
+    if name not in _NUMPY_DTYPES:
+        raise InvalidArgumentError(f"dtype {name}: rope tables are f16, bf16, f32 or f64", 1)
+    if name == "bf16" and device is None:
+        raise InvalidArgumentError(
+            "dtype bf16 needs device= (a torch device): numpy has no bfloat16", 1)
+    return code
+
+
+def _tables_on(tables: tuple[bytes, bytes], shape: tuple[int, int], code: int, device: Any) -> tuple[Any, Any]:
+    """The extension's (cos bytes, sin bytes) as numpy arrays of `shape`, or torch tensors on `device`."""
+    name = DTYPE_NAMES[code]
+    cos, sin = (np.frombuffer(b, dtype=_NUMPY_DTYPES[name]).reshape(shape) for b in tables)
+    if device is None:
+        return cos, sin
+    return _to_device(cos.copy(), name, device), _to_device(sin.copy(), name, device)
+
+
 def rope_tables(rows: int, rotary_dim: int, *, theta: float = 10000.0,
                 scaling: Optional[Mapping[str, Any]] = None, dtype: Any = "f32", device: Any = None,
                 max_position_embeddings: Optional[int] = None) -> tuple[Any, Any]:
@@ -107,21 +128,24 @@ def rope_tables(rows: int, rotary_dim: int, *, theta: float = 10000.0,
     With ``device=None`` they are numpy arrays (bf16 has no numpy dtype: pass a device, or take
     f32); with a torch device (``"cuda"``, ``torch.device("cuda", 1)``) they are torch tensors
     there. CuPy or JAX users convert the numpy arrays (``cupy.asarray(cos)``)."""
-    code = dtype_code(dtype)
-    name = DTYPE_NAMES[code]
-    if name not in _NUMPY_DTYPES:
-        raise InvalidArgumentError(f"dtype {name}: rope tables are f16, bf16, f32 or f64", 1)
-    if name == "bf16" and device is None:
-        raise InvalidArgumentError(
-            "dtype bf16 needs device= (a torch device): numpy has no bfloat16", 1)
-    cos_bytes, sin_bytes = _ext.rope_tables(
-        int(rows), int(rotary_dim), code, table_options(theta, scaling, max_position_embeddings))
-    shape = (int(rows), int(rotary_dim) // 2)
-    cos = np.frombuffer(cos_bytes, dtype=_NUMPY_DTYPES[name]).reshape(shape)
-    sin = np.frombuffer(sin_bytes, dtype=_NUMPY_DTYPES[name]).reshape(shape)
-    if device is None:
-        return cos, sin
-    return _to_device(cos.copy(), name, device), _to_device(sin.copy(), name, device)
+    code = _table_dtype_code(dtype, device)
+    tables = _ext.rope_tables(int(rows), int(rotary_dim), code,
+                              table_options(theta, scaling, max_position_embeddings))
+    return _tables_on(tables, (int(rows), int(rotary_dim) // 2), code, device)
+
+
+def rope_axes_tables(rows: int, axes_dims: Sequence[int], *, theta: float = 10000.0, dtype: Any = "f32",
+                     device: Any = None) -> tuple[Any, Any]:
+    """cos and sin tables for axial positions, each [rows, sum(axes_dims) / 2]: one block of d_i / 2
+    columns per axis (each d_i even), column k of block i holding cos (sin) of
+    p * theta^(-2k / d_i). With ``axis_rule="blocks"`` and ``axis_sections`` d_i / 2 in
+    :func:`plan_rope`: FLUX's EmbedND (style "gptj", axes_dims such as (16, 56, 56)) or
+    ChatGLM-6B's 2-D RoPE (style "neox", axes_dims (R/2, R/2)). ``dtype`` and ``device`` as for
+    :func:`rope_tables`."""
+    code = _table_dtype_code(dtype, device)
+    dims = [int(d) for d in axes_dims]
+    tables = _ext.rope_axes_tables(int(rows), dims, code, float(theta))
+    return _tables_on(tables, (int(rows), sum(dims) // 2), code, device)
 
 
 def _field(config: Any, name: str, default: Any = None) -> Any:

@@ -117,12 +117,23 @@ shapejit::RopeStyle parse_style(const std::string& style) {
                         "style '" + style + "' is not a rope style: use 'neox' (half-split) or 'gptj' (interleaved)");
 }
 
+shapejit::RopeAxisRule parse_axis_rule(const std::string& rule) {
+  for (auto r : {shapejit::RopeAxisRule::none, shapejit::RopeAxisRule::sections, shapejit::RopeAxisRule::interleaved,
+                 shapejit::RopeAxisRule::blocks})
+    if (rule == shapejit::rope_axis_rule_name(r)) return r;
+  throw shapejit::Error(ErrorCode::invalid_argument,
+                        "axis_rule '" + rule + "' is not an axis rule: use 'none', 'sections', 'interleaved' or 'blocks'");
+}
+
 shapejit::RopePlan plan_rope(const std::string& style, const DescTuple& x, const std::optional<DescTuple>& y,
                              const std::optional<DescTuple>& k, const std::optional<DescTuple>& k_out,
                              const DescTuple& table, const std::optional<DescTuple>& positions,
                              std::int64_t rotary_dim, bool inplace, bool inverse, bool checked,
-                             bool check_pointers) {
+                             bool check_pointers, const std::string& axis_rule,
+                             const std::vector<std::int64_t>& axis_sections) {
   shapejit::RopeDesc desc;
+  desc.axis_rule = parse_axis_rule(axis_rule);
+  desc.axis_sections = axis_sections;
   desc.style = parse_style(style);
   desc.x = to_desc(x);
   desc.y = to_desc(y);
@@ -180,6 +191,13 @@ std::pair<std::vector<double>, double> rope_frequencies(std::int64_t rotary_dim,
                                                         const shapejit::RopeTableOptions& options) {
   shapejit::RopeFrequencies f = shapejit::rope_frequencies(rotary_dim, options);
   return {std::move(f.inv_freq), f.attention_factor};
+}
+
+/// (cos bytes, sin bytes) of axial tables, each row-major [rows, sum(axes_dims) / 2] in `dtype`.
+std::pair<nb::bytes, nb::bytes> rope_axes_tables(std::int64_t rows, const std::vector<std::int64_t>& axes_dims,
+                                                 int dtype, double theta) {
+  const shapejit::RopeTables t = shapejit::rope_axes_tables(rows, axes_dims, dtype_from_code(dtype), theta);
+  return {nb::bytes(t.cos.data(), t.cos.size()), nb::bytes(t.sin.data(), t.sin.size())};
 }
 
 /// (cos bytes, sin bytes), each row-major [rows, rotary_dim / 2] in `dtype`.
@@ -337,7 +355,8 @@ NB_MODULE(_shapejit, m) {
       .def("json", &shapejit::RopePlan::json)
       .def("manifest_line", &shapejit::RopePlan::manifest_line);
   m.def("plan_rope", &plan_rope, "style"_a, "x"_a, "y"_a, "k"_a, "k_out"_a, "table"_a, "positions"_a,
-        "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a, "check_pointers"_a);
+        "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a, "check_pointers"_a, "axis_rule"_a = "none",
+        "axis_sections"_a = std::vector<std::int64_t>{});
 
   nb::class_<shapejit::RopeTableOptions>(m, "RopeTableOptions", "Parameters of the sin/cos tables.")
       .def(nb::init<>())
@@ -357,6 +376,7 @@ NB_MODULE(_shapejit, m) {
       .def_rw("truncate", &shapejit::RopeTableOptions::truncate);
   m.def("rope_frequencies", &rope_frequencies, "rotary_dim"_a, "options"_a);
   m.def("rope_tables", &rope_tables, "rows"_a, "rotary_dim"_a, "dtype"_a, "options"_a);
+  m.def("rope_axes_tables", &rope_axes_tables, "rows"_a, "axes_dims"_a, "dtype"_a, "theta"_a);
 
   m.def("describe_manifest_line",
         [](const std::string& line, bool json) { return shapejit::describe_manifest_line(line, json); },

@@ -396,6 +396,45 @@ def test_rope_plan_launch_with_tensors():
         plan.launch(q[:32], k[:32], cos=cos, sin=sin, positions=pos[:32])
 
 
+@pytest.mark.parametrize("rule,sections", [("sections", [16, 24, 24]), ("interleaved", [24, 20, 20]),
+                                           ("blocks", [32, 32])])
+def test_rope_plan_multi_axis_positions_against_torch(rule, sections):
+    """M-RoPE and 2-D RoPE through a plan, against the rule written in torch (float64)."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn(2, 40, 8, 128, device="cuda", generator=g)
+    k = torch.randn(2, 40, 2, 128, device="cuda", generator=g)
+    cos, sin = shapejit.rope_tables(512, 128, dtype="f32", device="cuda")
+    pos = torch.randint(0, 512, (len(sections), 2, 40), device="cuda", generator=g)
+    plan = shapejit.plan_rope(q, k, cos=cos, positions=pos, axis_rule=rule, axis_sections=sections)
+    q_out, k_out = plan.launch(q, k, cos=cos, sin=sin, positions=pos)
+
+    def reference(x):  # x [B, S, H, 128]
+        half = 64
+        axis = torch.zeros(half, dtype=torch.long)
+        if rule == "interleaved":
+            j = torch.arange(half)
+            axis[(j % 3 == 1) & (j < 3 * sections[1])] = 1
+            axis[(j % 3 == 2) & (j < 3 * sections[2])] = 2
+        else:
+            axis = torch.repeat_interleave(torch.arange(len(sections)), torch.tensor(sections))
+        p = pos.permute(1, 2, 0)[..., axis.cuda()]  # [B, S, 64]: pair j's position
+        c = cos.double()[p, torch.arange(half, device="cuda")].unsqueeze(2)
+        s = sin.double()[p, torch.arange(half, device="cuda")].unsqueeze(2)
+        lo, hi = torch.arange(half), torch.arange(half) + half
+        if rule == "blocks":  # half-split inside each block of 2 s_i channels
+            first = torch.cumsum(torch.tensor([0] + sections[:-1]), 0)
+            lo = torch.cat([2 * f + torch.arange(n) for f, n in zip(first.tolist(), sections)])
+            hi = lo + torch.repeat_interleave(torch.tensor(sections), torch.tensor(sections))
+        x = x.double()
+        y = x.clone()
+        y[..., lo.cuda()] = x[..., lo.cuda()] * c - x[..., hi.cuda()] * s
+        y[..., hi.cuda()] = x[..., lo.cuda()] * s + x[..., hi.cuda()] * c
+        return y
+
+    torch.testing.assert_close(q_out.double(), reference(q), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k_out.double(), reference(k), rtol=1e-5, atol=1e-5)
+
+
 def test_rope_errors_name_the_argument():
     cos, sin = tables()
     q = torch.randn(4, 2, 64, device="cuda")

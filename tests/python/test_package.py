@@ -294,6 +294,31 @@ def test_rope_plan_dtype_errors():
                            positions=shapejit.spec([9], "i64"))
 
 
+@pytest.mark.parametrize("rule,sections,axes", [
+    ("sections", [16, 24, 24], 3), ("interleaved", [24, 20, 20], 3), ("blocks", [32, 32], 2)])
+def test_rope_plan_multi_axis_positions(rule, sections, axes):
+    q, k = shapejit.spec([2, 50, 8, 128], "bf16"), shapejit.spec([2, 50, 2, 128], "bf16")
+    plan = shapejit.plan_rope(q, k, cos=shapejit.spec([4096, 64], "f32"),
+                              positions=shapejit.spec([axes, 2, 50], "i64"), axis_rule=rule,
+                              axis_sections=sections)
+    assert f"rule {rule}" in plan.describe()
+    line = plan.manifest_line()
+    assert f"--axis-rule {rule} --axis-sections {','.join(map(str, sections))}" in line
+    assert shapejit.describe_manifest_line(line).splitlines()[0] == plan.describe().splitlines()[0]
+
+
+@pytest.mark.parametrize("positions,options,match", [
+    ([3, 50], dict(axis_rule="mrope", axis_sections=[16, 24, 24]), "not an axis rule"),
+    ([3, 50], dict(axis_rule="sections", axis_sections=[16, 24, 20]), "sum to R/2"),
+    ([3, 50], dict(), "positions has shape"),
+    ([50], dict(axis_sections=[16, 24, 24]), "axis_rule is none"),
+])
+def test_rope_plan_multi_axis_errors(positions, options, match):
+    with pytest.raises(shapejit.InvalidArgumentError, match=match):
+        shapejit.plan_rope(shapejit.spec([50, 8, 128], "f16"), cos=shapejit.spec([64, 64], "f32"),
+                           positions=shapejit.spec(positions, "i32"), **options)
+
+
 def test_rope_plan_output_arguments():
     q, cos = shapejit.spec([8, 4, 64], "f16"), shapejit.spec([16, 32], "f32")
     with pytest.raises(shapejit.InvalidArgumentError, match="in-place"):

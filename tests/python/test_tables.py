@@ -222,3 +222,25 @@ def test_unsupported_config_types(kind):
     config = llama31_config(rope_scaling={"rope_type": kind, "factor": 2.0, "short_factor": [1.0]})
     with pytest.raises(shapejit.UnsupportedError, match=kind):
         shapejit.rope_tables_from_config(config, 16)
+
+
+@pytest.mark.parametrize("axes_dims,theta", [((16, 56, 56), 10000.0), ((64, 64), 10000.0), ((2, 30), 500.0)])
+def test_axes_tables_match_the_axial_formula(axes_dims, theta):
+    """FLUX's EmbedND and ChatGLM's halves: block i holds cos/sin of p * theta^(-2k / d_i), k < d_i / 2."""
+    rows = 37
+    cos, sin = shapejit.rope_axes_tables(rows, axes_dims, theta=theta, dtype="f64")
+    angles = np.concatenate([np.arange(rows, dtype=np.float64)[:, None] * ref_default(d, theta)[None, :]
+                             for d in axes_dims], axis=1)
+    assert cos.shape == (rows, sum(axes_dims) // 2)
+    np.testing.assert_allclose(cos, np.cos(angles), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sin, np.sin(angles), rtol=1e-12, atol=1e-12)
+
+
+def test_axes_tables_errors():
+    with pytest.raises(shapejit.InvalidArgumentError):
+        shapejit.rope_axes_tables(8, [15, 16])
+    with pytest.raises(shapejit.InvalidArgumentError):
+        shapejit.rope_axes_tables(8, [])
+    with pytest.raises(shapejit.InvalidArgumentError, match="numpy has no bfloat16"):
+        shapejit.rope_axes_tables(8, [16], dtype="bf16")
+
