@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from . import _shapejit as _ext
 from . import _views
 from ._errors import InvalidArgumentError
-from ._views import TensorSpec, broadcast, spec_of, stream_handle, view_of
+from ._views import TensorSpec, broadcast, spec, spec_of, stream_handle, view_of
 
 #: Anything a plan or call accepts as a tensor: a torch tensor, an object with
 #: ``__cuda_array_interface__`` or ``__dlpack__``, or (for planning) a :class:`TensorSpec`.
@@ -242,31 +242,41 @@ class RopePlan(_Plan):
     """A planned rope: q (and k) rotated by the cos/sin tables, in one launch.
 
     Immutable and reusable from several threads. The attributes hold the planned specs (``k``,
-    ``out``, ``k_out`` and ``positions`` may be None) and options.
+    ``out``, ``k_out`` and ``positions`` may be None) and options; ``cache`` the specs of a cache
+    append (v, k_cache, v_cache, slots), or None.
     """
 
-    __slots__ = ("q", "k", "out", "k_out", "table", "positions", "inplace", "checked", "_layouts")
+    __slots__ = ("q", "k", "out", "k_out", "table", "positions", "inplace", "checked", "cache", "_layouts")
 
     def __init__(self, plan: Any, q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorSpec],
                  k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
-                 inplace: bool, checked: bool) -> None:
+                 inplace: bool, checked: bool, cache: Optional[tuple[TensorSpec, ...]] = None) -> None:
         self._plan = plan
         self.q, self.k, self.out, self.k_out = q, k, out, k_out
         self.table, self.positions = table, positions
-        self.inplace, self.checked = inplace, checked
+        self.inplace, self.checked, self.cache = inplace, checked, cache
         self._layouts = _ext.Layouts([
             q.desc(), (out or q).desc(), _desc(k), _desc(k_out or k), table.desc(), table.desc(),
             _desc(positions)])
 
     def launch(self, q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,
                positions: Optional[ArrayLike] = None, offset: int = 0, out: Optional[ArrayLike] = None,
-               k_out: Optional[ArrayLike] = None, stream: StreamLike = None) -> Any:
+               k_out: Optional[ArrayLike] = None, stream: StreamLike = None, v: Optional[ArrayLike] = None,
+               k_cache: Optional[ArrayLike] = None, v_cache: Optional[ArrayLike] = None,
+               slots: Optional[ArrayLike] = None, k_cache_scale: Optional[ArrayLike] = None,
+               v_cache_scale: Optional[ArrayLike] = None) -> Any:
         """Rotates q (and k) on ``stream`` (default as for :meth:`CopyPlan.launch`). Arrays must
         match the planned specs (checked); ints are device pointers taken on trust. Without
-        ``positions`` the position of sequence index s is ``s + offset``.
+        ``positions`` the position of sequence index s is ``s + offset``. A plan with a cache
+        append also takes ``v``, ``k_cache``, ``v_cache`` and ``slots`` (and, for 8-bit caches,
+        ``k_cache_scale`` and ``v_cache_scale``: one-element f32 arrays).
 
         Returns the outputs: ``out`` (and ``k_out``); for torch tensors missing outputs are
-        allocated (contiguous), for an in-place plan they are q and k."""
+        allocated (contiguous), for an in-place plan they are q and k. A cache append that writes
+        k to the cache only returns ``out`` (and ``k_out`` is not taken)."""
+        if self.cache is not None:
+            return self._launch_with_cache(q, k, cos, sin, positions, offset, out, k_out, stream,
+                                           (v, k_cache, v_cache, slots, k_cache_scale, v_cache_scale))
         if self.inplace:
             out, k_out = q, k
         fast_stream = _stream_or_none(stream)
@@ -300,6 +310,37 @@ class RopePlan(_Plan):
             int(offset), s)
         return out if k is None else (out, k_out)
 
+    def _launch_with_cache(self, q: Any, k: Any, cos: Any, sin: Any, positions: Any, offset: int, out: Any,
+                           k_out: Any, stream: StreamLike, cache: tuple[Any, ...]) -> Any:
+        """A cache append's launch: every argument checked against the plan, pointers to C++."""
+        names = ("v", "k_cache", "v_cache", "slots", "k_cache_scale", "v_cache_scale")
+        quantized = len(self.cache) == 6
+        for name, given in zip(names, cache):
+            required = quantized or not name.endswith("scale")
+            if (given is None) == required:
+                what = "8-bit caches" if name.endswith("scale") else "a KV cache"
+                raise InvalidArgumentError(f"{name}: pass {name} exactly when the plan appends to {what}", 1)
+        if k is None or (positions is None) != (self.positions is None):
+            raise InvalidArgumentError("k, positions: pass them as the plan was made", 1)
+        if self.inplace:
+            out, k_out = q, k
+        writes_k = self.inplace or self.k_out is not None
+        out = self._output(out, q, self.q, "out")
+        if writes_k:
+            k_out = self._output(k_out, k, self.k, "k_out")
+        elif k_out is not None:
+            raise InvalidArgumentError("k_out: the plan writes k to the cache only; plan with k_out to write it", 1)
+        s = _launch_stream(stream, q)
+        pointers = tuple(0 if a is None else _pointer(a, spec, name, s)
+                         for a, spec, name in zip(cache, self.cache, names))
+        self._plan.launch(
+            self.checked, _pointer(q, self.q, "q", s), _pointer(out, self.out or self.q, "out", s),
+            _pointer(k, self.k, "k", s), _pointer(k_out, self.k_out or self.k, "k_out", s) if writes_k else 0,
+            _pointer(cos, self.table, "cos", s), _pointer(sin, self.table, "sin", s),
+            0 if positions is None else _pointer(positions, self.positions, "positions", s),
+            int(offset), s, pointers + (0,) * (6 - len(pointers)))
+        return out if not writes_k else (out, k_out)
+
     def _output(self, given: Any, like: Any, planned: TensorSpec, name: str) -> Any:
         if given is not None:
             return given
@@ -313,17 +354,29 @@ def make_rope_plan(q: TensorSpec, k: Optional[TensorSpec], out: Optional[TensorS
                    k_out: Optional[TensorSpec], table: TensorSpec, positions: Optional[TensorSpec],
                    style: str, rotary_dim: Optional[int], inplace: bool, inverse: bool,
                    checked: bool, check_pointers: bool = False, axis_rule: str = "none",
-                   axis_sections: Sequence[int] = ()) -> RopePlan:
-    """Plans a rope from specs (the outputs None: contiguous, or q and k when in place)."""
+                   axis_sections: Sequence[int] = (), cache_layout: str = "none",
+                   cache: Optional[tuple[TensorSpec, TensorSpec, TensorSpec, TensorSpec]] = None,
+                   cache_quantize: str = "none") -> RopePlan:
+    """Plans a rope from specs (the outputs None: contiguous, or q and k when in place; with a
+    cache append, k_out None: not written)."""
     _check_style(style)
     if inplace and (out is not None or k_out is not None):
         raise InvalidArgumentError("out, k_out: an in-place rope writes q and k; pass neither", 1)
     if k_out is not None and k is None:
         raise InvalidArgumentError("k_out: given without k", 1)
+    cache_descs = None
+    if cache_layout != "none" or cache is not None or cache_quantize != "none":
+        if cache is None or any(c is None for c in cache):
+            raise InvalidArgumentError("v, k_cache, v_cache, slots: a cache append needs all four", 1)
+        cache_descs = (cache_layout,) + tuple(c.desc() for c in cache) + (cache_quantize,)
     plan = _ext.plan_rope(style, q.desc(), _desc(out), _desc(k), _desc(k_out), table.desc(),
                           _desc(positions), int(rotary_dim or 0), inplace, inverse, checked,
-                          check_pointers, axis_rule, [int(s) for s in axis_sections])
-    return RopePlan(plan, q, k, out, k_out, table, positions, inplace, checked)
+                          check_pointers, axis_rule, [int(s) for s in axis_sections], cache_descs)
+    cache_specs = None
+    if cache is not None:
+        scale = spec([1], "f32")
+        cache_specs = tuple(cache) + ((scale, scale) if cache_quantize != "none" else ())
+    return RopePlan(plan, q, k, out, k_out, table, positions, inplace, checked, cache_specs)
 
 
 def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
@@ -331,7 +384,9 @@ def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
               rotary_dim: Optional[int] = None, inplace: bool = False, inverse: bool = False,
               out: Optional[ArrayLike] = None, k_out: Optional[ArrayLike] = None,
               checked: bool = False, check_pointers: bool = False, axis_rule: str = "none",
-              axis_sections: Sequence[int] = ()) -> RopePlan:
+              axis_sections: Sequence[int] = (), cache_layout: str = "none", v: Optional[ArrayLike] = None,
+              k_cache: Optional[ArrayLike] = None, v_cache: Optional[ArrayLike] = None,
+              slots: Optional[ArrayLike] = None, cache_quantize: str = "none") -> RopePlan:
     """Plans a rope over q ([seq, heads, dhead] or [batch, seq, heads, dhead]) and optionally k
     (same batch, seq and dhead, its own head count). Every argument may be a :class:`TensorSpec`,
     a torch tensor or a CUDA array; only shapes, strides and dtypes are read.
@@ -348,12 +403,24 @@ def plan_rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike,
     ``axis_sections`` holds j), "interleaved" (Qwen3-VL: axes 1 and 2 on j % 3 == 1, 2 within
     3 s_1, 3 s_2) or "blocks" (ChatGLM 2-D RoPE, FLUX: one block of 2 s_i channels per axis, NeoX
     pairs half-split inside it; tables from :func:`rope_axes_tables`); the sections sum to
-    rotary_dim / 2."""
+    rotary_dim / 2.
+
+    KV-cache append (serving): ``cache_layout`` "nhd" ([blocks, block_size, heads, dhead], vLLM)
+    or "hnd" ([blocks, heads, block_size, dhead]) with ``v`` (k's shape), ``k_cache``, ``v_cache``
+    and ``slots`` ([batch * seq] or [batch, seq], int32 or int64; a negative slot skips the
+    token). k is rotated and written, with v, at each token's slot; k_out is written only in place
+    or when given. ``cache_quantize`` "int8" or "fp8-e4m3" makes the caches 8-bit codes (int8 /
+    uint8 arrays) of value / scale, the scales passed to :meth:`RopePlan.launch`."""
+    cache = None
+    if any(a is not None for a in (v, k_cache, v_cache, slots)) or cache_layout != "none":
+        cache = tuple(None if a is None else spec_of(a, name) for a, name in
+                      ((v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slots, "slots")))
     return make_rope_plan(
         spec_of(q, "q"), None if k is None else spec_of(k, "k"),
         None if out is None else spec_of(out, "out"), None if k_out is None else spec_of(k_out, "k_out"),
         spec_of(cos, "cos"), None if positions is None else spec_of(positions, "positions"),
-        style, rotary_dim, inplace, inverse, checked, check_pointers, axis_rule, axis_sections)
+        style, rotary_dim, inplace, inverse, checked, check_pointers, axis_rule, axis_sections,
+        cache_layout, cache, cache_quantize)
 
 
 def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: ArrayLike,

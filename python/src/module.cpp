@@ -125,15 +125,38 @@ shapejit::RopeAxisRule parse_axis_rule(const std::string& rule) {
                         "axis_rule '" + rule + "' is not an axis rule: use 'none', 'sections', 'interleaved' or 'blocks'");
 }
 
+/// A cache append's layout name, v, k_cache, v_cache and slots descriptors, and its codes' name.
+using CacheTuple = std::tuple<std::string, DescTuple, DescTuple, DescTuple, DescTuple, std::string>;
+
+void set_cache(shapejit::RopeDesc& desc, const CacheTuple& cache) {
+  const auto& [layout, v, k_cache, v_cache, slots, quantize] = cache;
+  if (layout == "nhd") desc.cache_layout = shapejit::KvCacheLayout::nhd;
+  else if (layout == "hnd") desc.cache_layout = shapejit::KvCacheLayout::hnd;
+  else
+    throw shapejit::Error(ErrorCode::invalid_argument,
+                          "cache_layout '" + layout + "' is not a cache layout: use 'nhd' ([blocks, block_size, heads, "
+                          "dhead]) or 'hnd' ([blocks, heads, block_size, dhead])");
+  if (quantize == "int8") desc.cache_quantize = shapejit::RopeQuantize::int8;
+  else if (quantize == "fp8-e4m3") desc.cache_quantize = shapejit::RopeQuantize::fp8_e4m3;
+  else if (quantize != "none")
+    throw shapejit::Error(ErrorCode::invalid_argument,
+                          "cache_quantize '" + quantize + "' is not a cache code: use 'none', 'int8' or 'fp8-e4m3'");
+  desc.v = to_desc(v);
+  desc.k_cache = to_desc(k_cache);
+  desc.v_cache = to_desc(v_cache);
+  desc.slots = to_desc(slots);
+}
+
 shapejit::RopePlan plan_rope(const std::string& style, const DescTuple& x, const std::optional<DescTuple>& y,
                              const std::optional<DescTuple>& k, const std::optional<DescTuple>& k_out,
                              const DescTuple& table, const std::optional<DescTuple>& positions,
                              std::int64_t rotary_dim, bool inplace, bool inverse, bool checked,
                              bool check_pointers, const std::string& axis_rule,
-                             const std::vector<std::int64_t>& axis_sections) {
+                             const std::vector<std::int64_t>& axis_sections, const std::optional<CacheTuple>& cache) {
   shapejit::RopeDesc desc;
   desc.axis_rule = parse_axis_rule(axis_rule);
   desc.axis_sections = axis_sections;
+  if (cache) set_cache(desc, *cache);
   desc.style = parse_style(style);
   desc.x = to_desc(x);
   desc.y = to_desc(y);
@@ -150,11 +173,25 @@ shapejit::RopePlan plan_rope(const std::string& style, const DescTuple& x, const
   return shapejit::plan_rope(desc);
 }
 
-/// A rope launch on integer pointers (release_gil: the plan is checked, so the launch waits).
+/// A rope launch on integer pointers (release_gil: the plan is checked, so the launch waits);
+/// `cache`: v, k_cache, v_cache, slots, k_cache_scale, v_cache_scale of a cache append.
+using CachePointers = std::tuple<std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t,
+                                 std::uintptr_t>;
+
 void rope_launch(const shapejit::RopePlan& plan, bool release_gil, std::uintptr_t x, std::uintptr_t y,
                  std::uintptr_t k, std::uintptr_t k_out, std::uintptr_t cos, std::uintptr_t sin,
-                 std::uintptr_t positions, std::int64_t offset, std::uintptr_t stream) {
+                 std::uintptr_t positions, std::int64_t offset, std::uintptr_t stream,
+                 const std::optional<CachePointers>& cache) {
   shapejit::RopePointers p;
+  if (cache) {
+    const auto& [v, k_cache, v_cache, slots, k_scale, v_scale] = *cache;
+    p.v = as_ptr(v);
+    p.k_cache = as_ptr(k_cache);
+    p.v_cache = as_ptr(v_cache);
+    p.slots = as_ptr(slots);
+    p.k_cache_scale = static_cast<const float*>(as_ptr(k_scale));
+    p.v_cache_scale = static_cast<const float*>(as_ptr(v_scale));
+  }
   p.x = as_ptr(x);
   p.y = as_ptr(y);
   p.k = as_ptr(k);
@@ -350,13 +387,13 @@ NB_MODULE(_shapejit, m) {
 
   nb::class_<shapejit::RopePlan>(m, "RopePlan", "A planned rope.")
       .def("launch", &rope_launch, "release_gil"_a, "x"_a, "y"_a, "k"_a, "k_out"_a, "cos"_a, "sin"_a,
-           "positions"_a, "offset"_a, "stream"_a)
+           "positions"_a, "offset"_a, "stream"_a, "cache"_a = nb::none())
       .def("describe", &shapejit::RopePlan::describe)
       .def("json", &shapejit::RopePlan::json)
       .def("manifest_line", &shapejit::RopePlan::manifest_line);
   m.def("plan_rope", &plan_rope, "style"_a, "x"_a, "y"_a, "k"_a, "k_out"_a, "table"_a, "positions"_a,
         "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a, "check_pointers"_a, "axis_rule"_a = "none",
-        "axis_sections"_a = std::vector<std::int64_t>{});
+        "axis_sections"_a = std::vector<std::int64_t>{}, "cache"_a = nb::none());
 
   nb::class_<shapejit::RopeTableOptions>(m, "RopeTableOptions", "Parameters of the sin/cos tables.")
       .def(nb::init<>())

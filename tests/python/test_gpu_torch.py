@@ -435,6 +435,48 @@ def test_rope_plan_multi_axis_positions_against_torch(rule, sections):
     torch.testing.assert_close(k_out.double(), reference(k), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout,codes", [("nhd", "none"), ("hnd", "none"), ("nhd", "fp8-e4m3")])
+def test_rope_plan_with_a_kv_cache_append(layout, codes):
+    """A decode step: q rotated, k rotated and appended with v to a paged cache at each token's
+    slot (one skipped), against shapejit.rope and the tensors themselves."""
+    g = torch.Generator(device="cuda").manual_seed(11)
+    q = torch.randn(16, 8, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(16, 2, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(16, 2, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    cos, sin = shapejit.rope_tables(256, 128, dtype="f32", device="cuda")
+    pos = torch.randint(0, 256, (16,), device="cuda", generator=g)
+    slots = torch.randperm(40 * 16, device="cuda", generator=g)[:16].to(torch.int64)
+    slots[5] = -1
+    shape = (40, 16, 2, 128) if layout == "nhd" else (40, 2, 16, 128)
+    dtype = torch.uint8 if codes != "none" else torch.bfloat16
+    k_cache, v_cache = torch.zeros(shape, device="cuda", dtype=dtype), torch.zeros(shape, device="cuda", dtype=dtype)
+    scale = torch.ones(1, device="cuda")
+    plan = shapejit.plan_rope(q, k, cos=cos, positions=pos, cache_layout=layout, v=v, k_cache=k_cache,
+                              v_cache=v_cache, slots=slots, cache_quantize=codes)
+    extra = dict(k_cache_scale=scale, v_cache_scale=scale) if codes != "none" else {}
+    q_out = plan.launch(q, k, cos=cos, sin=sin, positions=pos, v=v, k_cache=k_cache, v_cache=v_cache,
+                        slots=slots, **extra)
+    want_q, want_k = shapejit.rope(q, k, cos=cos, sin=sin, positions=pos)
+    assert torch.equal(q_out, want_q)
+
+    def rows(cache, t):  # the [heads, dhead] rows of token t's slot
+        block, row = divmod(int(slots[t]), 16)
+        return cache[block, row] if layout == "nhd" else cache[block, :, row]
+
+    for t in range(16):
+        if t == 5:
+            continue
+        got_k, got_v = rows(k_cache, t), rows(v_cache, t)
+        if codes != "none":
+            got_k, got_v = got_k.view(torch.float8_e4m3fn).float(), got_v.view(torch.float8_e4m3fn).float()
+            # k: one e4m3 step (2^-3 relative) of the bf16 rotation; v: e4m3 of v itself.
+            torch.testing.assert_close(got_k, want_k[t].float(), rtol=0.13, atol=2.0 ** -9)
+            torch.testing.assert_close(got_v, v[t].float().to(torch.float8_e4m3fn).float())
+        else:
+            assert torch.equal(got_k, want_k[t]) and torch.equal(got_v, v[t])
+    assert int((k_cache != 0).sum()) <= 15 * 2 * 128  # nothing past the appended rows
+
+
 def test_rope_errors_name_the_argument():
     cos, sin = tables()
     q = torch.randn(4, 2, 64, device="cuda")

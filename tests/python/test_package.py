@@ -319,6 +319,51 @@ def test_rope_plan_multi_axis_errors(positions, options, match):
                            positions=shapejit.spec(positions, "i32"), **options)
 
 
+def cache_plan(**options):
+    q, k = shapejit.spec([64, 32, 128], "bf16"), shapejit.spec([64, 8, 128], "bf16")
+    codes = options.get("cache_quantize", "none") != "none"
+    cache = shapejit.spec([100, 16, 8, 128], "u8" if codes else "bf16")
+    options.setdefault("cache_layout", "nhd")
+    return shapejit.plan_rope(q, k, cos=shapejit.spec([4096, 64], "f32"), positions=shapejit.spec([64], "i64"),
+                              v=k, k_cache=cache, v_cache=cache, slots=shapejit.spec([64], "i32"), **options)
+
+
+def test_rope_plan_with_a_kv_cache_append():
+    plan = cache_plan(inplace=True)
+    assert plan.cache is not None and "k_cache:" in plan.describe()
+    assert "--kv-cache nhd --slot-dtype i32 --inplace" in plan.manifest_line()
+    assert "--cache-dtype fp8-e4m3" in cache_plan(cache_quantize="fp8-e4m3").manifest_line()
+    assert json.loads(plan.json())["cache"]["layout"] == "nhd"
+
+
+@pytest.mark.parametrize("options,match", [
+    (dict(cache_layout="paged"), "not a cache layout"),
+    (dict(cache_quantize="int4"), "not a cache code"),
+    (dict(cache_quantize="int8"), "int8 codes are i8"),
+])
+def test_rope_plan_cache_errors(options, match):
+    with pytest.raises(shapejit.InvalidArgumentError, match=match):
+        cache_plan(**options)
+    q, k = shapejit.spec([64, 32, 128], "bf16"), shapejit.spec([64, 8, 128], "bf16")
+    with pytest.raises(shapejit.InvalidArgumentError, match="needs all four"):
+        shapejit.plan_rope(q, k, cos=shapejit.spec([4096, 64], "f32"), cache_layout="nhd", v=k)
+
+
+def test_rope_cache_plan_launch_checks_its_arguments():
+    plan = cache_plan()  # k to the cache only
+    p = {name: (i + 1) << 20 for i, name in enumerate(("q", "k", "out", "cos", "sin", "positions", "v", "kc", "vc", "s"))}
+    base = dict(cos=p["cos"], sin=p["sin"], positions=p["positions"], out=p["out"])
+    with pytest.raises(shapejit.InvalidArgumentError, match="pass v exactly"):
+        plan.launch(p["q"], p["k"], **base)
+    cache = dict(v=p["v"], k_cache=p["kc"], v_cache=p["vc"], slots=p["s"])
+    with pytest.raises(shapejit.InvalidArgumentError, match="cache only"):
+        plan.launch(p["q"], p["k"], k_out=p["k"], **base, **cache)
+    with pytest.raises(shapejit.InvalidArgumentError, match="k_cache_scale exactly"):
+        plan.launch(p["q"], p["k"], k_cache_scale=p["s"], **base, **cache)
+    with pytest.raises(shapejit.InvalidArgumentError, match="k_cache_scale exactly"):
+        cache_plan(cache_quantize="fp8-e4m3").launch(p["q"], p["k"], **base, **cache)
+
+
 def test_rope_plan_output_arguments():
     q, cos = shapejit.spec([8, 4, 64], "f16"), shapejit.spec([16, 32], "f32")
     with pytest.raises(shapejit.InvalidArgumentError, match="in-place"):
