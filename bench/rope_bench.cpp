@@ -162,16 +162,6 @@ RopeDesc without_cache(RopeDesc desc) {
   return desc;
 }
 
-/// A cache element as a double: the value, or the code times its scale.
-double cache_value(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQuantize quantize, std::int64_t at, double scale) {
-  const std::uint8_t code = bytes[static_cast<std::size_t>(at)];
-  if (quantize == RopeQuantize::int8) return static_cast<std::int8_t>(code) * scale;
-  if (quantize != RopeQuantize::fp8_e4m3) return detail::load_as_double(bytes.data(), dtype, at);
-  const int exponent = (code >> 3) & 15, mantissa = code & 7;
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
-  return (code & 0x80 ? -magnitude : magnitude) * scale;
-}
-
 /// Sampled tokens of input set 0 against the float64 reference: each one's cache rows hold its k
 /// rotated and its v, within one step of the cache's dtype or codes. Returns the worst error in
 /// steps (<= 1 passes).
@@ -205,14 +195,13 @@ double cache_error(const RopeDesc& desc, const CacheSpace& cache, const std::vec
         const double want_k = ref[static_cast<std::size_t>(h * D + i)];
         const double want_v = detail::load_as_double(v_host.data(), dtype, h * D + i);
         for (auto [want, bytes] : {std::pair{want_k, &k_cache}, {want_v, &v_cache}}) {
-          const double got = cache_value(*bytes, cache.dtype, desc.cache_quantize, at, scale);
-          const double units = std::fabs(want) / scale;
-          const double step = desc.cache_quantize == RopeQuantize::int8 ? scale
-                              : desc.cache_quantize == RopeQuantize::fp8_e4m3
-                                  ? (units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3)) * scale
-                                  : std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(want), 1e-30)) -
-                                                        (cache.dtype == DType::f32 ? 23 : cache.dtype == DType::f16 ? 10 : 7)) +
-                                        1e-6 * 4;
+          const bool codes = desc.cache_quantize != RopeQuantize::none;
+          const double got = codes ? detail::rope_code_value(desc.cache_quantize, (*bytes)[static_cast<std::size_t>(at)], scale)
+                                   : detail::load_as_double(bytes->data(), cache.dtype, at);
+          const double step = codes ? detail::rope_code_step(desc.cache_quantize, want, scale)
+                                    : std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(want), 1e-30)) -
+                                                          (cache.dtype == DType::f32 ? 23 : cache.dtype == DType::f16 ? 10 : 7)) +
+                                          1e-6 * 4;
           worst = std::max(worst, std::fabs(got - want) / step);
         }
       }
@@ -260,9 +249,8 @@ LineResult run_line(const bench::CaseLine& line, double peak_copy_gbs) {
     const std::string cache_dtype = line.get_or("cache-dtype", std::string(dtype_name(dtype)));
     desc.cache_quantize = cache_dtype == "fp8-e4m3" ? RopeQuantize::fp8_e4m3 : cache_dtype == "int8" ? RopeQuantize::int8
                                                                                                       : RopeQuantize::none;
-    cache.dtype = desc.cache_quantize == RopeQuantize::fp8_e4m3 ? DType::u8
-                  : desc.cache_quantize == RopeQuantize::int8   ? DType::i8
-                                                                : *parse_dtype(cache_dtype);
+    cache.dtype = desc.cache_quantize != RopeQuantize::none ? plan::rope_code_dtype(desc.cache_quantize)
+                                                            : *parse_dtype(cache_dtype);
     cache.heads = k_heads;
     cache.dhead = D;
     cache.rows_per_block = seq == 1 ? 1 : kCacheBlock;  // decode: each token in a block of its own

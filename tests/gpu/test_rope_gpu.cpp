@@ -1115,18 +1115,6 @@ TEST_CASE("rope + hadamard: bad positions give NaN rows and checked mode names t
   }
 }
 
-namespace {
-
-/// float8 e4m3fn bits as a double (NaN for 0x7f and 0xff).
-double from_e4m3(std::uint8_t code) {
-  const int sign = code & 0x80 ? -1 : 1, exponent = (code >> 3) & 15, mantissa = code & 7;
-  if ((code & 0x7f) == 0x7f) return std::nan("");
-  if (exponent == 0) return sign * std::ldexp(mantissa, -9);
-  return sign * std::ldexp(8 + mantissa, exponent - 10);
-}
-
-}  // namespace
-
 /// A quantized fused call: which outputs are 8-bit codes, and how many elements into their storage
 /// the code views start (1 and 3 leave them misaligned).
 struct QuantCase {
@@ -1220,12 +1208,8 @@ void check_quantized(const QuantCase& qc, std::uint64_t seed) {
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t o = out.at(b, s, first_head + i / D, i % D);
           const double want = ref[static_cast<std::size_t>(g * n + i)];
-          const double value = z == RopeQuantize::int8 ? static_cast<std::int8_t>(got[static_cast<std::size_t>(o)]) * scale
-                                                       : from_e4m3(got[static_cast<std::size_t>(o)]) * scale;
-          const double units = std::fabs(want) / scale;  // the code's magnitude
-          const double step = z == RopeQuantize::int8 ? scale
-                              : units < 0x1p-6        ? 0x1p-9 * scale
-                                                      : std::ldexp(1.0, std::ilogb(units) - 3) * scale;
+          const double value = detail::rope_code_value(z, got[static_cast<std::size_t>(o)], scale);
+          const double step = detail::rope_code_step(z, want, scale);
           ++checked;
           if (!(std::fabs(value - want) <= step + 1e-5 * absmax))
             fail("token (" + std::to_string(b) + "," + std::to_string(s) + ") group " + std::to_string(g) + " value " +
@@ -1375,9 +1359,8 @@ CacheCall build_cache_call(const CacheCase& cc, std::mt19937_64& rng, bool past 
     fill_random(*cache.v.storage, rng);
   }
 
-  const DType cache_dtype = cc.quantize == RopeQuantize::int8       ? DType::i8
-                            : cc.quantize == RopeQuantize::fp8_e4m3 ? DType::u8
-                                                                    : cc.cache_dtype.value_or(c.data);
+  const DType cache_dtype =
+      cc.quantize != RopeQuantize::none ? plan::rope_code_dtype(cc.quantize) : cc.cache_dtype.value_or(c.data);
   const std::int64_t blocks = (T * 3 / 2 + cc.block_size - 1) / cc.block_size + 1, slots = blocks * cc.block_size;
   for (auto [view, padding] : {std::pair{&cache.k_cache, cc.strided ? 8 : 0}, {&cache.v_cache, cc.strided ? 40 : 0}}) {
     const TensorDesc desc = cache_desc(cc, blocks, padding, cache_dtype);
@@ -1420,8 +1403,7 @@ void upload_cache_call(CacheCall& cache) {
 /// The value a cache element holds, decoded (codes times their scale).
 double cache_element(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQuantize quantize, std::int64_t at,
                      double scale) {
-  if (quantize == RopeQuantize::int8) return static_cast<std::int8_t>(bytes[static_cast<std::size_t>(at)]) * scale;
-  if (quantize == RopeQuantize::fp8_e4m3) return from_e4m3(bytes[static_cast<std::size_t>(at)]) * scale;
+  if (quantize != RopeQuantize::none) return detail::rope_code_value(quantize, bytes[static_cast<std::size_t>(at)], scale);
   return detail::load_as_double(bytes.data(), dtype, at);
 }
 
@@ -1431,12 +1413,10 @@ double cache_element(const std::vector<std::uint8_t>& bytes, DType dtype, RopeQu
 /// exact for v in its own dtype.
 bool cache_close(const CacheCase& cc, DType cache_dtype, double got, double want, double scale, bool exact) {
   if (std::isnan(want)) return cc.quantize == RopeQuantize::int8 ? got == 0 : std::isnan(got);
-  if (cc.quantize == RopeQuantize::int8) return std::fabs(got - std::clamp(want, -127 * scale, 127 * scale)) <= scale;
-  if (cc.quantize == RopeQuantize::fp8_e4m3) {
-    want = std::clamp(want, -448 * scale, 448 * scale);
-    const double units = std::fabs(want) / scale;
-    const double step = units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3);
-    return std::fabs(got - want) <= step * scale;
+  if (cc.quantize != RopeQuantize::none) {
+    const double limit = (cc.quantize == RopeQuantize::int8 ? 127 : 448) * scale;
+    want = std::clamp(want, -limit, limit);
+    return std::fabs(got - want) <= detail::rope_code_step(cc.quantize, want, scale);
   }
   if (exact && cache_dtype == cc.c.data) return got == want;
   return std::fabs(got - want) <= test::ulp(cache_dtype, want) + tolerance(cc.c.data, want, 4.0);

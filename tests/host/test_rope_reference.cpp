@@ -143,3 +143,20 @@ TEST_CASE("reference: the blocks rule rotates ChatGLM-6B's 2-D RoPE (each half o
       CHECK(out[b] == doctest::Approx(x[b] * std::cos(angle) + x[a] * std::sin(angle)).epsilon(1e-12));
     }
 }
+
+TEST_CASE("reference: 8-bit codes decode as int8 and float8 e4m3fn, and their steps") {
+  using detail::rope_code_step;
+  using detail::rope_code_value;
+  CHECK(rope_code_value(RopeQuantize::int8, 0xff, 0.5) == -0.5);
+  CHECK(rope_code_value(RopeQuantize::int8, 127, 0.5) == 63.5);
+  CHECK(rope_code_value(RopeQuantize::fp8_e4m3, 0x38, 2.0) == 2.0);    // 1.0: exponent 7, mantissa 0
+  CHECK(rope_code_value(RopeQuantize::fp8_e4m3, 0xb8, 1.0) == -1.0);
+  CHECK(rope_code_value(RopeQuantize::fp8_e4m3, 0x7e, 1.0) == 448.0);  // the largest finite value
+  CHECK(rope_code_value(RopeQuantize::fp8_e4m3, 0x01, 1.0) == 0x1p-9);  // the smallest subnormal
+  CHECK(std::isnan(rope_code_value(RopeQuantize::fp8_e4m3, 0x7f, 1.0)));
+  CHECK(std::isnan(rope_code_value(RopeQuantize::fp8_e4m3, 0xff, 1.0)));
+  CHECK(rope_code_step(RopeQuantize::int8, 5.0, 0.25) == 0.25);
+  CHECK(rope_code_step(RopeQuantize::fp8_e4m3, 1.0, 1.0) == 0.125);
+  CHECK(rope_code_step(RopeQuantize::fp8_e4m3, 300.0, 2.0) == 32.0);  // 150 in [128, 256): steps of 16
+  CHECK(rope_code_step(RopeQuantize::fp8_e4m3, 0.001, 1.0) == 0x1p-9);
+}

@@ -24,9 +24,6 @@ std::optional<double> explicit_hadamard_scale(const RopePlanData& plan) {
   return scale;
 }
 
-/// The dtype of an output quantized as `q`: i8 codes for int8, fp8 bit patterns as u8.
-DType quantized_dtype(RopeQuantize q) { return q == RopeQuantize::int8 ? DType::i8 : DType::u8; }
-
 }  // namespace
 
 RopeDesc manifest_desc(const RopeManifest& m) {
@@ -58,10 +55,10 @@ RopeDesc manifest_desc(const RopeManifest& m) {
     k_shape[rank - 2] = *m.k_heads;
     desc.k = TensorDesc{k_shape, {}, m.dtype};
     if (m.k_quantize != RopeQuantize::none && !m.inplace)
-      desc.k_out = TensorDesc{k_shape, {}, quantized_dtype(m.k_quantize)};
+      desc.k_out = TensorDesc{k_shape, {}, rope_code_dtype(m.k_quantize)};
   }
   if (m.q_quantize != RopeQuantize::none && !m.inplace)
-    desc.y = TensorDesc{m.shape, {}, quantized_dtype(m.q_quantize)};
+    desc.y = TensorDesc{m.shape, {}, rope_code_dtype(m.q_quantize)};
   desc.table = TensorDesc{{std::max<std::int64_t>(seq, 1), std::max<std::int64_t>(rotary_dim / 2, 1)}, {}, table_dtype};
   if (m.cache_layout != KvCacheLayout::none && m.k_heads) {
     desc.cache_layout = m.cache_layout;
@@ -73,7 +70,7 @@ RopeDesc manifest_desc(const RopeManifest& m) {
         m.cache_layout == KvCacheLayout::nhd ? std::vector<std::int64_t>{blocks, block_size, *m.k_heads, m.shape.back()}
                                              : std::vector<std::int64_t>{blocks, *m.k_heads, block_size, m.shape.back()};
     const DType cache_dtype =
-        m.cache_quantize != RopeQuantize::none ? quantized_dtype(m.cache_quantize) : m.cache_dtype.value_or(m.dtype);
+        m.cache_quantize != RopeQuantize::none ? rope_code_dtype(m.cache_quantize) : m.cache_dtype.value_or(m.dtype);
     desc.k_cache = desc.v_cache = TensorDesc{cache_shape, {}, cache_dtype};
     desc.slots = TensorDesc{{tokens}, {}, m.slot_dtype};
     if (m.write_k && !m.inplace) desc.k_out = desc.k;

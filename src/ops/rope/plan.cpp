@@ -97,11 +97,7 @@ void check_no_zero_stride(const TensorDesc& t, const char* name) {
 
 /// The dtype an output of `input` is written in: the input's, or the codes of a quantized output.
 DType output_dtype(RopeQuantize quantize, DType input) {
-  switch (quantize) {
-    case RopeQuantize::int8: return DType::i8;
-    case RopeQuantize::fp8_e4m3: return DType::u8;
-    default: return input;
-  }
+  return quantize == RopeQuantize::none ? input : rope_code_dtype(quantize);
 }
 
 /// The output descriptor: given (checked against its input) or contiguous of the input's shape, in
@@ -287,7 +283,7 @@ void check_cache(const RopeDesc& desc, RopePlanData& plan) {
   plan.spec.cache = kc.dtype;
   plan.spec.cache_quantize = desc.cache_quantize;
   plan.spec.slot = slots.dtype;
-  plan.spec.k_out_skipped = !desc.inplace && !desc.k_out;
+  plan.spec.k_out_skipped = !plan.desc.k_out;  // left unset above: k goes to the cache only
 }
 
 /// The cache append's run-time arguments: v's and the caches' strides (block, row in block, head),
@@ -434,6 +430,8 @@ std::int64_t largest_pow2_dividing(std::int64_t limit, std::initializer_list<std
     p *= 2;
   return p;
 }
+
+DType rope_code_dtype(RopeQuantize q) { return q == RopeQuantize::int8 ? DType::i8 : DType::u8; }
 
 int rope_chunk_pairs(const RopeSpec& spec) { return spec.style == RopeStyle::neox ? spec.chunk : spec.chunk / 2; }
 

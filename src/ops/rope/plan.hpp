@@ -75,6 +75,9 @@ SHAPEJIT_CHECK_SPEC_FIELDS(RopeSpec, SHAPEJIT_ROPE_SPEC_FIELDS)
 /// The specialization key: a hash of every spec field.
 inline SpecKey rope_key(const RopeSpec& spec) { return spec_key("rope", spec); }
 
+/// The dtype of 8-bit codes: i8 for int8, u8 (float8 e4m3fn bits) for fp8_e4m3.
+DType rope_code_dtype(RopeQuantize q);
+
 /// Table entries (pairs) one chunk needs.
 int rope_chunk_pairs(const RopeSpec& spec);
 /// Chunks of the rotated part of a row, and of the pass-through part.

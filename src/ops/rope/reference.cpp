@@ -127,4 +127,18 @@ void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& ho
   if (fused && !plan.spec.hadamard_first) transform_groups(plan, out);
 }
 
+double rope_code_value(RopeQuantize q, std::uint8_t code, double scale) {
+  if (q == RopeQuantize::int8) return static_cast<std::int8_t>(code) * scale;
+  if ((code & 0x7f) == 0x7f) return std::numeric_limits<double>::quiet_NaN();
+  const int exponent = (code >> 3) & 15, mantissa = code & 7;
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return (code & 0x80 ? -magnitude : magnitude) * scale;
+}
+
+double rope_code_step(RopeQuantize q, double value, double scale) {
+  if (q == RopeQuantize::int8) return scale;
+  const double units = std::fabs(value) / scale;
+  return (units < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(units) - 3)) * scale;
+}
+
 }  // namespace shapejit::detail

@@ -21,5 +21,14 @@ namespace shapejit::detail {
 void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b, std::int64_t s,
                           std::vector<double>& out);
 
+/// An 8-bit code (int8: an i8 value; fp8_e4m3: float8 e4m3fn bits, NaN for 0x7f and 0xff) times
+/// its scale.
+double rope_code_value(RopeQuantize q, std::uint8_t code, double scale);
+
+/// The spacing of the codes times `scale` at `value`: the scale for int8, the e4m3 step at
+/// |value| / scale (2^-9 below 2^-6) for fp8_e4m3. A dequantized code within one step of the
+/// value it stands for is right.
+double rope_code_step(RopeQuantize q, double value, double scale);
+
 
 }  // namespace shapejit::detail
