@@ -34,12 +34,22 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
 
 // Rows with an m-point factor: ptxas otherwise spends registers freely on them (f16 n = 3072: 168
 // registers for 48 values), which leaves too few threads per SM to keep loads in flight. Their
-// values plus 32 registers suffice but for a few f16 rows of 56 values (up to 144 bytes spilled).
+// values plus 32 registers suffice, but f16 threads of more than 48 values (f16 -> f32 conversions
+// held as well) need 48: n = 3584 spilled 74 bytes at 80 registers and ran at 59% of copy, 80% at 96.
 // 0 asks for nothing: an explicit 1 lets ptxas spend more registers on power-of-two rows (bf16 n =
 // 2048: 128 instead of 90, and 66% of copy at n = 16384 instead of 91%).
 // (f64 values and their temporaries take two registers each; an SM holds at most 32 blocks.)
 constexpr int REGISTERS_PER_VALUE = (int)(sizeof(compute_t) / 4);
-constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + 32) * REGISTERS_PER_VALUE));
+template <typename D>
+struct is_f16_data {
+  static constexpr bool value = false;
+};
+template <>
+struct is_f16_data<sj_f16> {
+  static constexpr bool value = true;
+};
+constexpr int SPARE_REGISTERS = is_f16_data<data_t>::value && VALUES > 48 ? 48 : 32;
+constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + SPARE_REGISTERS) * REGISTERS_PER_VALUE));
 constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? (REGISTER_BLOCKS < 32 ? REGISTER_BLOCKS : 32) : 0;
 
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_kernel(const HadamardArgs args) {
