@@ -243,13 +243,15 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
 
   for (int c = threadIdx.x; c < ROTATED_CHUNKS; c += blockDim.x) {
     const int first = c * CHUNK;
-    // The first head's data does not depend on the position: its loads overlap the table's.
+    // The first head's data does not depend on the position: its loads overlap the table's, but
+    // for chunks that load several axes' rows (registers for both would cost occupancy).
+    constexpr bool EARLY_HEAD = one_axis_per_chunk(PAIRS);
     HeadChunk g;
-    if (head_first < heads) load_head(g, a, t, head_first, first);
+    if (EARLY_HEAD && head_first < heads) load_head(g, a, t, head_first, first);
     compute_t cs[PAIRS], sn[PAIRS];
     load_token_angles(a, t.positions, c * PAIRS, cs, sn);
     for (idx_t h = head_first; h < heads; h += head_step) {
-      if (h != head_first) load_head(g, a, t, h, first);
+      if (!EARLY_HEAD || h != head_first) load_head(g, a, t, h, first);
       rotate_head(g, first, cs, sn);
     }
   }
