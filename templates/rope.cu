@@ -176,6 +176,13 @@ __device__ __forceinline__ void load_head(HeadChunk& g, const RopeArgs& a, const
   if constexpr (STYLE_NEOX) sj_load_elements<CHUNK, ACCESS>(g.hi, g.rows.in + hi_element(first));
 }
 
+// Asks L1 for the chunk of head h without holding registers for it.
+__device__ __forceinline__ void prefetch_head(const RopeArgs& a, const Token& t, idx_t h, int first) {
+  const data_t* in = head_rows(a, t, h).in;
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(in + (STYLE_NEOX ? lo_element(first) : first)));
+  if constexpr (STYLE_NEOX) asm volatile("prefetch.global.L1 [%0];" ::"l"(in + hi_element(first)));
+}
+
 // Rotates a loaded chunk (v's: converts it) and stores it: both elements of every pair are loaded
 // before any store.
 __device__ __forceinline__ void rotate_head(const HeadChunk& g, int first, const compute_t (&cs)[PAIRS],
@@ -243,11 +250,12 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
 
   for (int c = threadIdx.x; c < ROTATED_CHUNKS; c += blockDim.x) {
     const int first = c * CHUNK;
-    // The first head's data does not depend on the position: its loads overlap the table's, but
-    // for chunks that load several axes' rows (registers for both would cost occupancy).
+    // The first head's data does not depend on the position: its loads overlap the table's. Chunks
+    // that load several axes' rows only prefetch it (registers for both would cost occupancy).
     constexpr bool EARLY_HEAD = one_axis_per_chunk(PAIRS);
     HeadChunk g;
     if (EARLY_HEAD && head_first < heads) load_head(g, a, t, head_first, first);
+    if (!EARLY_HEAD && head_first < heads) prefetch_head(a, t, head_first, first);
     compute_t cs[PAIRS], sn[PAIRS];
     load_token_angles(a, t.positions, c * PAIRS, cs, sn);
     for (idx_t h = head_first; h < heads; h += head_step) {
