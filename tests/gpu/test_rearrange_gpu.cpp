@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "../host/rearrange_executor.hpp"
 #include "../test_support.hpp"
@@ -108,11 +109,15 @@ struct PermuteCase {
 
 // Checks each permute on the GPU at nine pointer misalignments (source shifted by 0, 1 and 3
 // elements, destination by 0, 1 and 2); returns how many of the launches planned `family`.
+// The variant a plan launches on base pointers whose addresses OR'ed together are `address`.
+plan::RearrangeVariant launched_variant(const RearrangePlan& plan, std::uintptr_t address) {
+  return plan::variant_for_pointers(plan::with_every_level(plan.impl().data), address);
+}
+
 // The family of a case's plan at 16-byte aligned pointers.
 plan::RearrangeFamily aligned_family(const PermuteCase& c) {
   const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-  const RearrangePlan plan = plan_rearrange({view.shape, {}, c.dtype, 0}, view);
-  return plan::variant_for_pointers(plan.impl().data, 0).spec.family;
+  return launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.family;
 }
 
 int launches_on_family(const std::vector<PermuteCase>& cases, plan::RearrangeFamily family, std::uint64_t seed) {
@@ -125,7 +130,7 @@ int launches_on_family(const std::vector<PermuteCase>& cases, plan::RearrangeFam
     for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
       for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
         const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
-        taken += plan::variant_for_pointers(plan.impl().data, address).spec.family == family;
+        taken += launched_variant(plan, address).spec.family == family;
         const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
         CHECK_MESSAGE(failure.empty(), failure);
       }
@@ -258,8 +263,7 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles at every pointer misalig
         const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
         const bool skewed = c.shape[0] != 64 || address % 8 != 0;
         const RearrangePlan plan = plan_rearrange(dst, view);
-        CHECK((plan::variant_for_pointers(plan.impl().data, address).spec.family == plan::RearrangeFamily::skewed) ==
-              skewed);
+        CHECK((launched_variant(plan, address).spec.family == plan::RearrangeFamily::skewed) == skewed);
         const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
         CHECK_MESSAGE(failure.empty(), failure);
       }
@@ -290,8 +294,7 @@ TEST_CASE("rearrange: u8 transposes whose groups span several dims take word til
   int composite = 0;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const plan::RearrangeVariant& v =
-        plan::variant_for_pointers(plan_rearrange({view.shape, {}, c.dtype, 0}, view).impl().data, 0);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
     composite += v.spec.family == plan::RearrangeFamily::words && v.spec.dims_a + v.spec.dims_b > 2;
   }
   CHECK(composite == static_cast<int>(cases.size()));
@@ -379,7 +382,7 @@ TEST_CASE("rearrange: a transpose of more than 2^31 u8 elements uses 64-bit indi
   const TensorDesc view = permuted({{n, n}, {}, DType::u8, 0}, {1, 0});
   const TensorDesc dst{view.shape, {}, DType::u8, 0};
   const RearrangePlan plan = plan_rearrange(dst, view);
-  REQUIRE(plan::variant_for_pointers(plan.impl().data, 0).spec.index64);
+  REQUIRE(launched_variant(plan, 0).spec.index64);
   const std::size_t bytes = static_cast<std::size_t>(n * n);
   test::DeviceBuffer in(bytes), out(bytes + 64);
   const std::vector<std::uint8_t> host = test::random_bytes(bytes, 2026);
@@ -433,6 +436,41 @@ TEST_CASE("rearrange: the C API, the one-shot call, streams and device-side over
   CHECK(sj_rearrange(a.get(), &src, a.get(), &src, stream) == SJ_OK);
   CHECK(sj_rearrange_plan_destroy(plan) == SJ_OK);
   jit::check(jit::driver().cuStreamDestroy(stream), "cuStreamDestroy");
+}
+
+TEST_CASE("rearrange: threads launching one plan on pointers of every alignment plan each level as they need it" *
+          test::gpu_only()) {
+  const TensorDesc view = permuted({{37, 6, 53, 11}, {}, DType::u8, 0}, {2, 0, 3, 1});
+  const TensorDesc dst{view.shape, {}, DType::u8, 0};
+  const RearrangePlan plan = plan_rearrange(dst, view);
+  const plan::RearrangePlanData& p = plan.impl().data;
+  constexpr int kThreads = 16;
+  std::vector<std::unique_ptr<DeviceView>> ins, outs;
+  std::vector<std::vector<std::uint8_t>> expected;
+  for (int i = 0; i < kThreads; ++i) {
+    ins.push_back(std::make_unique<DeviceView>(p.src_range, static_cast<std::size_t>(i)));
+    outs.push_back(std::make_unique<DeviceView>(p.dst_range, static_cast<std::size_t>(3 * i % 16)));
+    const std::vector<std::uint8_t> host_in = test::random_bytes(ins.back()->buffer.bytes(), 700 + i);
+    ins.back()->buffer.upload(host_in.data(), host_in.size());
+    outs.back()->buffer.fill(kPoison);
+    expected.emplace_back(outs.back()->buffer.bytes(), kPoison);
+    test::reference_rearrange(expected.back().data() + outs.back()->base_offset, dst,
+                              host_in.data() + ins.back()->base_offset, view);
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < 5; ++round) plan.launch(outs[i]->base(), ins[i]->base());
+    });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    std::vector<std::uint8_t> got(outs[i]->buffer.bytes());
+    outs[i]->buffer.download(got.data(), got.size());
+    CHECK_MESSAGE(got == expected[static_cast<std::size_t>(i)], "thread " << i);
+  }
+  // Each level was planned once, to the variant a plan of every level has.
+  CHECK(plan.describe() == plan::describe(plan::plan_rearrange_data(dst, view, {})));
+  CHECK(p.variants.size() == plan::plan_rearrange_data(dst, view, {}).variants.size());
 }
 
 TEST_CASE("rearrange: scalars and empty tensors" * test::gpu_only()) {

@@ -174,6 +174,31 @@ TEST_CASE("alignment variants: narrower pointers pick narrower units, never wide
   CHECK(plan::variant_for_pointers(q, 0).spec.unit_bytes == 4);
 }
 
+TEST_CASE("alignment variants: a plan object plans the assumed alignment, the others when asked, as the eager plan does") {
+  for (DType dtype : {DType::u8, DType::f16, DType::f32}) {
+    const TensorDesc view = permuted(desc({37, 6, 53, 11}, {}, dtype), {2, 0, 3, 1});
+    const TensorDesc dst = desc(view.shape, {}, dtype);
+    const plan::RearrangePlanData every = plan::plan_rearrange_data(dst, view, {});
+    plan::RearrangePlanData lazy = plan::plan_rearrange_data(dst, view, {}, plan::PlannedLevels::assumed);
+    REQUIRE(lazy.variants.size() == 1);
+    for (int level = 0; level < plan::kAlignmentLevels - 1; ++level) CHECK(lazy.variant_for_level[level] == plan::kUnplanned);
+    CHECK(plan::describe(plan::with_every_level(lazy)) == plan::describe(every));
+    for (int level : {1, 0, 3, 2}) {  // in launch order, not the eager order
+      const int index = plan::plan_level(lazy, level);
+      CHECK(index == lazy.variant_for_level[level]);
+      const plan::RearrangeVariant& want = plan::variant_for_pointers(every, std::uintptr_t{1} << level);
+      CHECK(lazy.variants[static_cast<std::size_t>(index)].spec == want.spec);
+      CHECK(lazy.variants[static_cast<std::size_t>(index)].form == want.form);
+    }
+    CHECK(lazy.variants.size() == every.variants.size());
+    CHECK(lazy.variants.size() <= static_cast<std::size_t>(plan::kMaxVariants));
+  }
+  // A plan object's description lists every level, as a plan of every level does.
+  const TensorDesc view = permuted(desc({37, 6, 53, 11}, {}, DType::u8), {2, 0, 3, 1});
+  CHECK(plan_rearrange(desc(view.shape, {}, DType::u8), view).describe() ==
+        plan::describe(plan::plan_rearrange_data(desc(view.shape, {}, DType::u8), view, {})));
+}
+
 TEST_CASE("plans describe themselves and their manifest line reproduces the canonical form") {
   const RearrangePlan plan = [] {
     const TensorDesc view = permuted(desc({64, 512, 32, 128}, {}, DType::f16), {0, 2, 1, 3});

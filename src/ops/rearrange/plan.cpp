@@ -6,11 +6,10 @@
 #include <bit>
 
 #include "core/env.hpp"
+#include "core/errors.hpp"
 
 namespace shapejit::plan {
 namespace {
-
-int level_of(std::uint64_t alignment) { return std::countr_zero(alignment | 16u); }
 
 std::string join(const std::vector<std::int64_t>& values) { return fmt::format("{}", fmt::join(values, ",")); }
 
@@ -90,7 +89,37 @@ RearrangeVariant planned_variant(const RearrangePlanData& p, int level) {
 
 }  // namespace
 
-RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
+int alignment_level(std::uintptr_t address_bits) { return std::countr_zero(address_bits | 16u); }
+
+int plan_level(RearrangePlanData& p, int level) {
+  int& index = p.variant_for_level[static_cast<std::size_t>(level)];
+  if (index != kUnplanned) return index;
+  RearrangeVariant v = planned_variant(p, level);
+  for (std::size_t i = 0; i < p.variants.size() && index == kUnplanned; ++i)
+    if (p.variants[i].form == v.form && p.variants[i].spec == v.spec) index = static_cast<int>(i);
+  if (index == kUnplanned) {
+    index = static_cast<int>(p.variants.size());
+    p.variants.push_back(std::move(v));
+  }
+  return index;
+}
+
+RearrangePlanData with_every_level(const RearrangePlanData& p) {
+  if (p.empty) return p;
+  RearrangePlanData every = p;
+  const int top = alignment_level(p.options.assumed_alignment);
+  every.variants = {p.variants[static_cast<std::size_t>(p.variant_for_level[static_cast<std::size_t>(top)])]};
+  every.variants.reserve(kMaxVariants);
+  every.variant_for_level.fill(0);
+  for (int level = top - 1; level >= 0; --level) {
+    every.variant_for_level[static_cast<std::size_t>(level)] = kUnplanned;
+    plan_level(every, level);
+  }
+  return every;
+}
+
+RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options,
+                                      PlannedLevels levels) {
   check_assumed_alignment(options.assumed_alignment);
   check_rearrange_descs(dst, src);
   RearrangePlanData p;
@@ -106,18 +135,11 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
   p.dst_range = byte_range(dst);
   p.same_layout = dst.effective_strides() == src.effective_strides();
 
-  const int top = level_of(options.assumed_alignment);
-  for (int level = top; level >= 0; --level) {
-    RearrangeVariant v = planned_variant(p, level);
-    int index = -1;
-    for (std::size_t i = 0; i < p.variants.size() && index < 0; ++i)
-      if (p.variants[i].form == v.form && p.variants[i].spec == v.spec) index = static_cast<int>(i);
-    if (index < 0) {
-      index = static_cast<int>(p.variants.size());
-      p.variants.push_back(std::move(v));
-    }
-    p.variant_for_level[static_cast<std::size_t>(level)] = index;
-  }
+  const int top = alignment_level(options.assumed_alignment);
+  p.variant_for_level.fill(kUnplanned);
+  p.variants.reserve(kMaxVariants);
+  const int lowest = levels == PlannedLevels::every ? 0 : top;
+  for (int level = top; level >= lowest; --level) plan_level(p, level);
   for (int level = top + 1; level < kAlignmentLevels; ++level)
     p.variant_for_level[static_cast<std::size_t>(level)] = p.variant_for_level[static_cast<std::size_t>(top)];
   return p;
@@ -125,7 +147,7 @@ RearrangePlanData plan_rearrange_data(const TensorDesc& dst, const TensorDesc& s
 
 std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& p) {
   if (p.empty) return {};
-  const int top = level_of(p.options.assumed_alignment);
+  const int top = alignment_level(p.options.assumed_alignment);
   const Alignments a = alignments_at(p, top);
   std::vector<RearrangeVariant> out =
       candidate_variants(fold_into_units(p.elements, a.src, a.dst), p.options.exact, a.src, a.dst);
@@ -139,7 +161,7 @@ std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& p) {
 }
 
 void choose_variant(RearrangePlanData& p, const RearrangeVariant& chosen) {
-  const int top = level_of(p.options.assumed_alignment);
+  const int top = alignment_level(p.options.assumed_alignment);
   const int replaced = p.variant_for_level[static_cast<std::size_t>(top)];
   bool still_used = false;
   for (int level = 0; level < top; ++level) still_used = still_used || p.variant_for_level[static_cast<std::size_t>(level)] == replaced;
@@ -166,14 +188,16 @@ jit::LaunchDims launch_dims(const RearrangeVariant& v) {
 }
 
 const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std::uintptr_t address_bits) {
-  const int index = plan.variant_for_level[static_cast<std::size_t>(level_of(address_bits))];
+  const int index = plan.variant_for_level[static_cast<std::size_t>(alignment_level(address_bits))];
+  if (index == kUnplanned)
+    fail(ErrorCode::internal, "rearrange: no variant is planned for pointers aligned to {} bytes",
+         std::uintptr_t{1} << alignment_level(address_bits));
   return plan.variants[static_cast<std::size_t>(index)];
 }
 
 std::string manifest_line(const RearrangePlanData& p) {
-  bool any_kernel = false;
-  for (const RearrangeVariant& v : p.variants) any_kernel = any_kernel || v.spec.family != RearrangeFamily::copy;
-  if (!any_kernel) return "";
+  // A copy at one alignment is a copy at every alignment (its form is one contiguous run).
+  if (p.empty || p.variants.front().spec.family == RearrangeFamily::copy) return "";
   std::vector<std::int64_t> shape, src, dst;
   for (const RearrangeDim& d : p.elements.dims) {
     shape.push_back(d.extent);

@@ -25,11 +25,26 @@ namespace {
 const jit::KernelHandle& kernel_of(const detail::RearrangePlanImpl& impl, std::size_t index) {
   std::atomic<const jit::KernelHandle*>& slot = impl.kernels[index];
   if (const jit::KernelHandle* k = slot.load(std::memory_order_acquire)) return *k;
-  const plan::RearrangeVariant& variant = impl.data.variants[index];
+  const plan::RearrangeVariant& variant = impl.variants[index];
   const jit::KernelHandle* k = &jit::registered_kernel(plan::rearrange_key(variant.spec, variant.args),
                                                        [&] { return codegen::rearrange_program(variant, impl.manifest); });
   slot.store(k, std::memory_order_release);
   return *k;
+}
+
+// The variant for pointers at alignment `level`: planned at the first launch that needs it.
+std::size_t variant_index(const detail::RearrangePlanImpl& impl, int level) {
+  const int published = impl.level_variant[static_cast<std::size_t>(level)].load(std::memory_order_acquire);
+  if (published != plan::kUnplanned) return static_cast<std::size_t>(published);
+  const std::lock_guard lock(impl.planning);
+  const int index = plan::plan_level(impl.data, level);
+  impl.level_variant[static_cast<std::size_t>(level)].store(index, std::memory_order_release);
+  return static_cast<std::size_t>(index);
+}
+
+plan::RearrangePlanData every_level(const detail::RearrangePlanImpl& impl) {
+  const std::lock_guard lock(impl.planning);
+  return plan::with_every_level(impl.data);
 }
 
 std::string cache_key(const TensorDesc& dst, const TensorDesc& src) {
@@ -57,13 +72,16 @@ const detail::RearrangePlanImpl& RearrangePlan::impl() const {
 
 RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const RearrangeOptions& options) {
   auto impl = std::make_shared<detail::RearrangePlanImpl>();
-  impl->data = plan::plan_rearrange_data(dst, src, options);
+  impl->data = plan::plan_rearrange_data(dst, src, options, plan::PlannedLevels::assumed);
   if (impl->data.options.tune) plan::tune_plan(impl->data);
+  impl->variants = impl->data.variants.data();
+  for (int level = 0; level < plan::kAlignmentLevels; ++level)
+    impl->level_variant[static_cast<std::size_t>(level)].store(impl->data.variant_for_level[static_cast<std::size_t>(level)]);
   impl->manifest = plan::manifest_line(impl->data);
-  impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(impl->data.variants.size());
+  impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(plan::kMaxVariants);
   if (jit::recording()) {
     std::vector<SpecKey> kernels;
-    for (const plan::RearrangeVariant& v : impl->data.variants)
+    for (const plan::RearrangeVariant& v : plan::with_every_level(impl->data).variants)
       if (v.spec.family != plan::RearrangeFamily::copy) kernels.push_back(plan::rearrange_key(v.spec, v.args));
     jit::record_manifest_line(impl->manifest, kernels);
   }
@@ -87,7 +105,8 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
                      src_address + p.src_range.lo, src_address + p.src_range.hi, dst_address + p.dst_range.lo,
                      dst_address + p.dst_range.hi);
   }
-  const plan::RearrangeVariant& v = plan::variant_for_pointers(p, dst_address | src_address);
+  const std::size_t index = variant_index(im, plan::alignment_level(dst_address | src_address));
+  const plan::RearrangeVariant& v = im.variants[index];
   char* d = static_cast<char*>(dst) + p.elements.dst_offset * p.elem_bytes;
   const char* s = static_cast<const char*>(src) + p.elements.src_offset * p.elem_bytes;
   const jit::StreamContext context(stream);
@@ -101,15 +120,14 @@ void RearrangePlan::launch(void* dst, const void* src, void* stream) const {
                "cuMemcpyDtoDAsync (rearrange copy)");
     return;
   }
-  const std::size_t index = static_cast<std::size_t>(&v - p.variants.data());
   const jit::LaunchDims dims = plan::launch_dims(v);
   void* args[] = {&d, &s, const_cast<plan::RearrangeKernelArgs*>(&v.args)};
   kernel_of(im, index).launch(context, dims, stream, args);
 }
 
-std::string RearrangePlan::describe() const { return plan::describe(impl().data); }
+std::string RearrangePlan::describe() const { return plan::describe(every_level(impl())); }
 
-std::string RearrangePlan::json() const { return plan::describe_json(impl().data); }
+std::string RearrangePlan::json() const { return plan::describe_json(every_level(impl())); }
 
 std::string RearrangePlan::manifest_line() const { return impl().manifest; }
 
