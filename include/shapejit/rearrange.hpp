@@ -39,7 +39,9 @@ namespace detail {
 struct RearrangePlanImpl;
 }
 
-/// A planned rearrange: immutable, cheap to copy, safe to launch from several threads at once.
+/// A planned rearrange: cheap to copy, safe to launch from several threads at once. It is planned
+/// for pointers aligned as RearrangeOptions::assumed_alignment says; the first launch on less
+/// aligned pointers plans their variant once (a few microseconds), later launches reuse it.
 class RearrangePlan {
  public:
   RearrangePlan() = default;
