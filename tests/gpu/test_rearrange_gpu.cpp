@@ -440,37 +440,51 @@ TEST_CASE("rearrange: the C API, the one-shot call, streams and device-side over
 
 TEST_CASE("rearrange: threads launching one plan on pointers of every alignment plan each level as they need it" *
           test::gpu_only()) {
-  const TensorDesc view = permuted({{37, 6, 53, 11}, {}, DType::u8, 0}, {2, 0, 3, 1});
-  const TensorDesc dst{view.shape, {}, DType::u8, 0};
-  const RearrangePlan plan = plan_rearrange(dst, view);
-  const plan::RearrangePlanData& p = plan.impl().data;
-  constexpr int kThreads = 16;
-  std::vector<std::unique_ptr<DeviceView>> ins, outs;
-  std::vector<std::vector<std::uint8_t>> expected;
-  for (int i = 0; i < kThreads; ++i) {
-    ins.push_back(std::make_unique<DeviceView>(p.src_range, static_cast<std::size_t>(i)));
-    outs.push_back(std::make_unique<DeviceView>(p.dst_range, static_cast<std::size_t>(3 * i % 16)));
-    const std::vector<std::uint8_t> host_in = test::random_bytes(ins.back()->buffer.bytes(), 700 + i);
-    ins.back()->buffer.upload(host_in.data(), host_in.size());
-    outs.back()->buffer.fill(kPoison);
-    expected.emplace_back(outs.back()->buffer.bytes(), kPoison);
-    test::reference_rearrange(expected.back().data() + outs.back()->base_offset, dst,
-                              host_in.data() + ins.back()->base_offset, view);
+  // Two views: one with a variant per level (a contiguous inner run folds into 16- to 1-byte units),
+  // one whose levels share variants.
+  for (const auto& [shape, perm] : {std::pair{std::vector<std::int64_t>{4, 40, 8, 48}, std::vector<int>{0, 2, 1, 3}},
+                                    std::pair{std::vector<std::int64_t>{37, 6, 53, 11}, std::vector<int>{2, 0, 3, 1}}}) {
+    const TensorDesc view = permuted({shape, {}, DType::u8, 0}, perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    const detail::RearrangePlanImpl& impl = plan.impl();
+    constexpr int kThreads = 16;
+    std::vector<std::unique_ptr<DeviceView>> ins, outs;
+    std::vector<std::vector<std::uint8_t>> expected;
+    for (int i = 0; i < kThreads; ++i) {
+      ins.push_back(std::make_unique<DeviceView>(impl.data.src_range, static_cast<std::size_t>(i)));
+      outs.push_back(std::make_unique<DeviceView>(impl.data.dst_range, static_cast<std::size_t>(3 * i % 16)));
+      const std::vector<std::uint8_t> host_in = test::random_bytes(ins.back()->buffer.bytes(), 700 + i);
+      ins.back()->buffer.upload(host_in.data(), host_in.size());
+      outs.back()->buffer.fill(kPoison);
+      expected.emplace_back(outs.back()->buffer.bytes(), kPoison);
+      test::reference_rearrange(expected.back().data() + outs.back()->base_offset, dst,
+                                host_in.data() + ins.back()->base_offset, view);
+    }
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+      threads.emplace_back([&, i] {
+        for (int round = 0; round < 5; ++round) plan.launch(outs[i]->base(), ins[i]->base());
+      });
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kThreads; ++i) {
+      std::vector<std::uint8_t> got(outs[i]->buffer.bytes());
+      outs[i]->buffer.download(got.data(), got.size());
+      CHECK_MESSAGE(got == expected[static_cast<std::size_t>(i)], "thread " << i);
+    }
+    // Every level was launched; each published the variant a plan of every level has for it.
+    const plan::RearrangePlanData every = plan::plan_rearrange_data(dst, view, {});
+    for (int level = 0; level < plan::kAlignmentLevels; ++level) {
+      const int index = impl.level_variant[static_cast<std::size_t>(level)].load();
+      REQUIRE(index != plan::kUnplanned);
+      const plan::RearrangeVariant& got = impl.variants[index];
+      const plan::RearrangeVariant& want = plan::variant_for_pointers(every, std::uintptr_t{1} << level);
+      CHECK(got.spec == want.spec);
+      CHECK(got.form == want.form);
+      CHECK(got.grid == want.grid);
+    }
+    CHECK(impl.data.variants.size() == every.variants.size());
   }
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i)
-    threads.emplace_back([&, i] {
-      for (int round = 0; round < 5; ++round) plan.launch(outs[i]->base(), ins[i]->base());
-    });
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kThreads; ++i) {
-    std::vector<std::uint8_t> got(outs[i]->buffer.bytes());
-    outs[i]->buffer.download(got.data(), got.size());
-    CHECK_MESSAGE(got == expected[static_cast<std::size_t>(i)], "thread " << i);
-  }
-  // Each level was planned once, to the variant a plan of every level has.
-  CHECK(plan.describe() == plan::describe(plan::plan_rearrange_data(dst, view, {})));
-  CHECK(p.variants.size() == plan::plan_rearrange_data(dst, view, {}).variants.size());
 }
 
 TEST_CASE("rearrange: scalars and empty tensors" * test::gpu_only()) {

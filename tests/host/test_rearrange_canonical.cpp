@@ -193,6 +193,27 @@ TEST_CASE("alignment variants: a plan object plans the assumed alignment, the ot
     CHECK(lazy.variants.size() == every.variants.size());
     CHECK(lazy.variants.size() <= static_cast<std::size_t>(plan::kMaxVariants));
   }
+  // A tuned aligned variant (here one that differs by its grid alone) stays with the assumed
+  // alignment: lower levels planned later get the variants an untuned plan has, grid included.
+  {
+    const TensorDesc view = permuted(desc({96, 3, 130}, {}, DType::u8), {2, 1, 0});
+    const TensorDesc dst = desc(view.shape, {}, DType::u8);
+    const plan::RearrangePlanData every = plan::plan_rearrange_data(dst, view, {});
+    plan::RearrangePlanData lazy = plan::plan_rearrange_data(dst, view, {}, plan::PlannedLevels::assumed);
+    const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(lazy);
+    const auto other_grid = std::find_if(candidates.begin(), candidates.end(), [&](const plan::RearrangeVariant& c) {
+      return c.spec == lazy.variants.front().spec && c.grid != lazy.variants.front().grid;
+    });
+    REQUIRE(other_grid != candidates.end());
+    plan::choose_variant(lazy, *other_grid);
+    for (int level = 0; level < plan::kAlignmentLevels - 1; ++level) {
+      const plan::RearrangeVariant& got = lazy.variants[static_cast<std::size_t>(plan::plan_level(lazy, level))];
+      const plan::RearrangeVariant& want = plan::variant_for_pointers(every, std::uintptr_t{1} << level);
+      CHECK(got.spec == want.spec);
+      CHECK(got.grid == want.grid);
+    }
+    CHECK(plan::variant_for_pointers(lazy, 0).grid == other_grid->grid);
+  }
   // A plan object's description lists every level, as a plan of every level does.
   const TensorDesc view = permuted(desc({37, 6, 53, 11}, {}, DType::u8), {2, 0, 3, 1});
   CHECK(plan_rearrange(desc(view.shape, {}, DType::u8), view).describe() ==

@@ -96,7 +96,9 @@ int plan_level(RearrangePlanData& p, int level) {
   if (index != kUnplanned) return index;
   RearrangeVariant v = planned_variant(p, level);
   for (std::size_t i = 0; i < p.variants.size() && index == kUnplanned; ++i)
-    if (p.variants[i].form == v.form && p.variants[i].spec == v.spec) index = static_cast<int>(i);
+    // The grid too: a tuned variant (choose_variant) may differ from the planned one by its grid alone.
+    if (p.variants[i].form == v.form && p.variants[i].spec == v.spec && p.variants[i].grid == v.grid)
+      index = static_cast<int>(i);
   if (index == kUnplanned) {
     index = static_cast<int>(p.variants.size());
     p.variants.push_back(std::move(v));
