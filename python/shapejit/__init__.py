@@ -28,15 +28,20 @@ _shapejit._register_errors(list(_CLASSES_BY_STATUS))
 from ._views import DTYPE_NAMES, TensorSpec, spec  # noqa: E402
 from ._ops import (  # noqa: E402
     CopyPlan,
+    HadamardPlan,
     RopePlan,
     clear_plan_cache,
     copy_,
+    hadamard,
     permute,
     plan_copy,
+    plan_hadamard,
     plan_rope,
     rope,
 )
 from ._tables import (  # noqa: E402
+    hadamard_matrix,
+    hadamard_size_supported,
     SUPPORTED_ROPE_TYPES,
     rope_config,
     rope_axes_tables,
@@ -76,6 +81,7 @@ __all__ = [
     "UnsupportedError",
     "DTYPE_NAMES", "TensorSpec", "spec",
     "CopyPlan", "RopePlan", "plan_copy", "plan_rope", "permute", "copy_", "rope",
+    "HadamardPlan", "plan_hadamard", "hadamard", "hadamard_matrix", "hadamard_size_supported",
     "clear_plan_cache",
     "SUPPORTED_ROPE_TYPES", "rope_axes_tables", "rope_config", "rope_frequencies", "rope_tables",
     "rope_tables_from_config",

@@ -1,8 +1,8 @@
-"""Plans and one-shot calls: copy (rearrange), permute and rope.
+"""Plans and one-shot calls: copy (rearrange), permute, rope and hadamard.
 
-Plans (:func:`plan_copy`, :func:`plan_rope`) are made once from specs or arrays and launched many
-times; one-shot calls (:func:`permute`, :func:`copy_`, :func:`rope`) plan through a cache keyed by
-every shape, stride and dtype. Torch tensors go to ``_torch.py``, which reads them directly and
+Plans (:func:`plan_copy`, :func:`plan_rope`, :func:`plan_hadamard`) are made once from specs or
+arrays and launched many times; one-shot calls (:func:`permute`, :func:`copy_`, :func:`rope`,
+:func:`hadamard`) plan through a cache keyed by every shape, stride and dtype. Torch tensors go to ``_torch.py``, which reads them directly and
 registers the torch.library ops; everything else arrives here through ``_views.view_of``.
 """
 
@@ -483,4 +483,103 @@ def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: Ar
     return out if k is None else (out, k_out)
 
 
-Plan = Union[CopyPlan, RopePlan]
+# ------------------------------------------------------------------------------------------------
+# Hadamard
+
+
+class HadamardPlan(_Plan):
+    """A planned grouped-head Hadamard transform: the n = group * dhead values of each group of
+    ``group`` consecutive heads of x ([..., heads, dhead]) times H_n and ``scale``.
+
+    Immutable and reusable from several threads. ``x`` and ``out`` are the planned specs (``out``
+    is x's for an in-place plan)."""
+
+    __slots__ = ("x", "out", "inplace")
+
+    def __init__(self, plan: Any, x: TensorSpec, out: TensorSpec, inplace: bool) -> None:
+        self._plan = plan
+        self.x, self.out, self.inplace = x, out, inplace
+
+    def launch(self, x: ArrayLike, out: Optional[ArrayLike] = None, *, stream: StreamLike = None) -> Any:
+        """Transforms ``x`` into ``out`` on ``stream`` (default as for :meth:`CopyPlan.launch`).
+        An in-place plan takes no ``out``; otherwise torch tensors get a new contiguous output when
+        ``out`` is None, other arrays must pass it. Arrays must match the planned specs (checked);
+        ints are device pointers taken on trust. Returns the output."""
+        if self.inplace:
+            if out is not None:
+                raise InvalidArgumentError("out: an in-place plan writes x itself; pass no out", 1)
+            out = x
+        elif out is None:
+            t = _views.torch_integration
+            if t is None or not isinstance(x, t.Tensor):
+                raise _output_required("out", x)
+            if self.out.strides != contiguous_strides(self.out.shape):
+                raise InvalidArgumentError(
+                    "out: the plan's output is strided; pass out (only contiguous outputs are allocated)", 1)
+            out = t.empty_contiguous(x)
+        s = _launch_stream(stream, x)
+        self._plan.launch(_pointer(x, self.x, "x", s), _pointer(out, self.out, "out", s), s)
+        return out
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides, in elements, of ``shape``."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(int(extent), 1)
+    return tuple(reversed(strides))
+
+
+def _make_hadamard_plan(x: TensorSpec, out: Optional[TensorSpec], group: int, scale: Optional[float],
+                        inplace: bool, check_pointers: bool = False) -> HadamardPlan:
+    if inplace and out is not None and out != x:
+        raise InvalidArgumentError("out: an in-place plan writes x itself; pass no out, or x's spec", 1)
+    planned_out = x if inplace else (out or TensorSpec(x.shape, contiguous_strides(x.shape), x.code, x.elem_bytes))
+    plan = _ext.plan_hadamard(x.desc(), None if inplace else planned_out.desc(), int(group),
+                              None if scale is None else float(scale), bool(inplace), bool(check_pointers))
+    return HadamardPlan(plan, x, planned_out, bool(inplace))
+
+
+def plan_hadamard(x: ArrayLike, *, group: int = 1, scale: Optional[float] = None,
+                  out: Optional[ArrayLike] = None, inplace: bool = False,
+                  check_pointers: bool = False) -> HadamardPlan:
+    """Plans the grouped-head fast Walsh-Hadamard transform of ``x``: [..., heads, dhead] (rank 2
+    to 6), f16/bf16/f32/f64, any strides with dhead contiguous. Each group of ``group``
+    consecutive heads (``group`` divides heads) is one row of n = group * dhead values (head-major)
+    multiplied by H_n (Sylvester ordering for powers of two; m x 2^k with m in 12, 20, 28 as
+    fast-hadamard-transform lays it out) and by ``scale`` (default 1/sqrt(n): orthonormal, its own
+    inverse). n is a power of two from 2 to 32768 or 12, 20 or 28 times a power of two. A
+    [B, H, S, D] layout is passed as its [B, S, H, D] view (``x.transpose(1, 2)``).
+
+    ``out`` (a spec or array of x's shape and dtype, any strides with dhead contiguous) is where
+    launches write; default: contiguous. ``inplace`` writes x itself. ``check_pointers`` asks the
+    driver about both pointers before each launch. Raises InvalidArgumentError naming what is
+    wrong (UnsupportedError for sizes past the limits)."""
+    x_spec = spec_of(x, "x")
+    out_spec = None if out is None else spec_of(out, "out")
+    return _make_hadamard_plan(x_spec, out_spec, group, scale, inplace, check_pointers)
+
+
+def hadamard(x: ArrayLike, *, group: int = 1, scale: Optional[float] = None,
+             out: Optional[ArrayLike] = None, inplace: bool = False, stream: StreamLike = None) -> Any:
+    """One-shot :func:`plan_hadamard` and launch, through the plan cache. Torch tensors run on the
+    current stream of their device and get a new contiguous output unless ``out`` is given or
+    ``inplace``; other CUDA arrays need ``out`` (or ``inplace``). Returns the output."""
+    s = _launch_stream(stream, x)
+    t = _views.torch_integration or _views.load_torch()
+    if t is not None and isinstance(x, t.Tensor):
+        x_spec = t.view_of(x, "x").spec
+        if out is None and not inplace:
+            out = t.empty_contiguous(x)
+    else:
+        x_spec = view_of(x, "x", s).spec
+        if out is None and not inplace:
+            raise _output_required("out", x)
+    out_spec = None if out is None or inplace else spec_of(out, "out")
+    key = ("hadamard", x_spec, out_spec, int(group), scale, bool(inplace))
+    plan = cached_plan(key, lambda: _make_hadamard_plan(x_spec, out_spec, group, scale, inplace))
+    return plan.launch(x, None if inplace else out, stream=s)
+
+
+Plan = Union[CopyPlan, RopePlan, HadamardPlan]

@@ -1,5 +1,6 @@
 """Rope sin/cos tables, computed in double by the library with the formulas of Hugging Face
-transformers' ``modeling_rope_utils`` (rope types default, linear, llama3 and yarn)."""
+transformers' ``modeling_rope_utils`` (rope types default, linear, llama3 and yarn), and the
+Hadamard matrices of the hadamard transform."""
 
 from __future__ import annotations
 
@@ -214,3 +215,17 @@ def rope_tables_from_config(config: Any, rows: Optional[int] = None, *,
         raise InvalidArgumentError("rows: the config names no max_position_embeddings; pass rows=", 1)
     return rope_tables(int(rows), c["rotary_dim"], theta=c["theta"], scaling=c["scaling"],
                        dtype=dtype, device=device, max_position_embeddings=c["rows"])
+
+
+def hadamard_size_supported(n: int) -> bool:
+    """Whether ``n`` is a transform size :func:`plan_hadamard` serves: 2^k (2 to 32768), or 12, 20
+    or 28 times a power of two up to 12288, 20480 and 28672."""
+    return _ext.hadamard_size_supported(int(n))
+
+
+def hadamard_matrix(n: int) -> np.ndarray:
+    """H_n as an n x n int8 numpy array of +1 and -1, in the ordering :func:`plan_hadamard` uses
+    (x @ hadamard_matrix(n).T * scale is the transform of rows x). Raises InvalidArgumentError for
+    an unsupported n."""
+    n = int(n)
+    return np.frombuffer(_ext.hadamard_matrix(n), dtype=np.int8).reshape(n, n).copy()

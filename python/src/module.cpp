@@ -110,6 +110,19 @@ shapejit::RearrangePlan plan_rearrange(const DescTuple& dst, const DescTuple& sr
   return shapejit::plan_rearrange(d, s, options);
 }
 
+shapejit::HadamardPlan plan_hadamard(const DescTuple& x, const std::optional<DescTuple>& y, std::int64_t group,
+                                     std::optional<double> scale, bool inplace, bool check_pointers) {
+  shapejit::HadamardDesc d;
+  d.x = to_desc(x);
+  d.y = to_desc(y);
+  d.group = group;
+  d.scale = scale;
+  d.inplace = inplace;
+  d.check_pointers = check_pointers;
+  nb::gil_scoped_release release;  // planning may compile
+  return shapejit::plan_hadamard(d);
+}
+
 shapejit::RopeStyle parse_style(const std::string& style) {
   if (style == "neox") return shapejit::RopeStyle::neox;
   if (style == "gptj") return shapejit::RopeStyle::gptj;
@@ -394,6 +407,24 @@ NB_MODULE(_shapejit, m) {
   m.def("plan_rope", &plan_rope, "style"_a, "x"_a, "y"_a, "k"_a, "k_out"_a, "table"_a, "positions"_a,
         "rotary_dim"_a, "inplace"_a, "inverse"_a, "checked"_a, "check_pointers"_a, "axis_rule"_a = "none",
         "axis_sections"_a = std::vector<std::int64_t>{}, "cache"_a = nb::none());
+
+  nb::class_<shapejit::HadamardPlan>(m, "HadamardPlan", "A planned grouped-head Hadamard transform.")
+      .def("launch",
+           [](const shapejit::HadamardPlan& p, std::uintptr_t x, std::uintptr_t y, std::uintptr_t stream) {
+             p.launch({as_ptr(x), as_ptr(y)}, as_ptr(stream));
+           },
+           "x"_a, "y"_a, "stream"_a = 0, "Transforms x into y on the stream (integer handles).")
+      .def("describe", &shapejit::HadamardPlan::describe)
+      .def("json", &shapejit::HadamardPlan::json)
+      .def("manifest_line", &shapejit::HadamardPlan::manifest_line);
+  m.def("plan_hadamard", &plan_hadamard, "x"_a, "y"_a, "group"_a, "scale"_a, "inplace"_a, "check_pointers"_a);
+  m.def("hadamard_size_supported", &shapejit::hadamard_size_supported, "n"_a);
+  m.def("hadamard_matrix",
+        [](std::int64_t n) {
+          const std::vector<std::int8_t> signs = shapejit::hadamard_matrix(n);
+          return nb::bytes(reinterpret_cast<const char*>(signs.data()), signs.size());
+        },
+        "n"_a, "H_n as n * n signed bytes (+1 or -1), row-major.");
 
   nb::class_<shapejit::RopeTableOptions>(m, "RopeTableOptions", "Parameters of the sin/cos tables.")
       .def(nb::init<>())

@@ -619,3 +619,37 @@ def test_tensors_on_the_second_gpu_run_there():
     assert torch.equal(got, x.t())
     with pytest.raises(shapejit.InvalidArgumentError, match="one device"):
         shapejit.rope(q, cos=cos, sin=sin, positions=pos)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("group,dhead", [(1, 128), (8, 128), (4, 64), (3, 256)])
+def test_hadamard_against_a_dense_matrix_product(dtype, group, dhead):
+    """One-shot and planned hadamard on a [B, H, S, D] tensor's [B, S, H, D] view, new output, given
+    strided output and in place, against x @ H^T * scale in float64."""
+    dt = torch_dtype(dtype)
+    g = torch.Generator(device="cuda").manual_seed(11)
+    heads = 2 * group
+    bhsd = torch.randn(2, heads, 9, dhead, device="cuda", generator=g).to(dt)
+    x = bhsd.transpose(1, 2)  # [B, S, H, D], heads strided
+    n = group * dhead
+    h = torch.from_numpy(shapejit.hadamard_matrix(n)).to("cuda", torch.float64)
+    scale = n ** -0.5
+
+    def reference(t):
+        rows = t.double().reshape(2, 9, heads // group, n)
+        return (rows @ h.T * scale).reshape(t.shape)
+
+    tol = TOLERANCE[dtype] * 4 if dtype in ("float16", "bfloat16") else TOLERANCE[dtype] * 16
+    want = reference(x)
+    y = shapejit.hadamard(x, group=group)
+    assert y.is_contiguous() and y.shape == x.shape
+    torch.testing.assert_close(y.double(), want, atol=tol * 4, rtol=tol)
+    out = torch.full((2, 9, heads, dhead + 8), float("nan"), device="cuda", dtype=dt)[..., :dhead]
+    plan = shapejit.plan_hadamard(x, group=group, out=out)
+    assert plan.launch(x, out) is out
+    torch.testing.assert_close(out.double(), want, atol=tol * 4, rtol=tol)
+    original = x.clone()
+    shapejit.hadamard(x, group=group, inplace=True)
+    torch.testing.assert_close(x.double(), reference(original), atol=tol * 4, rtol=tol)
+    shapejit.hadamard(x, group=group, inplace=True)  # orthonormal: its own inverse
+    torch.testing.assert_close(x.double(), original.double(), atol=tol * 8, rtol=tol * 2)

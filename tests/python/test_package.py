@@ -464,3 +464,73 @@ def test_enable_torch_without_torch():
         assert shapejit.enable_torch() is False
     else:
         assert shapejit.enable_torch() is True
+
+
+# ------------------------------------------------------------------------------------------------
+# Hadamard
+
+
+def sylvester(n):
+    h = np.ones((1, 1), dtype=np.int64)
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+@pytest.mark.parametrize("n", [2, 8, 128, 1024])
+def test_hadamard_matrix_is_sylvester_for_powers_of_two(n):
+    assert np.array_equal(shapejit.hadamard_matrix(n).astype(np.int64), sylvester(n))
+
+
+@pytest.mark.parametrize("n", [12, 20, 28, 12 * 8, 28 * 4])
+def test_hadamard_matrix_of_m_point_sizes_is_symmetric_and_orthogonal(n):
+    h = shapejit.hadamard_matrix(n).astype(np.int64)
+    assert set(np.unique(h)) == {-1, 1}
+    assert np.array_equal(h, h.T)
+    assert np.array_equal(h @ h, n * np.eye(n, dtype=np.int64))
+
+
+def test_hadamard_sizes():
+    assert all(shapejit.hadamard_size_supported(n) for n in (2, 4096, 32768, 12, 3072, 20480, 28672))
+    assert not any(shapejit.hadamard_size_supported(n) for n in (1, 3, 24 * 3, 65536, 36))
+    with pytest.raises(shapejit.InvalidArgumentError, match="not a supported"):
+        shapejit.hadamard_matrix(36)
+
+
+def test_hadamard_plan_describes_itself_and_round_trips_its_line():
+    x = shapejit.spec([2, 16, 32, 128], "bf16")
+    plan = shapejit.plan_hadamard(x, group=8)
+    assert isinstance(plan, shapejit.HadamardPlan)
+    assert plan.out.shape == x.shape and plan.out.strides == x.strides and not plan.inplace
+    assert plan.describe().startswith("hadamard plan (n = 1024 = 1 x 1024, group 8 x dhead 128")
+    assert json.loads(plan.json())["op"] == "hadamard"
+    line = plan.manifest_line()
+    assert line.startswith("hadamard ") and "--group 8" in line
+    assert shapejit.describe_manifest_line(line).splitlines()[0] == plan.describe().splitlines()[0]
+    # A [B, H, S, D] tensor passed as its [B, S, H, D] view, transformed in place.
+    bhsd = shapejit.spec([2, 32, 16, 128], "f16")
+    view = shapejit.TensorSpec((2, 16, 32, 128), (32 * 16 * 128, 128, 16 * 128, 1), bhsd.code, bhsd.elem_bytes)
+    in_place = shapejit.plan_hadamard(view, group=4, scale=0.5, inplace=True)
+    assert in_place.inplace and in_place.out == view
+
+
+@pytest.mark.parametrize("shape,dtype,options,error,match", [
+    ([2, 8, 6, 64], "bf16", dict(group=4), shapejit.InvalidArgumentError, "divide"),
+    ([2, 8, 6, 96], "bf16", dict(group=3), shapejit.InvalidArgumentError, "not a supported size"),
+    ([2, 8, 4, 64], "i32", dict(group=2), shapejit.InvalidArgumentError, "dtype"),
+    ([64], "f32", dict(), shapejit.InvalidArgumentError, "rank"),
+])
+def test_hadamard_plan_errors(shape, dtype, options, error, match):
+    with pytest.raises(error, match=match):
+        shapejit.plan_hadamard(shapejit.spec(shape, dtype), **options)
+
+
+def test_hadamard_out_must_match_and_in_place_takes_no_out():
+    x = shapejit.spec([4, 8, 64], "f32")
+    with pytest.raises(shapejit.InvalidArgumentError, match="shape"):
+        shapejit.plan_hadamard(x, group=2, out=shapejit.spec([4, 8, 32], "f32"))
+    with pytest.raises(shapejit.InvalidArgumentError, match="in-place"):
+        shapejit.plan_hadamard(x, group=2, inplace=True, out=shapejit.spec([4, 16, 64], "f32"))
+    plan = shapejit.plan_hadamard(x, group=2, inplace=True)
+    with pytest.raises(shapejit.InvalidArgumentError, match="in-place"):
+        plan.launch(0x1000, 0x2000)
