@@ -565,9 +565,20 @@ def hadamard(x: ArrayLike, *, group: int = 1, scale: Optional[float] = None,
              out: Optional[ArrayLike] = None, inplace: bool = False, stream: StreamLike = None) -> Any:
     """One-shot :func:`plan_hadamard` and launch, through the plan cache. Torch tensors run on the
     current stream of their device and get a new contiguous output unless ``out`` is given or
-    ``inplace``; other CUDA arrays need ``out`` (or ``inplace``). Returns the output."""
-    s = _launch_stream(stream, x)
+    ``inplace``; other CUDA arrays need ``out`` (or ``inplace``). Under torch.compile and autograd
+    the call becomes the ``shapejit::hadamard`` op (functional only; its backward pass is the same
+    transform, H being symmetric). Returns the output."""
     t = _views.torch_integration or _views.load_torch()
+    if t is not None and isinstance(x, t.Tensor):
+        return t.hadamard(x, group, scale, out, inplace, stream)
+    return hadamard_eager(x, group, scale, out, inplace, stream)
+
+
+def hadamard_eager(x: ArrayLike, group: int, scale: Optional[float], out: Optional[ArrayLike],
+                   inplace: bool, stream: StreamLike) -> Any:
+    """:func:`hadamard` launched now (no torch op)."""
+    s = _launch_stream(stream, x)
+    t = _views.torch_integration
     if t is not None and isinstance(x, t.Tensor):
         x_spec = t.view_of(x, "x").spec
         if out is None and not inplace:

@@ -400,8 +400,31 @@ def _rope_out_fake(q: Tensor, k: Optional[Tensor], out: Tensor, k_out: Optional[
     return None
 
 
+@torch.library.custom_op("shapejit::hadamard", mutates_args=())
+def hadamard_op(x: Tensor, group: int, scale: Optional[float]) -> Tensor:
+    """The grouped-head Hadamard transform of x into a new contiguous tensor."""
+    return _ops.hadamard_eager(_dhead_contiguous(x), group, scale, None, False, None)
+
+
+@hadamard_op.register_fake
+def _hadamard_fake(x: Tensor, group: int, scale: Optional[float]) -> Tensor:
+    return torch.empty_like(x, memory_format=_contiguous)
+
+
+def _hadamard_setup(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+    ctx.group, ctx.scale = inputs[1], inputs[2]
+
+
+def _hadamard_backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None, None]:
+    # y = scale * H x with H symmetric: the gradient is the same transform of grad.
+    return torch.ops.shapejit.hadamard(grad, ctx.group, ctx.scale), None, None
+
+
+hadamard_op.register_autograd(_hadamard_backward, setup_context=_hadamard_setup)
+
+
 # ------------------------------------------------------------------------------------------------
-# The public calls for torch tensors (shapejit.permute, copy_, rope route here)
+# The public calls for torch tensors (shapejit.permute, copy_, rope, hadamard route here)
 
 
 _checked_axes: dict = {}
@@ -475,3 +498,15 @@ def rope(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor, positions: Op
     q_out, k_out = torch.ops.shapejit.rope_qk(q, k, cos, sin, positions, offset, style, rd,
                                               inverse, checked)
     return q_out, k_out
+
+
+def hadamard(x: Tensor, group: int, scale: Optional[float], out: Optional[Tensor], inplace: bool,
+             stream: Any) -> Tensor:
+    if not _needs_ops(x):
+        return _ops.hadamard_eager(x, group, scale, out, inplace, stream)
+    _graph_only_arguments(stream, "under torch.compile or autograd")
+    if out is not None or inplace:
+        raise InvalidArgumentError(
+            "out= and inplace are not supported under torch.compile or autograd: use the functional "
+            "form, or call it under torch.no_grad()", 1)
+    return torch.ops.shapejit.hadamard(x, int(group), None if scale is None else float(scale))

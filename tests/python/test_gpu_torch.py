@@ -653,3 +653,20 @@ def test_hadamard_against_a_dense_matrix_product(dtype, group, dhead):
     torch.testing.assert_close(x.double(), reference(original), atol=tol * 4, rtol=tol)
     shapejit.hadamard(x, group=group, inplace=True)  # orthonormal: its own inverse
     torch.testing.assert_close(x.double(), original.double(), atol=tol * 8, rtol=tol * 2)
+
+
+def test_hadamard_autograd_and_torch_compile():
+    """The shapejit::hadamard op: gradcheck in float64 (the backward is the same transform) and a
+    torch.compile(fullgraph=True) trace equal to the eager call."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(2, 3, 4, 32, device="cuda", dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: shapejit.hadamard(t, group=2, scale=0.3), (x,))
+    y = torch.randn(2, 7, 8, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def f(t):
+        return shapejit.hadamard(t * 2, group=4) + 1
+
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(y), f(y))
+    with pytest.raises(shapejit.InvalidArgumentError, match="not supported under torch.compile or autograd"):
+        shapejit.hadamard(x, group=2, inplace=True)
