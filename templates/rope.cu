@@ -254,8 +254,10 @@ extern "C" __global__ void __launch_bounds__(256) sj_kernel(const RopeArgs a) {
     // that load several axes' rows only prefetch it (registers for both would cost occupancy).
     constexpr bool EARLY_HEAD = one_axis_per_chunk(PAIRS);
     HeadChunk g;
-    if (EARLY_HEAD && head_first < heads) load_head(g, a, t, head_first, first);
-    if (!EARLY_HEAD && head_first < heads) prefetch_head(a, t, head_first, first);
+    if (head_first < heads) {
+      if constexpr (EARLY_HEAD) load_head(g, a, t, head_first, first);
+      else prefetch_head(a, t, head_first, first);
+    }
     compute_t cs[PAIRS], sn[PAIRS];
     load_token_angles(a, t.positions, c * PAIRS, cs, sn);
     for (idx_t h = head_first; h < heads; h += head_step) {

@@ -106,14 +106,15 @@ __device__ __forceinline__ TokenPositions token_positions(const RopeArgs& a, idx
   return t;
 }
 
-// cos and sin of pairs [first, first + N), first a multiple of N: one row; with multi-axis
-// positions, the row of the chunk's axis where sections start at multiples of N, else the N entries
-// of every axis's row, each pair taking its own axis's.
+// Whether every chunk of n pairs takes all its angles from one axis's row.
 __host__ __device__ constexpr bool one_axis_per_chunk(int n) {
   return POSITION_AXES == 1 ||
          ((AXIS_RULE == 1 || AXIS_RULE == 3) && AXIS_LIMIT1 % n == 0 && AXIS_LIMIT2 % n == 0 && AXIS_LIMIT3 % n == 0);
 }
 
+// cos and sin of pairs [first, first + N), first a multiple of N: one row; with multi-axis
+// positions, the row of the chunk's axis where sections start at multiples of N, else the N entries
+// of every axis's row, each pair taking its own axis's.
 template <int N>
 __device__ __forceinline__ void load_token_angles(const RopeArgs& a, const TokenPositions& t, int first,
                                                   compute_t (&cs)[N], compute_t (&sn)[N]) {

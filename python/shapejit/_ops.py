@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from . import _shapejit as _ext
 from . import _views
 from ._errors import InvalidArgumentError
-from ._views import TensorSpec, broadcast, spec, spec_of, stream_handle, view_of
+from ._views import TensorSpec, broadcast, contiguous_strides, spec, spec_of, stream_handle, view_of
 
 #: Anything a plan or call accepts as a tensor: a torch tensor, an object with
 #: ``__cuda_array_interface__`` or ``__dlpack__``, or (for planning) a :class:`TensorSpec`.
@@ -520,15 +520,6 @@ class HadamardPlan(_Plan):
         s = _launch_stream(stream, x)
         self._plan.launch(_pointer(x, self.x, "x", s), _pointer(out, self.out, "out", s), s)
         return out
-
-
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """Row-major strides, in elements, of ``shape``."""
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(int(extent), 1)
-    return tuple(reversed(strides))
 
 
 def _make_hadamard_plan(x: TensorSpec, out: Optional[TensorSpec], group: int, scale: Optional[float],
