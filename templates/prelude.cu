@@ -41,6 +41,48 @@ __device__ __forceinline__ void sj_load_elements(T (&v)[N], const T* p) {
   }
 }
 
+// One access that asks L2 to evict its line last (sm_80 and later): for small data that every
+// block reads again, such as rope's tables, so that the streamed tensors don't push it out.
+__device__ __forceinline__ unsigned long long sj_l2_evict_last_policy() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ sj_bytes<2> sj_load_l2_last(const sj_bytes<2>* p) {
+  sj_bytes<2> v;
+  asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v.v) : "l"(p), "l"(sj_l2_evict_last_policy()));
+  return v;
+}
+__device__ __forceinline__ sj_bytes<4> sj_load_l2_last(const sj_bytes<4>* p) {
+  sj_bytes<4> v;
+  asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v.v) : "l"(p), "l"(sj_l2_evict_last_policy()));
+  return v;
+}
+__device__ __forceinline__ sj_bytes<8> sj_load_l2_last(const sj_bytes<8>* p) {
+  sj_bytes<8> v;
+  asm("ld.global.L2::cache_hint.u64 %0, [%1], %2;" : "=l"(v.v) : "l"(p), "l"(sj_l2_evict_last_policy()));
+  return v;
+}
+__device__ __forceinline__ sj_bytes<16> sj_load_l2_last(const sj_bytes<16>* p) {
+  sj_bytes<16> v;
+  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.v[0]), "=r"(v.v[1]), "=r"(v.v[2]), "=r"(v.v[3])
+      : "l"(p), "l"(sj_l2_evict_last_policy()));
+  return v;
+}
+
+// sj_load_elements with the evict-last hint (elements of 2 to 16 bytes per access).
+template <int N, int W, typename T>
+__device__ __forceinline__ void sj_load_elements_l2_last(T (&v)[N], const T* p) {
+#pragma unroll
+  for (int i = 0; i < N / W; ++i) {
+    sj_access<W, T> a;
+    a.bytes = sj_load_l2_last(reinterpret_cast<const decltype(a.bytes)*>(p) + i);
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[i * W + j] = a.elements[j];
+  }
+}
+
 template <int N, int W, typename T>
 __device__ __forceinline__ void sj_store_elements(T* p, const T (&v)[N]) {
 #pragma unroll

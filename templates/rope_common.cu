@@ -62,8 +62,11 @@ __device__ __forceinline__ long long token_position(const RopeArgs& a, idx_t b, 
 }
 
 // cos and sin of N table entries from column `first` of row `position` (NaN for a position outside
-// the table: valid false).
-template <int N>
+// the table: valid false). L2_LAST: loaded evict-last, for kernels that read each token's row once:
+// later tokens read table rows again while q and k stream through once, and L2 then keeps the
+// rows rather than the streamed lines. (Kernels that read a row again for each head group read it
+// mostly from L1, and hinted loads measured slower there.)
+template <int N, bool L2_LAST = false>
 __device__ __forceinline__ void load_angles(const RopeArgs& a, long long position, bool valid, int first,
                                             compute_t (&cs)[N], compute_t (&sn)[N]) {
   if (!valid) {
@@ -73,10 +76,12 @@ __device__ __forceinline__ void load_angles(const RopeArgs& a, long long positio
   }
   const idx_t at = (idx_t)position * (idx_t)a.table_stride + first;
   table_t v[N];
-  sj_load_elements<N, TABLE_ACCESS>(v, a.cos + at);
+  if constexpr (L2_LAST) sj_load_elements_l2_last<N, TABLE_ACCESS>(v, a.cos + at);
+  else sj_load_elements<N, TABLE_ACCESS>(v, a.cos + at);
 #pragma unroll
   for (int j = 0; j < N; ++j) cs[j] = to_compute(v[j]);
-  sj_load_elements<N, TABLE_ACCESS>(v, a.sin + at);
+  if constexpr (L2_LAST) sj_load_elements_l2_last<N, TABLE_ACCESS>(v, a.sin + at);
+  else sj_load_elements<N, TABLE_ACCESS>(v, a.sin + at);
 #pragma unroll
   for (int j = 0; j < N; ++j) sn[j] = to_compute(v[j]);
 }
@@ -125,11 +130,12 @@ __device__ __forceinline__ void load_token_angles(const RopeArgs& a, const Token
 #pragma unroll
     for (int axis = 1; axis < POSITION_AXES; ++axis)
       if (axis == chunk_axis) position = t.p[axis];
-    load_angles(a, position, t.valid, first, cs, sn);
+    load_angles<N, true>(a, position, t.valid, first, cs, sn);
   } else {
     compute_t axis_cs[POSITION_AXES][N], axis_sn[POSITION_AXES][N];
 #pragma unroll
-    for (int axis = 0; axis < POSITION_AXES; ++axis) load_angles(a, t.p[axis], t.valid, first, axis_cs[axis], axis_sn[axis]);
+    for (int axis = 0; axis < POSITION_AXES; ++axis)
+      load_angles<N, true>(a, t.p[axis], t.valid, first, axis_cs[axis], axis_sn[axis]);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const int axis = pair_axis(first + j);
