@@ -4,8 +4,11 @@
 //       Asks for a kernel that no cache holds. Prints "offline_miss nvrtc_loaded=0|1" and the
 //       message; exit 0 on that error with NVRTC never loaded. Needs no GPU.
 //   deploy_child run MANIFEST [--lines N] [--twice] [--fsize-limit BYTES]
-//       Plans and launches every line of MANIFEST (rope and rearrange) through the public API on
-//       random data and checks each result against a CPU reference; --lines N: the first N lines
+//       Plans and launches every line of MANIFEST (rearrange, and rope with its multi-axis and
+//       KV-cache append options) through the public API on random data, each line's contiguous
+//       descriptor as precompile plans it (a cache append gets blocks for every token), and
+//       checks each result against a CPU reference (rope: the library's float64 reference; the
+//       caches' rows of skipped tokens stay untouched); --lines N: the first N lines
 //       only; --twice: every line a second time (memory hits); --fsize-limit: an RLIMIT_FSIZE
 //       first. Prints the JIT counters, whether NVRTC was loaded, and the time from plan to
 //       launch of the first call of each operation. Exit 0: all correct; 3: an offline miss
@@ -18,14 +21,20 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/convert.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/nvrtc.hpp"
+#include "ops/registry.hpp"
+#include "ops/rope/manifest.hpp"
+#include "ops/rope/reference.hpp"
 #include "shapejit/rearrange.hpp"
 #include "shapejit/rope.hpp"
 #include "support/device.hpp"
@@ -50,250 +59,204 @@ int offline_miss() {
   }
 }
 
-// ---- manifest lines: the options of `shapejit plan rope|rearrange`, parsed by hand
+// ---- host data
 
-struct Line {
-  std::string op;
-  std::map<std::string, std::string> options;  ///< "--shape" -> "1,4096,32,128"; flags -> ""
-
-  bool has(const std::string& name) const { return options.count(name) > 0; }
-  std::string get(const std::string& name, const std::string& fallback = "") const {
-    const auto it = options.find(name);
-    return it == options.end() ? fallback : it->second;
+/// Random finite values of magnitude 1/32 to 8 with 8 significant bits (exact in every float
+/// dtype), as `n` elements of dtype `t`.
+std::vector<std::uint8_t> random_floats(std::int64_t n, DType t, std::uint64_t seed) {
+  const std::vector<std::uint8_t> noise = support::random_bytes(static_cast<std::size_t>(n) * 2, seed);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(n) * dtype_size(t));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint8_t m = noise[static_cast<std::size_t>(2 * i)], e = noise[static_cast<std::size_t>(2 * i + 1)];
+    const double value = std::ldexp(1.0 + (m & 127) / 128.0, (e % 8) - 5) * ((e & 128) ? -1 : 1);
+    detail::store_from_double(out.data(), t, i, value);
   }
-  std::vector<std::int64_t> list(const std::string& name) const {
-    std::vector<std::int64_t> out;
-    std::stringstream in(get(name));
-    for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+/// Random integers in [0, bound) as `n` elements of integer dtype `t`.
+std::vector<std::uint8_t> random_indices(std::int64_t n, DType t, std::int64_t bound, std::uint64_t seed) {
+  const std::vector<std::uint8_t> noise = support::random_bytes(static_cast<std::size_t>(n) * 4, seed);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(n) * dtype_size(t));
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t v;
+    std::memcpy(&v, noise.data() + 4 * i, 4);
+    const std::int64_t value = v % static_cast<std::uint32_t>(bound);
+    std::memcpy(out.data() + static_cast<std::size_t>(i) * dtype_size(t), &value, dtype_size(t));  // little-endian
+  }
+  return out;
+}
+
+/// Host bytes and their device copy.
+struct Tensor {
+  std::vector<std::uint8_t> host;
+  std::unique_ptr<DeviceBuffer> device;
+
+  explicit Tensor(std::vector<std::uint8_t> bytes) : host(std::move(bytes)), device(std::make_unique<DeviceBuffer>(host.size())) {
+    if (!host.empty()) device->upload(host.data(), host.size());
+  }
+  /// `bytes` bytes of `byte` (poison: 0xff is NaN in every float dtype).
+  static Tensor filled(std::size_t bytes, std::uint8_t byte) { return Tensor(std::vector<std::uint8_t>(bytes, byte)); }
+  void* get() const { return device->get(); }
+  std::vector<std::uint8_t> download() const {
+    std::vector<std::uint8_t> out(host.size());
+    device->download(out.data(), out.size());
     return out;
-  }
-  DType dtype(const std::string& name, const std::string& fallback) const {
-    const auto t = parse_dtype(get(name, fallback));
-    if (!t) throw std::runtime_error(name + " " + get(name) + " is not a dtype");
-    return *t;
   }
 };
 
-Line parse_line(const std::string& text) {
-  static const std::vector<std::string> kFlags = {"--inplace", "--inverse", "--exact", "--checked"};
-  Line line;
-  std::stringstream in(text);
-  in >> line.op;
-  for (std::string word; in >> word;) {
-    const bool flag = std::find(kFlags.begin(), kFlags.end(), word) != kFlags.end();
-    std::string value;
-    if (!flag) in >> value;
-    line.options[word] = value;
-  }
-  return line;
-}
+// ---- rope: the contiguous descriptor a line stands for (what precompile planned), given a cache
+// of enough blocks for every token, checked against the library's float64 reference
 
-std::vector<std::string> manifest_lines(const std::string& path, std::size_t limit) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::vector<std::string> lines;
-  for (std::string raw; std::getline(in, raw) && lines.size() < limit;) {
-    const std::string text = raw.substr(0, raw.find('#'));
-    if (text.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(text);
-  }
-  return lines;
-}
-
-// ---- host values of every float and integer dtype
-
-double load_float(const std::uint8_t* base, DType t, std::int64_t i) {
-  std::uint16_t h = 0;
-  switch (t) {
-    case DType::f32: { float f; std::memcpy(&f, base + 4 * i, 4); return f; }
-    case DType::f64: { double d; std::memcpy(&d, base + 8 * i, 8); return d; }
-    case DType::bf16: {
-      std::memcpy(&h, base + 2 * i, 2);
-      const std::uint32_t bits = std::uint32_t{h} << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    case DType::f16: {
-      std::memcpy(&h, base + 2 * i, 2);
-      const int exponent = (h >> 10) & 31, mantissa = h & 1023;
-      const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
-                               : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                                                : std::ldexp(1024 + mantissa, exponent - 25);
-      return (h & 0x8000) ? -magnitude : magnitude;
-    }
-    default: throw std::runtime_error("not a float dtype");
-  }
-}
-
-void store_int(std::uint8_t* base, DType t, std::int64_t i, std::int64_t value) {
-  const std::size_t size = dtype_size(t);
-  std::memcpy(base + static_cast<std::int64_t>(size) * i, &value, size);  // little-endian truncation
-}
-
-/// Random finite values of magnitude 1/32 to 8, exact in every float dtype, as raw bytes.
-std::vector<std::uint8_t> random_floats(std::int64_t n, DType t, std::uint64_t seed) {
-  std::vector<std::uint8_t> bits = support::random_bytes(static_cast<std::size_t>(n) * dtype_size(t), seed);
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint8_t* p = bits.data() + static_cast<std::int64_t>(dtype_size(t)) * i;
-    const double value = std::ldexp(1.0 + (p[0] & 127) / 128.0, static_cast<int>(p[1] % 8) - 5) * ((p[1] & 128) ? -1 : 1);
-    if (t == DType::f32) { const float f = static_cast<float>(value); std::memcpy(p, &f, 4); }
-    if (t == DType::f64) std::memcpy(p, &value, 8);
-    if (t == DType::bf16) {  // value has 8 significant bits: exact in bf16 and f16
-      const float f = static_cast<float>(value);
-      std::uint32_t b;
-      std::memcpy(&b, &f, 4);
-      const std::uint16_t h = static_cast<std::uint16_t>(b >> 16);
-      std::memcpy(p, &h, 2);
-    }
-    if (t == DType::f16) {
-      int exponent = 0;
-      const double fraction = std::frexp(std::fabs(value), &exponent);  // value = fraction * 2^exponent
-      const std::uint16_t h = static_cast<std::uint16_t>((value < 0 ? 0x8000 : 0) | ((exponent + 14) << 10) |
-                                                         (static_cast<int>(fraction * 2048) - 1024));
-      std::memcpy(p, &h, 2);
-    }
-  }
-  return bits;
-}
-
-// ---- rope
-
-/// Relative tolerance of one output element: half an ulp of the data dtype, doubled.
-double rope_relative_tolerance(DType t) {
+/// Relative tolerance of one value rounded to dtype t: half an ulp, doubled.
+double relative_tolerance(DType t) {
   return t == DType::bf16 ? 0x1p-7 : t == DType::f16 ? 0x1p-10 : t == DType::f32 ? 0x1p-22 : 0x1p-50;
 }
 
-struct RopeCase {
-  RopeDesc desc;
-  RopeTables tables;
-  std::int64_t batch = 1, seq = 0, heads = 0, k_heads = 0, dhead = 0, rotary = 0;
-  std::vector<std::uint8_t> positions;
-};
+constexpr std::int64_t kCacheBlock = 16;
+constexpr float kCacheScale = 0.1f;  // 8-bit caches: values up to about 12 stay inside int8's and e4m3's ranges
 
-RopeCase rope_case(const Line& line) {
-  RopeCase c;
-  const std::vector<std::int64_t> shape = line.list("--shape");
-  if (shape.size() != 3 && shape.size() != 4) throw std::runtime_error("--shape must have 3 or 4 extents");
-  const std::size_t r = shape.size();
-  c.batch = r == 4 ? shape[0] : 1;
-  c.seq = shape[r - 3];
-  c.heads = shape[r - 2];
-  c.dhead = shape[r - 1];
-  c.rotary = std::stoll(line.get("--rotary-dim", "0"));
-  if (c.rotary == 0) c.rotary = c.dhead;
-  const DType data = line.dtype("--dtype", "");
-  RopeDesc& d = c.desc;
-  d.style = line.get("--algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
-  d.x = TensorDesc{shape, {}, data};
-  d.rotary_dim = c.rotary;
-  d.inplace = line.has("--inplace");
-  d.inverse = line.has("--inverse");
-  if (line.has("--k-heads")) {
-    c.k_heads = std::stoll(line.get("--k-heads"));
-    std::vector<std::int64_t> k_shape = shape;
-    k_shape[r - 2] = c.k_heads;
-    d.k = TensorDesc{k_shape, {}, data};
-  }
-  c.tables = rope_tables(std::max<std::int64_t>(c.seq, 1), c.rotary,
-                         line.dtype("--table-dtype", data == DType::f64 ? "f64" : "f32"));
-  d.table = c.tables.desc();
-  if (line.get("--pos-dtype", "i64") != "none") {
-    const DType pos = line.dtype("--pos-dtype", "i64");
-    const bool shared = line.get("--pos-layout") == "seq" || r == 3;
-    d.positions = TensorDesc{shared ? std::vector<std::int64_t>{c.seq} : std::vector<std::int64_t>{c.batch, c.seq}, {}, pos};
-    const std::int64_t n = d.positions->numel();
-    c.positions.resize(static_cast<std::size_t>(n) * dtype_size(pos));
-    const std::vector<std::uint8_t> noise = support::random_bytes(static_cast<std::size_t>(n) * 4, 99);
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::uint32_t v;
-      std::memcpy(&v, noise.data() + 4 * i, 4);
-      store_int(c.positions.data(), pos, i, static_cast<std::int64_t>(v % static_cast<std::uint32_t>(c.tables.rows)));
-    }
-  }
-  return c;
+/// A cache append's caches and slots: blocks for every token and two spare, distinct slots drawn
+/// at random, every 7th token skipped (slot -1).
+std::vector<std::int64_t> give_cache(RopeDesc& d, std::int64_t tokens, std::uint64_t seed) {
+  const std::int64_t blocks = tokens / kCacheBlock + 2, heads = d.k->shape[d.k->shape.size() - 2];
+  const std::int64_t dhead = d.x.shape.back();
+  d.k_cache->shape = d.cache_layout == KvCacheLayout::nhd ? std::vector<std::int64_t>{blocks, kCacheBlock, heads, dhead}
+                                                          : std::vector<std::int64_t>{blocks, heads, kCacheBlock, dhead};
+  d.v_cache = d.k_cache;
+  std::vector<std::int64_t> free_slots(static_cast<std::size_t>(blocks * kCacheBlock));
+  for (std::size_t i = 0; i < free_slots.size(); ++i) free_slots[i] = static_cast<std::int64_t>(i);
+  std::mt19937_64 rng(seed);
+  std::shuffle(free_slots.begin(), free_slots.end(), rng);
+  std::vector<std::int64_t> slots(free_slots.begin(), free_slots.begin() + tokens);
+  for (std::size_t t = 0; t < slots.size(); t += 7) slots[t] = -1;
+  return slots;
 }
 
-std::int64_t position_of(const RopeCase& c, std::int64_t b, std::int64_t s) {
-  if (!c.desc.positions) return s;  // offset 0
-  const DType t = c.desc.positions->dtype;
-  const std::int64_t i = c.desc.positions->shape.size() == 2 ? b * c.seq + s : s;
-  std::int64_t v = 0;
-  std::memcpy(&v, c.positions.data() + static_cast<std::int64_t>(dtype_size(t)) * i, dtype_size(t));
-  return v;
+/// Element offset of (slot, head, i) in a contiguous cache of the descriptor's layout.
+std::int64_t cache_offset(const RopeDesc& d, std::int64_t slot, std::int64_t head, std::int64_t i) {
+  const std::int64_t block = slot / kCacheBlock, row = slot % kCacheBlock;
+  const std::int64_t heads = d.k->shape[d.k->shape.size() - 2], dhead = d.x.shape.back();
+  return d.cache_layout == KvCacheLayout::nhd ? ((block * kCacheBlock + row) * heads + head) * dhead + i
+                                              : ((block * heads + head) * kCacheBlock + row) * dhead + i;
 }
 
-/// Checks one rotated tensor ([batch, seq, heads, dhead] contiguous) against the reference.
-std::string check_rope_tensor(const RopeCase& c, const std::vector<std::uint8_t>& in, const std::vector<std::uint8_t>& out,
-                              std::int64_t heads, const char* name) {
-  const DType t = c.desc.x.dtype, table = c.tables.dtype;
-  const std::int64_t half = c.rotary / 2, width = c.tables.width;
-  const std::size_t elem = dtype_size(t);
-  // Absolute slack for f32 arithmetic on inputs up to 8 (the kernel computes in f32).
-  const double absolute = t == DType::f64 ? 1e-12 : 1e-5, relative = rope_relative_tolerance(t);
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t s = 0; s < c.seq; ++s) {
-      const std::int64_t p = position_of(c, b, s);
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const std::int64_t row = ((b * c.seq + s) * heads + h) * c.dhead;
-        for (std::int64_t i = 0; i < half; ++i) {
-          const std::int64_t i0 = c.desc.style == RopeStyle::gptj ? 2 * i : i;
-          const std::int64_t i1 = c.desc.style == RopeStyle::gptj ? 2 * i + 1 : i + half;
-          const double cs = load_float(c.tables.cos.data(), table, p * width + i);
-          const double sn = (c.desc.inverse ? -1 : 1) * load_float(c.tables.sin.data(), table, p * width + i);
-          const double x0 = load_float(in.data(), t, row + i0), x1 = load_float(in.data(), t, row + i1);
-          const double r0 = x0 * cs - x1 * sn, r1 = x0 * sn + x1 * cs;
-          for (const auto& [index, want] : {std::pair{row + i0, r0}, std::pair{row + i1, r1}}) {
-            const double got = load_float(out.data(), t, index);
-            if (!(std::fabs(got - want) <= absolute + relative * std::fabs(want)))  // NaN fails too
-              return std::string(name) + ": element " + std::to_string(index) + " is " + std::to_string(got) +
-                     ", expected " + std::to_string(want);
-          }
-        }
-        const std::size_t pass = static_cast<std::size_t>(c.dhead - c.rotary) * elem;
-        const std::size_t at = static_cast<std::size_t>(row + c.rotary) * elem;
-        if (pass > 0 && std::memcmp(in.data() + at, out.data() + at, pass) != 0)
-          return std::string(name) + ": pass-through elements changed";
-      }
-    }
-  return "";
+/// Whether `got` (an output element of dtype t, or a cache code) stands for `want`.
+bool close(double got, double want, DType t, RopeQuantize code = RopeQuantize::none) {
+  if (code != RopeQuantize::none) return std::fabs(got - want) <= detail::rope_code_step(code, want, kCacheScale);
+  return std::fabs(got - want) <= 1e-5 + relative_tolerance(t) * std::fabs(want);  // NaN fails too
 }
 
 /// Runs one rope line; returns "" or what was wrong. `plan_to_launch_ms` gets the host time from
 /// planning to the launch call's return.
-std::string run_rope(const Line& line, std::uint64_t seed, double& plan_to_launch_ms) {
-  const RopeCase c = rope_case(line);
-  const DType t = c.desc.x.dtype;
-  const std::vector<std::uint8_t> x = random_floats(c.desc.x.numel(), t, seed);
-  const std::vector<std::uint8_t> k = c.desc.k ? random_floats(c.desc.k->numel(), t, seed + 1) : std::vector<std::uint8_t>{};
-  DeviceBuffer dx(x.size()), dk(k.size()), dcos(c.tables.cos.size()), dsin(c.tables.sin.size()),
-      dpos(c.positions.size()), dy(c.desc.inplace ? 0 : x.size()), dk_out(c.desc.inplace ? 0 : k.size());
-  dx.upload(x.data(), x.size());
-  if (!k.empty()) dk.upload(k.data(), k.size());
-  dcos.upload(c.tables.cos.data(), c.tables.cos.size());
-  dsin.upload(c.tables.sin.data(), c.tables.sin.size());
-  if (!c.positions.empty()) dpos.upload(c.positions.data(), c.positions.size());
-  for (DeviceBuffer* out : {&dy, &dk_out})
-    if (out->bytes() > 0) out->fill(0xff);  // NaN in every float dtype: an unwritten element fails
+std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& plan_to_launch_ms) {
+  const plan::RopeManifest m = ops::rope_manifest(args);
+  RopeDesc d = plan::manifest_desc(m);
+  if (d.hadamard_group != 0) return "deploy_child does not check rope fused with a Hadamard transform";
+  const std::int64_t seq = d.x.shape[d.x.shape.size() - 3], tokens = d.x.numel() / (d.x.shape[d.x.shape.size() - 2] * d.x.shape.back());
+  const bool cache = d.cache_layout != KvCacheLayout::none;
+  const std::vector<std::int64_t> slot_values = cache ? give_cache(d, tokens, seed) : std::vector<std::int64_t>{};
+  const plan::RopePlanData data = plan::plan_rope_data(d);
+  const DType t = d.x.dtype;
+  const std::int64_t rotary = d.rotary_dim == 0 ? d.x.shape.back() : d.rotary_dim;
+  const RopeTables tables = rope_tables(d.table.shape[0], rotary, d.table.dtype);
+
+  Tensor x(random_floats(d.x.numel(), t, seed)), cos(tables.cos), sin(tables.sin);
+  Tensor k(random_floats(d.k ? d.k->numel() : 0, t, seed + 1)), v(random_floats(d.v ? d.v->numel() : 0, t, seed + 2));
+  Tensor positions(d.positions ? random_indices(d.positions->numel(), d.positions->dtype, tables.rows, seed + 3)
+                               : std::vector<std::uint8_t>{});
+  std::vector<std::uint8_t> slot_bytes(slot_values.size() * (cache ? dtype_size(d.slots->dtype) : 0));
+  for (std::size_t i = 0; i < slot_values.size(); ++i)
+    std::memcpy(slot_bytes.data() + i * dtype_size(d.slots->dtype), &slot_values[i], dtype_size(d.slots->dtype));
+  Tensor slots(slot_bytes);
+  const std::size_t cache_bytes = cache ? static_cast<std::size_t>(d.k_cache->numel()) * dtype_size(d.k_cache->dtype) : 0;
+  Tensor k_cache = Tensor::filled(cache_bytes, 0xff), v_cache = Tensor::filled(cache_bytes, 0xff);
+  const float scales[2] = {kCacheScale, kCacheScale};
+  Tensor cache_scales(std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(scales),
+                                                reinterpret_cast<const std::uint8_t*>(scales) + sizeof scales));
+  // k's rotation is written to k_out unless a cache append out of place takes it alone.
+  const bool k_written = d.k && (d.inplace || !cache || d.k_out);
+  Tensor y = Tensor::filled(d.inplace ? 0 : x.host.size(), 0xff);
+  Tensor k_out = Tensor::filled(d.inplace || !k_written ? 0 : k.host.size(), 0xff);
+
   RopePointers ptr;
-  ptr.x = dx.get();
-  ptr.y = c.desc.inplace ? dx.get() : dy.get();
-  if (c.desc.k) {
-    ptr.k = dk.get();
-    ptr.k_out = c.desc.inplace ? dk.get() : dk_out.get();
+  ptr.x = x.get();
+  ptr.y = d.inplace ? x.get() : y.get();
+  ptr.k = d.k ? k.get() : nullptr;
+  ptr.k_out = !k_written ? nullptr : d.inplace ? k.get() : k_out.get();
+  ptr.cos = cos.get();
+  ptr.sin = sin.get();
+  ptr.positions = d.positions ? positions.get() : nullptr;
+  if (cache) {
+    ptr.v = v.get();
+    ptr.k_cache = k_cache.get();
+    ptr.v_cache = v_cache.get();
+    ptr.slots = slots.get();
+    if (d.cache_quantize != RopeQuantize::none) {
+      ptr.k_cache_scale = static_cast<const float*>(cache_scales.get());
+      ptr.v_cache_scale = ptr.k_cache_scale + 1;
+    }
   }
-  ptr.cos = dcos.get();
-  ptr.sin = dsin.get();
-  ptr.positions = c.positions.empty() ? nullptr : dpos.get();
   const auto start = std::chrono::steady_clock::now();
-  const RopePlan plan = plan_rope(c.desc);
+  const RopePlan plan = plan_rope(d);
   plan.launch(ptr);
   plan_to_launch_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::vector<std::uint8_t> y(x.size()), k_out(k.size());
-  (c.desc.inplace ? dx : dy).download(y.data(), y.size());
-  if (!k.empty()) (c.desc.inplace ? dk : dk_out).download(k_out.data(), k_out.size());
-  std::string problem = check_rope_tensor(c, x, y, c.heads, "y");
-  if (problem.empty() && c.desc.k) problem = check_rope_tensor(c, k, k_out, c.k_heads, "k_out");
-  return problem;
+
+  const std::vector<std::uint8_t> q_got = (d.inplace ? x : y).download();
+  const std::vector<std::uint8_t> k_got = !k_written ? std::vector<std::uint8_t>{} : (d.inplace ? k : k_out).download();
+  const std::vector<std::uint8_t> k_cache_got = k_cache.download(), v_cache_got = v_cache.download();
+  RopePointers host;
+  host.x = x.host.data();
+  host.k = k.host.data();
+  host.v = v.host.data();
+  host.cos = cos.host.data();
+  host.sin = sin.host.data();
+  host.positions = positions.host.data();
+  const std::int64_t D = d.x.shape.back(), hq = data.heads_q, hk = data.heads_k;
+  const DType cache_t = cache ? d.k_cache->dtype : t;
+  const double cache_scale = d.cache_quantize == RopeQuantize::none ? 1.0 : kCacheScale;
+  auto cache_value = [&](const std::vector<std::uint8_t>& bytes, std::int64_t at) {
+    return d.cache_quantize == RopeQuantize::none ? detail::load_as_double(bytes.data(), cache_t, at)
+                                                  : detail::rope_code_value(d.cache_quantize, bytes[static_cast<std::size_t>(at)], cache_scale);
+  };
+  std::vector<char> cache_row_written(cache ? static_cast<std::size_t>(d.k_cache->numel() / D) : 0, 0);
+  std::vector<double> ref;
+  for (std::int64_t token = 0; token < tokens; ++token) {
+    const std::int64_t b = token / seq, s = token % seq;
+    detail::rope_reference_token(data, host, b, s, ref);
+    auto mismatch = [&](const char* what, std::int64_t h, std::int64_t i, double got, double want) {
+      return fmt::format("{} of token {} head {} element {} is {}, expected {}", what, token, h, i, got, want);
+    };
+    for (std::int64_t h = 0; h < hq + (k_written ? hk : 0); ++h) {
+      const bool is_q = h < hq;
+      const std::int64_t at = (token * (is_q ? hq : hk) + (is_q ? h : h - hq)) * D;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const double got = detail::load_as_double((is_q ? q_got : k_got).data(), t, at + i), want = ref[static_cast<std::size_t>(h * D + i)];
+        if (!close(got, want, t)) return mismatch(is_q ? "q" : "k", is_q ? h : h - hq, i, got, want);
+      }
+    }
+    const std::int64_t slot = cache ? slot_values[static_cast<std::size_t>(token)] : -1;
+    if (slot < 0) continue;
+    for (std::int64_t h = 0; h < hk; ++h) {
+      cache_row_written[static_cast<std::size_t>(cache_offset(d, slot, h, 0) / D)] = 1;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const std::int64_t at = cache_offset(d, slot, h, i);
+        const double k_want = ref[static_cast<std::size_t>((hq + h) * D + i)], v_want = ref[static_cast<std::size_t>((hq + hk + h) * D + i)];
+        const double k_got_value = cache_value(k_cache_got, at), v_got_value = cache_value(v_cache_got, at);
+        if (!close(k_got_value, k_want, cache_t, d.cache_quantize))
+          return mismatch("k cache row", h, i, k_got_value, k_want);
+        if (!close(v_got_value, v_want, cache_t, d.cache_quantize)) return mismatch("v cache row", h, i, v_got_value, v_want);
+      }
+    }
+  }
+  // Rows of no appended token keep their poison.
+  const std::size_t row_bytes = static_cast<std::size_t>(D) * (cache ? dtype_size(cache_t) : 0);
+  for (std::size_t r = 0; r < cache_row_written.size(); ++r)
+    for (const std::vector<std::uint8_t>* got : {&k_cache_got, &v_cache_got})
+      if (!cache_row_written[r] && std::any_of(got->begin() + r * row_bytes, got->begin() + (r + 1) * row_bytes,
+                                               [](std::uint8_t byte) { return byte != 0xff; }))
+        return fmt::format("cache row {} was written, but no token's slot is there", r);
+  return "";
 }
 
 // ---- rearrange
@@ -306,20 +269,20 @@ std::pair<std::int64_t, std::int64_t> element_range(const TensorDesc& view) {
   return {low, high};
 }
 
-std::string run_rearrange(const Line& line, std::uint64_t seed, double& plan_to_launch_ms) {
-  const int elem_bytes = std::stoi(line.get("--elem-bytes", "0"));
-  const DType dtype = elem_bytes > 0 ? DType::u8 : line.dtype("--dtype", "");
-  const std::vector<std::int64_t> shape = line.list("--shape");
+std::string run_rearrange(const ops::ManifestArgs& args, std::uint64_t seed, double& plan_to_launch_ms) {
+  const int elem_bytes = args.small_integer("elem-bytes", 0);
+  const DType dtype = elem_bytes > 0 ? DType::u8 : parse_dtype(args.text("dtype")).value();
+  const std::vector<std::int64_t> shape = args.integers("shape");
   std::vector<int> perm;
-  for (std::int64_t p : line.list("--perm")) perm.push_back(static_cast<int>(p));
+  for (std::int64_t p : args.integers("perm")) perm.push_back(static_cast<int>(p));
   if (perm.empty())
     for (std::size_t i = 0; i < shape.size(); ++i) perm.push_back(static_cast<int>(i));
-  const TensorDesc src{shape, line.list("--src-strides"), dtype, elem_bytes};
+  const TensorDesc src{shape, args.integers("src-strides"), dtype, elem_bytes};
   const TensorDesc view = permuted(src, perm);
-  const TensorDesc dst{view.shape, line.list("--dst-strides"), dtype, elem_bytes};
+  const TensorDesc dst{view.shape, args.integers("dst-strides"), dtype, elem_bytes};
   RearrangeOptions options;
-  options.exact = line.has("--exact");
-  options.assumed_alignment = std::stoul(line.get("--align", "16"));
+  options.exact = args.has("exact");
+  options.assumed_alignment = static_cast<std::size_t>(args.integer("align", 16));
   const auto elem = static_cast<std::int64_t>(src.element_size());
   const auto [src_low, src_high] = element_range(view);
   const auto [dst_low, dst_high] = element_range(dst);
@@ -351,20 +314,22 @@ std::string run_rearrange(const Line& line, std::uint64_t seed, double& plan_to_
 }
 
 int run(const std::string& manifest, std::size_t limit, bool twice) {
-  const std::vector<std::string> lines = manifest_lines(manifest, limit);
+  std::vector<ops::ManifestLine> lines = ops::read_manifest(manifest);
+  lines.resize(std::min(lines.size(), limit));
   DeviceBuffer warm(16);  // creates the context, so the first call's time is the library's own
   std::map<std::string, double> first_call_ms;
   std::map<std::string, int> lines_of;
   int failures = 0;
   for (int round = 0; round < (twice ? 2 : 1); ++round) {
     for (std::size_t i = 0; i < lines.size(); ++i) {
-      const Line line = parse_line(lines[i]);
+      std::string op, problem;
       double ms = 0;
-      std::string problem;
       try {
-        if (line.op == "rope") problem = run_rope(line, i + 1, ms);
-        else if (line.op == "rearrange") problem = run_rearrange(line, i + 1, ms);
-        else problem = "unknown operation";
+        const ops::ParsedLine line = ops::parse_manifest_line(lines[i].text);
+        op = line.op->name;
+        if (op == "rope") problem = run_rope(line.args, i + 1, ms);
+        else if (op == "rearrange") problem = run_rearrange(line.args, i + 1, ms);
+        else problem = "deploy_child does not run " + op + " lines";
       } catch (const Error& e) {
         if (e.code() == ErrorCode::offline_miss) {
           std::printf("offline_miss nvrtc_loaded=%d\n%s\n", jit::nvrtc_loaded() ? 1 : 0, e.what());
@@ -373,11 +338,11 @@ int run(const std::string& manifest, std::size_t limit, bool twice) {
         problem = e.what();
       }
       if (!problem.empty()) {
-        std::printf("FAILED: %s\n  %s\n", lines[i].c_str(), problem.c_str());
+        std::printf("FAILED: %s (%s)\n  %s\n", lines[i].text.c_str(), lines[i].where.c_str(), problem.c_str());
         ++failures;
       }
-      if (round == 0 && !first_call_ms.count(line.op)) first_call_ms[line.op] = ms;
-      if (round == 0) ++lines_of[line.op];
+      if (round == 0 && !first_call_ms.count(op)) first_call_ms[op] = ms;
+      if (round == 0) ++lines_of[op];
     }
   }
   const Counters c = counters();

@@ -1,5 +1,5 @@
-// Deployment on a GPU: a complete deployment directory serves every line of cache/llm.manifest
-// with NVRTC pointing at nothing; offline with an incomplete one is an error, not a crash; a user
+// Deployment on a GPU: a complete deployment directory serves every line of the shipped manifests
+// (cache/llm.manifest, cache/serving.manifest) with NVRTC pointing at nothing; offline with an incomplete one is an error, not a crash; a user
 // cache that cannot be written leaves the process running on its memory cache. Each case runs
 // deploy_child, a fresh process, and checks its output.
 #include <sys/wait.h>
@@ -23,11 +23,12 @@ using test::run_command;
 
 namespace {
 
-/// The shipped manifest: from the repository root, or relative to build/tests/.
-std::string llm_manifest() {
-  if (fs::exists("cache/llm.manifest")) return fs::absolute("cache/llm.manifest").string();
-  return test::built_path("../../cache/llm.manifest");
+/// A shipped manifest ("llm.manifest"): from the repository root, or relative to build/tests/.
+std::string shipped_manifest(const std::string& name) {
+  if (fs::exists("cache/" + name)) return fs::absolute("cache/" + name).string();
+  return test::built_path("../../cache/" + name);
 }
+std::string llm_manifest() { return shipped_manifest("llm.manifest"); }
 
 /// "lines=N rope=N rearrange=N", as deploy_child reports a manifest it ran.
 std::string line_counts(const std::string& manifest) {
@@ -66,14 +67,16 @@ void relabel_nvrtc(const fs::path& root, const std::string& nvrtc_version) {
   }
 }
 
-/// cache/llm.manifest precompiled for device 0's architecture, once per test process.
+/// cache/llm.manifest and cache/serving.manifest precompiled for device 0's architecture, once per
+/// test process.
 const fs::path& complete_deployment() {
   static TempDir tmp;
   static const fs::path root = [] {
     const std::string arch = jit::device_arch(0);
     const fs::path out = tmp.path / "deploy";
     const CommandResult r = run_command(test::built_path("../src/cli/shapejit") +
-                                        " precompile --manifest " + llm_manifest() + " --arch " + arch + " --out " +
+                                        " precompile --manifest " + llm_manifest() + " --manifest " +
+                                        shipped_manifest("serving.manifest") + " --arch " + arch + " --out " +
                                         out.string());
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -87,19 +90,23 @@ const fs::path& complete_deployment() {
 
 TEST_CASE("a complete deployment directory from another NVRTC serves every manifest line correctly, NVRTC never loaded" *
           test::gpu_only()) {
-  TempDir tmp;
-  const CommandResult r =
-      run_command(child("SHAPEJIT_CACHE_PATH=" + complete_deployment().string() + " SHAPEJIT_CACHE_DIR=" +
-                            (tmp.path / "user").string() + " SHAPEJIT_NVRTC=/nonexistent/libnvrtc.so",
-                        "run " + llm_manifest()));
-  MESSAGE(r.output);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("ok " + line_counts(llm_manifest()) + " failed=0 compiles=0") != std::string::npos);
-  CHECK(r.output.find("nvrtc_loaded=0") != std::string::npos);
-  CHECK(r.output.find("first call of rope: plan to launch") != std::string::npos);
-  CHECK(r.output.find("first call of rearrange: plan to launch") != std::string::npos);
-  CHECK(r.output.find("warning") == std::string::npos);
-  CHECK_FALSE(fs::exists(tmp.path / "user" / "v1"));
+  for (const std::string name : {"llm.manifest", "serving.manifest"}) {
+    CAPTURE(name);
+    const std::string manifest = shipped_manifest(name);
+    TempDir tmp;
+    const CommandResult r =
+        run_command(child("SHAPEJIT_CACHE_PATH=" + complete_deployment().string() + " SHAPEJIT_CACHE_DIR=" +
+                              (tmp.path / "user").string() + " SHAPEJIT_NVRTC=/nonexistent/libnvrtc.so",
+                          "run " + manifest));
+    MESSAGE(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("ok " + line_counts(manifest) + " failed=0 compiles=0") != std::string::npos);
+    CHECK(r.output.find("nvrtc_loaded=0") != std::string::npos);
+    CHECK(r.output.find("first call of rope: plan to launch") != std::string::npos);
+    if (name == "llm.manifest") CHECK(r.output.find("first call of rearrange: plan to launch") != std::string::npos);
+    CHECK(r.output.find("warning") == std::string::npos);
+    CHECK_FALSE(fs::exists(tmp.path / "user" / "v1"));
+  }
 }
 
 TEST_CASE("offline with an incomplete deployment directory is an offline_miss naming the line, not a crash" *

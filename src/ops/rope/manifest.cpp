@@ -180,7 +180,9 @@ RopeQuantize quantize_option(const ManifestArgs& args, const char* name) {
   return RopeQuantize::none;
 }
 
-plan::RopeManifest to_manifest(const ManifestArgs& args) {
+}  // namespace
+
+plan::RopeManifest rope_manifest(const ManifestArgs& args) {
   plan::RopeManifest m;
   m.style = args.text("algo") == "gptj" ? RopeStyle::gptj : RopeStyle::neox;
   m.dtype = dtype_option(args, "dtype");
@@ -228,8 +230,10 @@ plan::RopeManifest to_manifest(const ManifestArgs& args) {
   return m;
 }
 
+namespace {
+
 PlannedLine plan_line(const ManifestArgs& args) {
-  const plan::RopeManifest m = to_manifest(args);
+  const plan::RopeManifest m = rope_manifest(args);
   const auto plan = detail::make_rope_plan(plan::manifest_desc(m), m.overrides);
   PlannedLine result{detail::describe(*plan), detail::json(*plan), {}};
   for (const jit::Program* p : plan->programs()) result.programs.push_back(*p);

@@ -59,3 +59,13 @@ RopeDesc manifest_desc(const RopeManifest& manifest);
 std::string rope_manifest_line(const RopePlanData& plan);
 
 }  // namespace shapejit::plan
+
+namespace shapejit::ops {
+
+class ManifestArgs;
+
+/// The options of a parsed `rope` manifest line (names and choices already checked by the
+/// registry); throws invalid_argument naming a value that is not a dtype or a number.
+plan::RopeManifest rope_manifest(const ManifestArgs& args);
+
+}  // namespace shapejit::ops
