@@ -28,7 +28,7 @@ typedef enum sj_rope_quantize {
 /** How rotary pairs take their positions from multi-axis positions (sj_rope_desc.axis_rule): one
  *  axis; sections (Qwen2-VL M-RoPE: pair j takes the axis whose section holds j); interleaved
  *  (Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2);
- *  blocks (ChatGLM 2-D RoPE, FLUX, Pixtral: one contiguous block of 2 s_i channels per axis, NeoX
+ *  blocks (ChatGLM 2-D RoPE, FLUX: one contiguous block of 2 s_i channels per axis, NeoX
  *  pairs half-split inside their block, pair j reading table column j). */
 typedef enum sj_rope_axis_rule {
   SJ_AXES_NONE = 0,
@@ -71,7 +71,7 @@ typedef struct sj_rope_desc {
   sj_tensor_desc q_scale;   /**< q's scales: [batch, seq, heads / G] (3-D data: [seq, heads / G]), f32 */
   sj_tensor_desc k_scale;   /**< k's scales, laid out as q_scale with k's heads */
   sj_rope_axis_rule axis_rule; /**< multi-axis positions [axes, seq] or [axes, batch, seq]; not fused */
-  int axis_count;              /**< A, the entries of axis_sections (2 to 4; 3 for interleaved) */
+  int axis_count;              /**< A, the entries of axis_sections (1 to 4; 3 for interleaved) */
   const int64_t* axis_sections; /**< s_0 .. s_{A-1}, summing to R/2 */
   sj_kv_cache_layout cache_layout; /**< append the rotated k and v to paged caches at each token's slot
                                         (needs k; not fused); k_out is then written only in place or

@@ -53,7 +53,7 @@ enum class RopeAxisRule : std::uint8_t {
   none,         ///< one axis: positions [seq] or [batch, seq]
   sections,     ///< Qwen2-VL M-RoPE: sections s_0..s_{A-1} sum to R/2; pair j takes the axis whose section holds j
   interleaved,  ///< Qwen3-VL: pair j takes axis 1 if j % 3 == 1 and j < 3 s_1, axis 2 if j % 3 == 2 and j < 3 s_2, else axis 0
-  /// ChatGLM 2-D RoPE, FLUX, Pixtral: the rotary channels cut into one contiguous block per axis,
+  /// ChatGLM 2-D RoPE, FLUX: the rotary channels cut into one contiguous block per axis,
   /// block i holding 2 s_i channels from channel 2 (s_0 + ... + s_{i-1}); inside a block, NeoX
   /// pairs are half-split (channel c with c + s_i) and GPT-J pairs adjacent. Pair j (counted over
   /// the blocks in order) reads table column j: a block's frequencies are its own column range
@@ -96,7 +96,7 @@ struct RopeDesc {
   /// Position ids: [seq] (shared by every batch) or [batch, seq], any integer dtype, any strides.
   /// std::nullopt: the position of sequence index s is s + RopePointers::offset.
   std::optional<TensorDesc> positions;
-  /// Multi-axis positions: A = axis_sections.size() axes (2 to 4; 3 for interleaved), whose
+  /// Multi-axis positions: A = axis_sections.size() axes (1 to 4; 3 for interleaved), whose
   /// sections (pairs per axis) sum to R/2. positions are then [A, seq] or [A, batch, seq] (any integer dtype and
   /// strides); a token with any axis outside the table is a bad token (NaN, or checked mode's error).
   /// Not with a fused Hadamard transform.
@@ -156,8 +156,9 @@ struct RopeDesc {
   /// After each launch, wait for the stream and throw invalid_argument naming the first token
   /// whose position is outside [0, P) (with a cache append: or whose slot is past the cache). Each
   /// launch then costs a 16-byte allocation, a context synchronization before (the flags' reset)
-  /// and a stream synchronization after; without it such a token's outputs become NaN (its k and v
-  /// are not appended) and the launch stays asynchronous.
+  /// and a stream synchronization after; without it such a token's q and k outputs become NaN
+  /// (with a cache append, its k cache rows too: int8 codes 0; v is appended as given; a token whose
+  /// slot is past the cache is not appended) and the launch stays asynchronous.
   bool checked = false;
   /// Before each launch, verify that every pointer is device memory of the stream's device (or
   /// managed memory) and that every byte its view reaches (for cos and sin: rows [0, P), columns

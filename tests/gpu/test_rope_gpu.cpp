@@ -250,6 +250,9 @@ struct Case {
   HadamardOrder hadamard_order = HadamardOrder::rope_then_hadamard;
   RopeAxisRule axis_rule = RopeAxisRule::none;  ///< multi-axis positions [axes, ...], each axis its own draw
   std::vector<std::int64_t> axis_sections;
+  /// Positions stored token-major ([batch, seq, axes] in memory) with two elements outside the table
+  /// after each token's: the view's strides are strided and its axis stride is 1.
+  bool positions_token_major = false;
   std::vector<std::int64_t> x_strides, y_strides;  ///< explicit (file cases)
   double theta = 1e4;
 
@@ -259,7 +262,7 @@ struct Case {
       << (position ? std::string(dtype_name(*position)) : "none") << (positions_batched ? "[B,S]" : "[S]") << " B" << batch
       << " S" << seq << " H" << heads << " Hk" << k_heads << " D" << dhead << " R" << rotary << " layout "
       << static_cast<int>(layout) << " pattern " << static_cast<int>(pattern) << (inplace ? " inplace" : "")
-      << (inverse ? " inverse" : "");
+      << (inverse ? " inverse" : "") << (positions_token_major ? " positions token-major" : "");
     if (hadamard_group != 0) o << " hadamard G" << hadamard_group << " " << hadamard_order_name(hadamard_order);
     if (axis_rule != RopeAxisRule::none) {
       o << " axes " << rope_axis_rule_name(axis_rule);
@@ -378,15 +381,29 @@ RopeCall build_call(const Case& c, std::mt19937_64& rng) {
     const auto axes = static_cast<std::int64_t>(std::max<std::size_t>(c.axis_sections.size(), 1));
     if (c.axis_rule != RopeAxisRule::none) shape.insert(shape.begin(), axes);
     const std::int64_t per_axis = (c.positions_batched ? B : 1) * c.seq;
-    call.positions = std::make_shared<Storage>(*c.position, axes * B * c.seq);
+    const std::int64_t token_row = axes + 2;  // token-major: a token's axes, then two gap elements
+    const std::size_t pos_size = dtype_size(*c.position);
+    call.positions = std::make_shared<Storage>(*c.position, (c.positions_token_major ? token_row : axes) * per_axis);
+    auto at = [&](std::int64_t a, std::int64_t b, std::int64_t s) {
+      return c.positions_token_major ? (b * c.seq + s) * token_row + a : a * per_axis + b * c.seq + s;
+    };
+    const std::int64_t outside = rows + 5;  // what the gaps hold: a read of one makes a NaN token
+    for (std::int64_t t = 0; c.positions_token_major && t < per_axis; ++t)
+      for (std::int64_t g = axes; g < token_row; ++g)
+        std::memcpy(call.positions->host.data() + (t * token_row + g) * pos_size, &outside, pos_size);
     for (std::int64_t a = 0; a < axes; ++a)
       for (std::int64_t b = 0; b < (c.positions_batched ? B : 1); ++b)
         for (std::int64_t s = 0; s < c.seq; ++s) {
           const std::int64_t v = position_value(a == 0 ? c.pattern : Pattern::random, b, s, rows, rng);
-          std::memcpy(call.positions->host.data() + (a * per_axis + b * c.seq + s) * dtype_size(*c.position), &v,
-                      dtype_size(*c.position));
+          std::memcpy(call.positions->host.data() + at(a, b, s) * pos_size, &v, pos_size);
         }
-    d.positions = TensorDesc{shape, {}, *c.position};
+    std::vector<std::int64_t> strides;  // token-major: axis 1, batch seq * row, seq row
+    if (c.positions_token_major) {
+      if (c.axis_rule != RopeAxisRule::none) strides.push_back(1);
+      if (c.positions_batched) strides.push_back(c.seq * token_row);
+      strides.push_back(token_row);
+    }
+    d.positions = TensorDesc{shape, strides, *c.position};
     d.axis_rule = c.axis_rule;
     d.axis_sections = c.axis_sections;
   }
@@ -669,6 +686,7 @@ TEST_CASE("rope, multi-axis positions: sections, interleaved and blocks rules ag
     std::vector<std::int64_t> sections;
     std::int64_t batch, dhead, rotary;
     bool batched, inverse;
+    bool inplace = false, token_major = false;
   };
   const AxisCase cases[] = {
       {RopeStyle::neox, DType::bf16, DType::i64, RopeAxisRule::sections, {16, 24, 24}, 2, 128, 0, true, false},
@@ -680,6 +698,13 @@ TEST_CASE("rope, multi-axis positions: sections, interleaved and blocks rules ag
       {RopeStyle::neox, DType::bf16, DType::i64, RopeAxisRule::blocks, {32, 32}, 2, 128, 0, true, false},
       {RopeStyle::neox, DType::f16, DType::i32, RopeAxisRule::blocks, {4, 6, 2, 12}, 0, 64, 48, false, true},
       {RopeStyle::gptj, DType::bf16, DType::i32, RopeAxisRule::blocks, {8, 28, 28}, 2, 128, 0, false, false},
+      // In place, positions token-major ([T, axes] arrays viewed axis-first), the other position
+      // dtypes, and one axis (1-D rope through [1, ...] positions).
+      {RopeStyle::neox, DType::bf16, DType::u8, RopeAxisRule::interleaved, {24, 20, 20}, 2, 128, 0, true, false, true, true},
+      {RopeStyle::neox, DType::f16, DType::u32, RopeAxisRule::sections, {16, 24, 24}, 0, 128, 0, false, true, false, true},
+      {RopeStyle::gptj, DType::bf16, DType::u64, RopeAxisRule::blocks, {8, 28, 28}, 2, 128, 0, true, false, true, false},
+      {RopeStyle::neox, DType::bf16, DType::i64, RopeAxisRule::sections, {64}, 2, 128, 0, true, false, false, true},
+      {RopeStyle::gptj, DType::f32, DType::i32, RopeAxisRule::blocks, {32}, 0, 64, 0, false, true, true, false},
   };
   for (const AxisCase& a : cases) {
     Case c;
@@ -695,6 +720,8 @@ TEST_CASE("rope, multi-axis positions: sections, interleaved and blocks rules ag
     c.dhead = a.dhead;
     c.rotary = a.rotary;
     c.inverse = a.inverse;
+    c.inplace = a.inplace;
+    c.positions_token_major = a.token_major;
     c.axis_rule = a.rule;
     c.axis_sections = a.sections;
     check_case(c, ++seed);
@@ -1271,6 +1298,7 @@ struct CacheCase {
   DType slot = DType::i64;
   bool write_k = false;       ///< out of place: k's rotation also goes to k_out
   bool strided = false;       ///< cache rows padded (each cache its own padding), v's heads padded
+  bool blocks_inner = false;  ///< caches stored rows-major: the block stride smallest but dhead's, one gap block
   bool slots_2d = false;      ///< slots [batch, seq] (4-D data), else [batch * seq] with stride 2
   std::int64_t block_size = 16;
   std::int64_t cache_offset = 0;  ///< elements into their storage the caches start (odd: misaligned)
@@ -1281,7 +1309,8 @@ struct CacheCase {
     o << c.name() << " cache " << kv_cache_layout_name(layout) << " "
       << (quantize != RopeQuantize::none ? std::string(rope_quantize_name(quantize)) : std::string(dtype_name(cache_dtype.value_or(c.data))))
       << " slots " << dtype_name(slot) << (slots_2d ? "[B,S]" : "[T]") << " block " << block_size
-      << (write_k ? " write-k" : "") << (strided ? " strided" : "") << " offset " << cache_offset;
+      << (write_k ? " write-k" : "") << (strided ? " strided" : "") << (blocks_inner ? " blocks-inner" : "")
+      << " offset " << cache_offset;
     return o.str();
   }
 };
@@ -1326,11 +1355,17 @@ struct CacheCall {
   }
 };
 
-/// The shape of a cache of `blocks` blocks for the case, and its strides (rows padded when strided).
+/// The shape of a cache of `blocks` blocks for the case, and its strides (rows padded when strided;
+/// blocks_inner: memory ordered [dim 1, dim 2, blocks + 1, dhead], the blocks' dimension innermost
+/// but dhead's, with one block of gap).
 TensorDesc cache_desc(const CacheCase& cc, std::int64_t blocks, std::int64_t padding, DType dtype) {
   const std::int64_t H = cc.c.k_heads, D = cc.c.dhead, S = cc.block_size;
   const bool nhd = cc.layout == KvCacheLayout::nhd;
   const std::vector<std::int64_t> shape = nhd ? std::vector<std::int64_t>{blocks, S, H, D} : std::vector<std::int64_t>{blocks, H, S, D};
+  if (cc.blocks_inner) {
+    const std::vector<std::int64_t> memory = contiguous_strides({shape[1], shape[2], blocks + 1, D + padding});
+    return {shape, {memory[2], memory[0], memory[1], 1}, dtype};
+  }
   std::vector<std::int64_t> padded = shape;
   padded[3] += padding;
   std::vector<std::int64_t> strides = contiguous_strides(padded);
@@ -1562,6 +1597,16 @@ TEST_CASE("rope + KV-cache append: nhd and hnd caches of every dtype, slot dtype
     cc.c.axis_sections = {16, 24, 24};
   });
   add(cache_case(RopeStyle::neox, DType::bf16, 0, 45, 4, 2, 64, hnd), [](CacheCase& cc) { cc.cache_offset = 1; });
+  // Caches whose block stride is the smallest (rows-major storage with a gap block), both layouts.
+  add(cache_case(RopeStyle::neox, DType::bf16, 2, 30, 8, 2, 128, nhd), [](CacheCase& cc) {
+    cc.blocks_inner = true;
+    cc.strided = true;
+  });
+  add(cache_case(RopeStyle::gptj, DType::f16, 0, 50, 4, 4, 64, hnd), [](CacheCase& cc) {
+    cc.blocks_inner = true;
+    cc.quantize = RopeQuantize::fp8_e4m3;
+    cc.slot = DType::i32;
+  });
   std::uint64_t seed = 9000;
   for (const CacheCase& cc : cases) {
     const Mismatches m = run_cache_case(cc, seed++);

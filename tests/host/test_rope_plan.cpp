@@ -310,6 +310,33 @@ TEST_CASE("multi-axis positions: the rules' sections, positions shapes and limit
           e.axis_sections = {32};
           return e;
         }()).find("axis_rule is none") != std::string::npos);
+  CHECK(plan_error([&] {
+          RopeDesc e = d;
+          e.axis_rule = RopeAxisRule::sections;
+          e.axis_sections = {8, 8, 8, 4, 4};
+          e.positions = TensorDesc{{5, 5}, {}, DType::i64};
+          return e;
+        }()).find("axis_rule sections takes 1 to 4") != std::string::npos);
+  // One axis: positions [1, seq] or [1, batch, seq], every pair on axis 0 (1-D rope).
+  for (const RopeAxisRule rule : {RopeAxisRule::sections, RopeAxisRule::blocks}) {
+    RopeDesc one = d;
+    one.axis_rule = rule;
+    one.axis_sections = {32};
+    one.positions = TensorDesc{{1, 2, 5}, {2 * 5 * 4, 5 * 4, 4}, DType::u16};
+    const plan::RopePlanData planned = plan::plan_rope_data(one);
+    CHECK(planned.spec.position_axes == 1);
+    CHECK(planned.spec.positions_batched);
+    CHECK(planned.spec.axis_limit1 == 32);
+    CHECK(planned.args.position_stride[0] == 20);
+    CHECK(planned.args.position_stride[1] == 4);
+    CHECK(plan::plan_rope_data(plan::manifest_desc([&] {
+            plan::RopeManifest line = m;
+            line.axis_rule = rule;
+            line.axis_sections = {32};
+            line.position_dtype = DType::u16;
+            return line;
+          }())).spec == planned.spec);
+  }
   RopeDesc fused = d;
   fused.hadamard_group = 2;
   try {
@@ -709,6 +736,8 @@ TEST_CASE("KV-cache append: layouts map to block, row and head strides; k_out on
   check_cache_rejected([](RopeDesc& c) { c.k_cache->strides = {2048, 128, 64, 2}; }, "k_cache.strides[3] is 2");
   check_cache_rejected([](RopeDesc& c) { c.slots->shape = {9}; }, "slots has shape [9]; it must be [batch * seq] = [10] or [batch, seq] = [2,5]");
   check_cache_rejected([](RopeDesc& c) { c.slots->dtype = DType::u32; }, "slots must be i32 or i64");
+  check_cache_rejected([](RopeDesc& c) { c.slots->strides = {0}; }, "slots.strides[0] is 0; tokens would share one slot");
+  check_cache_rejected([](RopeDesc& c) { c.k_cache->shape = {4, 16, 128}; }, "k_cache has shape [4,16,128] (rank 3); it must have rank 4 (a paged cache)");
   RopeDesc fused = cache_desc();
   fused.hadamard_group = 2;
   CHECK_THROWS_WITH_AS(plan::plan_rope_data(fused), doctest::Contains("with a fused Hadamard transform is not supported"), Error);

@@ -71,11 +71,12 @@ void require_float_data(const TensorDesc& t, const char* name) {
     invalid_argument("{}.dtype is {}; rope data must be f16, bf16, f32 or f64", name, dtype_name(t.dtype));
 }
 
-/// Rank, extents and strides of a [.., heads, dhead] data tensor of the given rank.
-void check_rows(const TensorDesc& t, const char* name, std::size_t rank) {
+/// Rank, extents and strides of a [.., heads, dhead] tensor of the given rank (`like`: what
+/// fixes that rank, for the message).
+void check_rows(const TensorDesc& t, const char* name, std::size_t rank, const char* like = "like x") {
   if (t.shape.size() != rank)
-    invalid_argument("{} has shape {} (rank {}); it must have rank {} like x", name, shape_text(t.shape),
-                     t.shape.size(), rank);
+    invalid_argument("{} has shape {} (rank {}); it must have rank {} {}", name, shape_text(t.shape), t.shape.size(),
+                     rank, like);
   for (std::size_t i = 0; i < rank; ++i)
     if (t.shape[i] < 0) invalid_argument("{}.shape[{}] is {}; extents must be 0 or more", name, i, t.shape[i]);
   if (!t.strides.empty() && t.strides.size() != rank)
@@ -176,9 +177,9 @@ void plan_axes(const RopeDesc& desc, std::int64_t rotary_dim, RopeSpec& spec) {
   if (desc.hadamard_group != 0)
     fail(ErrorCode::unsupported, "multi-axis positions (axis_rule {}) with a fused Hadamard transform are not supported", rule);
   const auto axes = static_cast<std::int64_t>(sections.size());
-  if (desc.axis_rule == RopeAxisRule::interleaved ? axes != 3 : (axes < 2 || axes > 4))
+  if (desc.axis_rule == RopeAxisRule::interleaved ? axes != 3 : (axes < 1 || axes > 4))
     invalid_argument("axis_sections has {} entries; axis_rule {} takes {}", axes, rule,
-                     desc.axis_rule == RopeAxisRule::interleaved ? "3 (time, height, width)" : "2 to 4");
+                     desc.axis_rule == RopeAxisRule::interleaved ? "3 (time, height, width)" : "1 to 4");
   std::int64_t sum = 0;
   for (std::int64_t s : sections) {
     if (s < 0 || s > rotary_dim / 2)
@@ -238,7 +239,7 @@ void check_cache(const RopeDesc& desc, RopePlanData& plan) {
                      shape_text(desc.v->shape), dtype_name(k.dtype), shape_text(k.shape));
 
   const TensorDesc& kc = *desc.k_cache;
-  check_rows(kc, "k_cache", 4);
+  check_rows(kc, "k_cache", 4, "(a paged cache)");
   const bool nhd = desc.cache_layout == KvCacheLayout::nhd;
   const std::int64_t heads = kc.shape[nhd ? 2 : 1];
   if (heads != plan.heads_k || kc.shape[3] != k.shape[rank - 1])
@@ -246,7 +247,7 @@ void check_cache(const RopeDesc& desc, RopePlanData& plan) {
                      shape_text(kc.shape), layout,
                      nhd ? "[blocks, block_size, heads, dhead]" : "[blocks, heads, block_size, dhead]", plan.heads_k,
                      k.shape[rank - 1]);
-  check_rows(*desc.v_cache, "v_cache", 4);
+  check_rows(*desc.v_cache, "v_cache", 4, "(a paged cache)");
   if (desc.v_cache->shape != kc.shape || desc.v_cache->dtype != kc.dtype)
     invalid_argument("v_cache is {} {} but k_cache is {} {}; the caches must have one shape and dtype",
                      dtype_name(desc.v_cache->dtype), shape_text(desc.v_cache->shape), dtype_name(kc.dtype),
@@ -271,6 +272,10 @@ void check_cache(const RopeDesc& desc, RopePlanData& plan) {
   if (!slots.strides.empty() && slots.strides.size() != slots.shape.size())
     invalid_argument("slots has {} strides for rank {}; give one per dimension or none", slots.strides.size(),
                      slots.shape.size());
+  for (std::size_t i = 0; i < slots.strides.size(); ++i)
+    if (slots.strides[i] == 0 && slots.shape[i] > 1)
+      invalid_argument("slots.strides[{}] is 0; tokens would share one slot (slots of appended tokens must be distinct)",
+                       i);
 
   plan.cache_blocks = kc.shape[0];
   plan.block_size = kc.shape[nhd ? 1 : 2];
