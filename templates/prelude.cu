@@ -71,9 +71,11 @@ __device__ __forceinline__ sj_bytes<16> sj_load_l2_last(const sj_bytes<16>* p) {
   return v;
 }
 
-// sj_load_elements with the evict-last hint (elements of 2 to 16 bytes per access).
+// sj_load_elements with the evict-last hint (elements of 2 to 16 bytes per access; before sm_80,
+// plain loads).
 template <int N, int W, typename T>
 __device__ __forceinline__ void sj_load_elements_l2_last(T (&v)[N], const T* p) {
+#if __CUDA_ARCH__ >= 800
 #pragma unroll
   for (int i = 0; i < N / W; ++i) {
     sj_access<W, T> a;
@@ -81,6 +83,9 @@ __device__ __forceinline__ void sj_load_elements_l2_last(T (&v)[N], const T* p) 
 #pragma unroll
     for (int j = 0; j < W; ++j) v[i * W + j] = a.elements[j];
   }
+#else
+  sj_load_elements<N, W>(v, p);
+#endif
 }
 
 template <int N, int W, typename T>

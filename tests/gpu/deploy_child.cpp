@@ -8,7 +8,8 @@
 //       KV-cache append options) through the public API on random data, each line's contiguous
 //       descriptor as precompile plans it (a cache append gets blocks for every token), and
 //       checks each result against a CPU reference (rope: the library's float64 reference; the
-//       caches' rows of skipped tokens stay untouched); --lines N: the first N lines
+//       caches' rows of skipped tokens stay untouched; a line fused with a Hadamard transform is
+//       reported as failed, not checked here); --lines N: the first N lines
 //       only; --twice: every line a second time (memory hits); --fsize-limit: an RLIMIT_FSIZE
 //       first. Prints the JIT counters, whether NVRTC was loaded, and the time from plan to
 //       launch of the first call of each operation. Exit 0: all correct; 3: an offline miss
@@ -108,7 +109,8 @@ struct Tensor {
 // ---- rope: the contiguous descriptor a line stands for (what precompile planned), given a cache
 // of enough blocks for every token, checked against the library's float64 reference
 
-/// Relative tolerance of one value rounded to dtype t: half an ulp, doubled.
+/// Relative tolerance of one value rounded to dtype t: an ulp for 16-bit dtypes, a few for f32 and
+/// f64 (their arithmetic's error).
 double relative_tolerance(DType t) {
   return t == DType::bf16 ? 0x1p-7 : t == DType::f16 ? 0x1p-10 : t == DType::f32 ? 0x1p-22 : 0x1p-50;
 }
@@ -141,10 +143,12 @@ std::int64_t cache_offset(const RopeDesc& d, std::int64_t slot, std::int64_t hea
                                               : ((block * heads + head) * kCacheBlock + row) * dhead + i;
 }
 
-/// Whether `got` (an output element of dtype t, or a cache code) stands for `want`.
-bool close(double got, double want, DType t, RopeQuantize code = RopeQuantize::none) {
+/// Whether `got` (an element rounded to dtype t, or a cache code) stands for `want`, computed from
+/// data of dtype `data` (f32 arithmetic, f64 for f64 data).
+bool close(double got, double want, DType t, DType data, RopeQuantize code = RopeQuantize::none) {
   if (code != RopeQuantize::none) return std::fabs(got - want) <= detail::rope_code_step(code, want, kCacheScale);
-  return std::fabs(got - want) <= 1e-5 + relative_tolerance(t) * std::fabs(want);  // NaN fails too
+  const double absolute = data == DType::f64 ? 1e-12 : 1e-5;
+  return std::fabs(got - want) <= absolute + relative_tolerance(t) * std::fabs(want);  // NaN fails too
 }
 
 /// Runs one rope line; returns "" or what was wrong. `plan_to_launch_ms` gets the host time from
@@ -153,6 +157,7 @@ std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& 
   const plan::RopeManifest m = ops::rope_manifest(args);
   RopeDesc d = plan::manifest_desc(m);
   if (d.hadamard_group != 0) return "deploy_child does not check rope fused with a Hadamard transform";
+  plan::plan_rope_data(d);  // the line's own errors first (its cache of one block plans too)
   const std::int64_t seq = d.x.shape[d.x.shape.size() - 3], tokens = d.x.numel() / (d.x.shape[d.x.shape.size() - 2] * d.x.shape.back());
   const bool cache = d.cache_layout != KvCacheLayout::none;
   const std::vector<std::int64_t> slot_values = cache ? give_cache(d, tokens, seed) : std::vector<std::int64_t>{};
@@ -232,7 +237,7 @@ std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& 
       const std::int64_t at = (token * (is_q ? hq : hk) + (is_q ? h : h - hq)) * D;
       for (std::int64_t i = 0; i < D; ++i) {
         const double got = detail::load_as_double((is_q ? q_got : k_got).data(), t, at + i), want = ref[static_cast<std::size_t>(h * D + i)];
-        if (!close(got, want, t)) return mismatch(is_q ? "q" : "k", is_q ? h : h - hq, i, got, want);
+        if (!close(got, want, t, t)) return mismatch(is_q ? "q" : "k", is_q ? h : h - hq, i, got, want);
       }
     }
     const std::int64_t slot = cache ? slot_values[static_cast<std::size_t>(token)] : -1;
@@ -243,9 +248,9 @@ std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& 
         const std::int64_t at = cache_offset(d, slot, h, i);
         const double k_want = ref[static_cast<std::size_t>((hq + h) * D + i)], v_want = ref[static_cast<std::size_t>((hq + hk + h) * D + i)];
         const double k_got_value = cache_value(k_cache_got, at), v_got_value = cache_value(v_cache_got, at);
-        if (!close(k_got_value, k_want, cache_t, d.cache_quantize))
+        if (!close(k_got_value, k_want, cache_t, t, d.cache_quantize))
           return mismatch("k cache row", h, i, k_got_value, k_want);
-        if (!close(v_got_value, v_want, cache_t, d.cache_quantize)) return mismatch("v cache row", h, i, v_got_value, v_want);
+        if (!close(v_got_value, v_want, cache_t, t, d.cache_quantize)) return mismatch("v cache row", h, i, v_got_value, v_want);
       }
     }
   }
