@@ -11,13 +11,26 @@
 namespace shapejit::detail {
 namespace {
 
+// Offsets come from the descriptors' own strides, not the planner's arguments, so that a planner
+// stride bug cannot hide in the reference too.
+
+/// Element offset of (b, s, head) in a [seq, heads, dhead] or [batch, seq, heads, dhead] view.
+std::int64_t row_offset(const TensorDesc& t, std::int64_t b, std::int64_t s, std::int64_t head) {
+  const std::vector<std::int64_t> st = t.effective_strides();
+  const std::size_t r = st.size();
+  return (r == 4 ? b * st[0] : 0) + s * st[r - 3] + head * st[r - 2];
+}
+
 /// The position of token (b, s) on an axis; -1 for a u64 id beyond 2^63 (outside any table).
 std::int64_t reference_position(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
                                 std::int64_t s, std::int64_t axis) {
   const plan::RopeSpec& spec = plan.spec;
   if (!spec.position) return s + host.offset;
-  const std::int64_t at = axis * plan.args.position_axis_stride + b * plan.args.position_stride[0] +
-                          s * plan.args.position_stride[1];
+  const TensorDesc& positions = *plan.desc.positions;  // [axes,] [batch,] seq
+  const std::vector<std::int64_t> st = positions.effective_strides();
+  const bool axes = plan.desc.axis_rule != RopeAxisRule::none;
+  const bool batched = positions.shape.size() == (axes ? 3u : 2u);
+  const std::int64_t at = (axes ? axis * st[0] : 0) + (batched ? b * st[st.size() - 2] : 0) + s * st.back();
   if (*spec.position == DType::u64) {
     std::uint64_t raw = 0;
     std::memcpy(&raw, static_cast<const char*>(host.positions) + at * 8, sizeof raw);
@@ -29,15 +42,16 @@ std::int64_t reference_position(const plan::RopePlanData& plan, const RopePointe
 /// The token's inputs, [heads_total][dhead]: q heads, then k heads, then (cache append) v heads.
 std::vector<double> token_inputs(const plan::RopePlanData& plan, const RopePointers& host, std::int64_t b,
                                  std::int64_t s) {
-  const plan::RopeKernelArgs& args = plan.args;
+  const RopeDesc& d = plan.desc;
   const std::int64_t D = plan.spec.head_dim;
-  std::vector<double> values(static_cast<std::size_t>(args.heads_total * D));
-  for (std::int64_t h = 0; h < args.heads_total; ++h) {
+  const std::int64_t heads_total = plan.heads_q + plan.heads_k * (d.cache_layout != KvCacheLayout::none ? 2 : 1);
+  std::vector<double> values(static_cast<std::size_t>(heads_total * D));
+  for (std::int64_t h = 0; h < heads_total; ++h) {
     const int tensor = h < plan.heads_q ? 0 : h < plan.heads_q + plan.heads_k ? 1 : 2;  // q, k, v
-    const std::int64_t(&st)[3] = tensor == 0 ? args.x_stride : tensor == 1 ? args.k_stride : args.v_stride;
+    const TensorDesc& view = tensor == 0 ? d.x : tensor == 1 ? *d.k : *d.v;
     const void* base = tensor == 0 ? host.x : tensor == 1 ? host.k : host.v;
     const std::int64_t head = tensor == 0 ? h : tensor == 1 ? h - plan.heads_q : h - plan.heads_q - plan.heads_k;
-    const std::int64_t row = b * st[0] + s * st[1] + head * st[2];
+    const std::int64_t row = row_offset(view, b, s, head);
     for (std::int64_t i = 0; i < D; ++i) values[static_cast<std::size_t>(h * D + i)] = load_as_double(base, plan.spec.data, row + i);
   }
   return values;
@@ -67,6 +81,7 @@ void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, cons
                   std::vector<double>& values) {
   const plan::RopeSpec& spec = plan.spec;
   const std::int64_t D = spec.head_dim, half = spec.rotary_dim / 2;
+  const std::int64_t table_stride = plan.desc.table.effective_strides()[0];
   for (std::int64_t h = 0; h < plan.heads_q + plan.heads_k; ++h) {  // v's heads are not rotated
     double* y = &values[static_cast<std::size_t>(h * D)];
     for (std::int64_t i = 0; i < half; ++i) {
@@ -81,7 +96,7 @@ void rotate_heads(const plan::RopePlanData& plan, const RopePointers& host, cons
         i0 = 2 * block_first + (i - block_first);
         i1 = i0 + plan.desc.axis_sections[static_cast<std::size_t>(axis)];
       }
-      const std::int64_t at = positions[static_cast<std::size_t>(axis)] * plan.args.table_stride + i;
+      const std::int64_t at = positions[static_cast<std::size_t>(axis)] * table_stride + i;
       const double c = load_as_double(host.cos, spec.table, at);
       const double sn = (spec.inverse ? -1 : 1) * load_as_double(host.sin, spec.table, at);
       const double x0 = y[i0], x1 = y[i1];
@@ -113,7 +128,7 @@ void rope_reference_token(const plan::RopePlanData& plan, const RopePointers& ho
   std::vector<std::int64_t> positions(static_cast<std::size_t>(plan.spec.position_axes));
   for (std::int64_t axis = 0; axis < plan.spec.position_axes; ++axis) {
     const std::int64_t position = reference_position(plan, host, b, s, axis);
-    if (position < 0 || position >= plan.args.table_rows) {  // any axis outside: q's and k's rows are NaN
+    if (position < 0 || position >= plan.desc.table.shape[0]) {  // any axis outside: q's and k's rows are NaN
       out = token_inputs(plan, host, b, s);
       std::fill_n(out.begin(), (plan.heads_q + plan.heads_k) * plan.spec.head_dim, std::numeric_limits<double>::quiet_NaN());
       return;
