@@ -118,8 +118,8 @@ double relative_tolerance(DType t) {
 constexpr std::int64_t kCacheBlock = 16;
 constexpr float kCacheScale = 0.1f;  // 8-bit caches: values up to about 12 stay inside int8's and e4m3's ranges
 
-/// A cache append's caches and slots: blocks for every token and two spare, distinct slots drawn
-/// at random, every 7th token skipped (slot -1).
+/// A cache append's caches and slots: blocks for every token plus two spare ones, and distinct
+/// slots drawn at random, every 7th token's skipped (slot -1).
 std::vector<std::int64_t> give_cache(RopeDesc& d, std::int64_t tokens, std::uint64_t seed) {
   const std::int64_t blocks = tokens / kCacheBlock + 2, heads = d.k->shape[d.k->shape.size() - 2];
   const std::int64_t dhead = d.x.shape.back();
@@ -158,7 +158,8 @@ std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& 
   RopeDesc d = plan::manifest_desc(m);
   if (d.hadamard_group != 0) return "deploy_child does not check rope fused with a Hadamard transform";
   plan::plan_rope_data(d);  // the line's own errors first (its cache of one block plans too)
-  const std::int64_t seq = d.x.shape[d.x.shape.size() - 3], tokens = d.x.numel() / (d.x.shape[d.x.shape.size() - 2] * d.x.shape.back());
+  const std::size_t rank = d.x.shape.size();
+  const std::int64_t seq = d.x.shape[rank - 3], tokens = d.x.numel() / (d.x.shape[rank - 2] * d.x.shape[rank - 1]);
   const bool cache = d.cache_layout != KvCacheLayout::none;
   const std::vector<std::int64_t> slot_values = cache ? give_cache(d, tokens, seed) : std::vector<std::int64_t>{};
   const plan::RopePlanData data = plan::plan_rope_data(d);
