@@ -75,17 +75,23 @@ std::vector<std::uint8_t> random_floats(std::int64_t n, DType t, std::uint64_t s
   return out;
 }
 
+/// `values` as elements of integer dtype `t` (their low bytes: little-endian).
+std::vector<std::uint8_t> integer_bytes(const std::vector<std::int64_t>& values, DType t) {
+  std::vector<std::uint8_t> out(values.size() * dtype_size(t));
+  for (std::size_t i = 0; i < values.size(); ++i) std::memcpy(out.data() + i * dtype_size(t), &values[i], dtype_size(t));
+  return out;
+}
+
 /// Random integers in [0, bound) as `n` elements of integer dtype `t`.
 std::vector<std::uint8_t> random_indices(std::int64_t n, DType t, std::int64_t bound, std::uint64_t seed) {
   const std::vector<std::uint8_t> noise = support::random_bytes(static_cast<std::size_t>(n) * 4, seed);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(n) * dtype_size(t));
-  for (std::int64_t i = 0; i < n; ++i) {
+  std::vector<std::int64_t> values(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < values.size(); ++i) {
     std::uint32_t v;
     std::memcpy(&v, noise.data() + 4 * i, 4);
-    const std::int64_t value = v % static_cast<std::uint32_t>(bound);
-    std::memcpy(out.data() + static_cast<std::size_t>(i) * dtype_size(t), &value, dtype_size(t));  // little-endian
+    values[i] = v % static_cast<std::uint32_t>(bound);
   }
-  return out;
+  return integer_bytes(values, t);
 }
 
 /// Host bytes and their device copy.
@@ -171,10 +177,7 @@ std::string run_rope(const ops::ManifestArgs& args, std::uint64_t seed, double& 
   Tensor k(random_floats(d.k ? d.k->numel() : 0, t, seed + 1)), v(random_floats(d.v ? d.v->numel() : 0, t, seed + 2));
   Tensor positions(d.positions ? random_indices(d.positions->numel(), d.positions->dtype, tables.rows, seed + 3)
                                : std::vector<std::uint8_t>{});
-  std::vector<std::uint8_t> slot_bytes(slot_values.size() * (cache ? dtype_size(d.slots->dtype) : 0));
-  for (std::size_t i = 0; i < slot_values.size(); ++i)
-    std::memcpy(slot_bytes.data() + i * dtype_size(d.slots->dtype), &slot_values[i], dtype_size(d.slots->dtype));
-  Tensor slots(slot_bytes);
+  Tensor slots(cache ? integer_bytes(slot_values, d.slots->dtype) : std::vector<std::uint8_t>{});
   const std::size_t cache_bytes = cache ? static_cast<std::size_t>(d.k_cache->numel()) * dtype_size(d.k_cache->dtype) : 0;
   Tensor k_cache = Tensor::filled(cache_bytes, 0xff), v_cache = Tensor::filled(cache_bytes, 0xff);
   const float scales[2] = {kCacheScale, kCacheScale};

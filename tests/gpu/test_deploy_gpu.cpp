@@ -1,7 +1,7 @@
 // Deployment on a GPU: a complete deployment directory serves every line of the shipped manifests
-// (cache/llm.manifest, cache/serving.manifest) with NVRTC pointing at nothing; offline with an incomplete one is an error, not a crash; a user
-// cache that cannot be written leaves the process running on its memory cache. Each case runs
-// deploy_child, a fresh process, and checks its output.
+// (cache/llm.manifest, cache/serving.manifest) with NVRTC pointing at nothing; offline with an
+// incomplete one is an error, not a crash; a user cache that cannot be written leaves the process
+// running on its memory cache. Each case runs deploy_child, a fresh process, and checks its output.
 #include <sys/wait.h>
 
 #include <cstdio>
