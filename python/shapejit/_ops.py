@@ -448,6 +448,12 @@ def rope(q: ArrayLike, k: Optional[ArrayLike] = None, *, cos: ArrayLike, sin: Ar
     Returns q's output, or (q's, k's) when k is given."""
     t = _views.torch_integration or _views.load_torch()
     if t is not None and isinstance(q, t.Tensor):
+        if (out is None and k_out is None and stream is None and not inplace and not t.records(q, k)):
+            # The common call in one extension call: None on a first call or other arguments.
+            made = _ext.rope_new(q, k, cos, sin, positions, offset, style, rotary_dim, inverse,
+                                 checked, None)
+            if made is not None:
+                return made
         return t.rope(q, k, cos, sin, positions, offset, style, rotary_dim, inplace, inverse, out,
                       k_out, checked, stream)
     s = _launch_stream(stream, q)

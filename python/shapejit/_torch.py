@@ -138,15 +138,14 @@ def _graph_only_arguments(stream: Any, what: str) -> None:
             f"stream= is not supported {what}: use `with torch.cuda.stream(s):` instead", 1)
 
 
-def _needs_ops(*tensors: Optional[Tensor]) -> bool:
+def records(*tensors: Optional[Tensor]) -> bool:
     """Whether a call must go through the torch.library ops: while compiling, or when autograd
     records it."""
     if _is_compiling():
         return True
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if t is not None and t.requires_grad:
-                return True
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return torch.is_grad_enabled()
     return False
 
 
@@ -469,7 +468,7 @@ def copy_(dst: Tensor, src: Tensor, stream: Any = None) -> Tensor:
 def rope(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor, positions: Optional[Tensor],
          offset: int, style: str, rotary_dim: Optional[int], inplace: bool, inverse: bool,
          out: Optional[Tensor], k_out: Optional[Tensor], checked: bool, stream: Any) -> Any:
-    if not _needs_ops(q, k):
+    if not records(q, k):
         return _rope_eager(q, k, cos, sin, positions, offset, style, rotary_dim, inplace, inverse,
                            out, k_out, checked, stream)
     _graph_only_arguments(stream, "under torch.compile or autograd")
@@ -502,7 +501,7 @@ def rope(q: Tensor, k: Optional[Tensor], cos: Tensor, sin: Tensor, positions: Op
 
 def hadamard(x: Tensor, group: int, scale: Optional[float], out: Optional[Tensor], inplace: bool,
              stream: Any) -> Tensor:
-    if not _needs_ops(x):
+    if not records(x):
         return _ops.hadamard_eager(x, group, scale, out, inplace, stream)
     _graph_only_arguments(stream, "under torch.compile or autograd")
     if out is not None or inplace:

@@ -166,10 +166,10 @@ bool read_tensor(PyObject* obj, Layout& layout, TensorRead& out) {
 }
 
 /// A new tensor from at::empty_strided, made in C++ (no Python argument parsing): contiguous
-/// strides when `strides` is null. A null object when allocation is off or fails (the caller then
-/// allocates from Python, which raises torch's own error).
+/// strides when `strides` is null; `data` gets its data pointer. A null object when allocation is
+/// off or fails (the caller then allocates from Python, which raises torch's own error).
 nb::object allocate(const Torch& t, std::int64_t rank, const std::int64_t* shape, const std::int64_t* strides,
-                    std::int32_t scalar_type, std::int32_t device_type, long long device) {
+                    std::int32_t scalar_type, std::int32_t device_type, long long device, std::uintptr_t& data) {
   thread_local std::vector<std::int64_t> contiguous;
   if (strides == nullptr) {
     contiguous.assign(static_cast<std::size_t>(rank), 1);
@@ -179,24 +179,29 @@ nb::object allocate(const Torch& t, std::int64_t rank, const std::int64_t* shape
   TorchAbi::Owned owned = nullptr;
   if (t.abi.empty_strided(rank, shape, strides, scalar_type, device_type, static_cast<std::int32_t>(device), &owned) != 0)
     return {};
-  nb::object out = nb::steal(t.abi.wrap(owned));
+  void* ptr = nullptr;
+  nb::object out;
+  if (t.abi.data_ptr(owned, &ptr) == 0) out = nb::steal(t.abi.wrap(owned));
   t.abi.delete_tensor(owned);  // the Python tensor holds its own reference
   if (!out.is_valid()) PyErr_Clear();
+  data = reinterpret_cast<std::uintptr_t>(ptr);
   return out;
 }
 
-/// A new contiguous CUDA tensor shaped `shape`, of the dtype and device `like` was read with.
-nb::object new_contiguous(std::int64_t rank, const std::int64_t* shape, const TensorRead& like) {
+/// A new contiguous CUDA tensor shaped `shape`, of the dtype and device `like` was read with;
+/// `data` gets its data pointer.
+nb::object new_contiguous(std::int64_t rank, const std::int64_t* shape, const TensorRead& like, std::uintptr_t& data) {
   const Torch* t = torch_state;
   if (t == nullptr || !t->allocates) return {};
-  return allocate(*t, rank, shape, nullptr, like.scalar_type, t->abi.cuda, like.device);
+  return allocate(*t, rank, shape, nullptr, like.scalar_type, t->abi.cuda, like.device, data);
 }
 
 /// Whether allocating in C++ gives what torch would: a CPU tensor made with odd strides must read
 /// back as a plain torch.Tensor of that shape, those strides and that dtype.
 bool allocation_agrees(const Torch& t, std::int32_t scalar_type, std::int32_t cpu) {
   const std::int64_t shape[] = {2, 3}, strides[] = {1, 2};
-  nb::object probe = allocate(t, 2, shape, strides, scalar_type, cpu, 0);
+  std::uintptr_t data = 0;
+  nb::object probe = allocate(t, 2, shape, strides, scalar_type, cpu, 0, data);
   void* impl = probe.is_valid() ? tensor_impl(t, probe.ptr()) : nullptr;
   Layout layout;
   TensorRead read;
@@ -451,7 +456,8 @@ nb::object permute_new(nb::handle x, nb::handle axes, nb::handle stream) {
     }
     shape.push_back(layout[3 + axis]);
   }
-  nb::object out = new_contiguous(rank, shape.data(), read);
+  std::uintptr_t data = 0;
+  nb::object out = new_contiguous(rank, shape.data(), read, data);
   if (!out.is_valid()) {
     static PyObject* new_empty = PyUnicode_InternFromString("new_empty");
     nb::object shape_tuple = nb::steal(PyTuple_New(rank));
@@ -462,24 +468,57 @@ nb::object permute_new(nb::handle x, nb::handle axes, nb::handle stream) {
   return copy_cached(out, x, axes, stream, nullptr) ? out : nb::none();
 }
 
+/// The one-shot rope key: the options, then the layouts of q, y, k, k_out, cos, sin and
+/// positions, each after a separator, then q's device. Reads the tensors into `t`, except y and
+/// k_out with `new_outputs`: those are keyed as the new contiguous tensors shaped like q and k that
+/// rope_new allocates. `at[i]`: where tensor i's layout starts in `key`. False (no error set)
+/// when a tensor is not a CUDA torch tensor of q's device.
+bool rope_key(const std::array<PyObject*, 7>& objs, const std::string& style, std::int64_t rotary_dim, bool inplace,
+              bool inverse, bool checked, bool new_outputs, Layout& key, std::array<TensorRead, 7>& t,
+              std::array<std::size_t, 7>& at) {
+  key.assign({rope_tag, style == "gptj" ? 1 : style == "neox" ? 0 : -1, rotary_dim, inplace, inverse, checked});
+  if (key[1] < 0) return false;
+  for (std::size_t i = 0; i < objs.size(); ++i) {
+    if (i > 0) key.push_back(-1);  // separates the optional tensors
+    at[i] = key.size();
+    const bool output = i == 1 || i == 3;
+    if (!(new_outputs && output)) {
+      if (i == 0 ? !read_tensor(objs[i], key, t[i]) : !read_optional(objs[i], key, t[i], t[0].device)) return false;
+      continue;
+    }
+    if (objs[i - 1] == Py_None) {  // no k, no k_out
+      t[i] = TensorRead{0, t[0].device};
+      continue;
+    }
+    const std::size_t like = at[i - 1];
+    const std::int64_t rank = key[like + 2];
+    for (std::int64_t j = 0; j < 3 + rank; ++j) key.push_back(key[like + static_cast<std::size_t>(j)]);
+    key.resize(key.size() + static_cast<std::size_t>(rank));
+    std::int64_t stride = 1;
+    for (std::int64_t j = rank - 1; j >= 0; --j) {
+      key[at[i] + 3 + static_cast<std::size_t>(rank + j)] = stride;
+      stride *= std::max<std::int64_t>(key[like + 3 + static_cast<std::size_t>(j)], 1);
+    }
+    t[i] = t[i - 1];  // its dtype and device; the data pointer comes with the allocation
+  }
+  key.push_back(t[0].device);
+  return true;
+}
+
 /// A one-shot rope from the cached plan of these layouts and options, or `plan` stored for them;
 /// False on a miss (nothing launched) or when a tensor is not a CUDA torch tensor of q's device.
 bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb::handle cos, nb::handle sin,
                  nb::handle positions, nb::handle offset, const std::string& style, std::int64_t rotary_dim,
                  bool inplace, bool inverse, bool checked, nb::handle stream, const RopePlan* plan) {
   thread_local Layout key;
-  key.assign({rope_tag, style == "gptj" ? 1 : style == "neox" ? 0 : -1, rotary_dim, inplace, inverse, checked});
-  std::int64_t offset_value = 0;
-  if (key[1] < 0 || !int_of(offset, offset_value)) return false;
-  const std::array<PyObject*, 7> objs = {q.ptr(), y.ptr(), k.ptr(), k_out.ptr(), cos.ptr(), sin.ptr(), positions.ptr()};
   std::array<TensorRead, 7> t;
-  if (!read_tensor(objs[0], key, t[0])) return false;
-  for (std::size_t i = 1; i < objs.size(); ++i) {
-    key.push_back(-1);  // separates the optional tensors
-    if (!read_optional(objs[i], key, t[i], t[0].device)) return false;
-  }
-  key.push_back(t[0].device);
+  std::array<std::size_t, 7> at;
+  std::int64_t offset_value = 0;
   void* st = nullptr;
+  if (!int_of(offset, offset_value) ||
+      !rope_key({q.ptr(), y.ptr(), k.ptr(), k_out.ptr(), cos.ptr(), sin.ptr(), positions.ptr()}, style, rotary_dim,
+                inplace, inverse, checked, false, key, t, at))
+    return false;
   const RopePlan* found = rope_plans().find(key, plan);
   if (found == nullptr || !stream_of(stream.ptr(), t[0].device, st)) return false;
   const RopePlan kept = *found;  // a checked launch lets other threads run, and change the cache
@@ -488,25 +527,33 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
 }
 
 /// A one-shot rope into new contiguous outputs shaped like q and k, through the plan cached for
-/// these layouts: q's output, or (q's, k's). None on a miss (nothing launched), when allocation
-/// from C++ is off, or for arguments the fast path does not take.
+/// these layouts: q's output, or (q's, k's). Looks the plan up before it allocates. None on a miss
+/// (nothing launched or allocated), when allocation from C++ is off, or for arguments the fast
+/// path does not take (rotary_dim: None or an int).
 nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, nb::handle positions,
-                    nb::handle offset, const std::string& style, std::int64_t rotary_dim, bool inverse, bool checked,
+                    nb::handle offset, const std::string& style, nb::handle rotary_dim, bool inverse, bool checked,
                     nb::handle stream) {
-  thread_local Layout layout;
-  const auto new_like = [](nb::handle t) -> nb::object {
-    layout.clear();
-    TensorRead read;
-    if (!read_tensor(t.ptr(), layout, read)) return {};
-    return new_contiguous(layout[2], layout.data() + 3, read);
-  };
-  nb::object y = new_like(q);
-  nb::object k_out = nb::none();
-  if (!k.is_none()) k_out = new_like(k);
-  if (!y.is_valid() || !k_out.is_valid() ||
-      !rope_cached(q, y, k, k_out, cos, sin, positions, offset, style, rotary_dim, false, inverse, checked, stream, nullptr))
+  Layout key;  // not thread_local: making a Python tensor may run Python code that calls here again
+  key.reserve(128);
+  std::array<TensorRead, 7> t;
+  std::array<std::size_t, 7> at;
+  std::int64_t offset_value = 0, rotary = 0;
+  void* st = nullptr;
+  if (!int_of(offset, offset_value) || !(rotary_dim.is_none() || int_of(rotary_dim, rotary)) ||
+      !rope_key({q.ptr(), Py_None, k.ptr(), Py_None, cos.ptr(), sin.ptr(), positions.ptr()}, style, rotary, false,
+                inverse, checked, true, key, t, at))
     return nb::none();
-  return k.is_none() ? y : nb::make_tuple(y, k_out);
+  const RopePlan* found = rope_plans().find(key, nullptr);
+  if (found == nullptr || !stream_of(stream.ptr(), t[0].device, st)) return nb::none();
+  const RopePlan kept = *found;  // allocation and a checked launch may run other Python code
+  const auto new_like = [&](std::size_t i) {  // the output of tensor i, into slot i + 1
+    return new_contiguous(key[at[i] + 2], key.data() + at[i] + 3, t[i], t[i + 1].data);
+  };
+  nb::object y = new_like(0);
+  nb::object k_made = k.is_none() ? nb::none() : new_like(2);
+  if (!y.is_valid() || !k_made.is_valid()) return nb::none();
+  launch_rope(kept, rope_pointers(t, offset_value), st, checked);
+  return k.is_none() ? y : nb::make_tuple(y, k_made);
 }
 
 }  // namespace
@@ -543,9 +590,10 @@ void bind_torch_fast_path(nb::module_& m) {
   }, "on"_a, "Turns the allocation of one-shot outputs in C++ (at::empty_strided through libtorch's C "
      "functions) on or off; returns whether it is on (off where the fast path is, or its probe disagreed).");
   m.def("rope_new", &rope_new, "q"_a.none(), "k"_a.none(), "cos"_a.none(), "sin"_a.none(), "positions"_a.none(),
-        "offset"_a.none(), "style"_a, "rotary_dim"_a, "inverse"_a, "checked"_a, "stream"_a.none(),
+        "offset"_a.none(), "style"_a, "rotary_dim"_a.none(), "inverse"_a, "checked"_a, "stream"_a.none(),
         "A one-shot rope into new contiguous outputs (q's, or q's and k's) through the plan cached for "
-        "these layouts. None, with nothing launched, on a miss or other arguments.");
+        "these layouts (rotary_dim None or an int). None, with nothing allocated or launched, on a miss "
+        "or other arguments.");
   m.def("clear_torch_plans", [] {
     copy_plans().plans.clear();
     rope_plans().plans.clear();
