@@ -187,7 +187,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   long long t = blockIdx.x;
   if (t >= num_tiles) return;
 
-  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, false);
+  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
   int parity = 0;
   sj_fill_tables(args, tile, table_a[0], table_b[0]);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const bool more = next_t < num_tiles;
     SjTile next;
     if (more) {
-      next = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, false);
+      next = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
       sj_fill_tables(args, next, table_a[parity ^ 1], table_b[parity ^ 1]);
     }
     __syncthreads();

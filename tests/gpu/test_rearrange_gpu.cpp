@@ -344,6 +344,28 @@ TEST_CASE("rearrange: u8 transposes of word stores beside 2-byte loads take word
   CHECK(taken >= launches / 2);
 }
 
+TEST_CASE("rearrange: tiled kernels counting their tiles along A first and along B first are both exact" *
+          test::gpu_only()) {
+  // Destination rows of many more tiles than the source rows count along B first, the others along A.
+  const std::vector<PermuteCase> cases = {{{3008, 72}, {1, 0}, DType::f32},         {{72, 3008}, {1, 0}, DType::f32},
+                                          {{5008, 2, 64}, {2, 1, 0}, DType::f16},   {{64, 4, 5008}, {2, 0, 1}, DType::f16},
+                                          {{8, 1200, 5, 32}, {3, 2, 0, 1}, DType::f64}, {{4096, 128}, {1, 0}, DType::u8},
+                                          {{136, 4096}, {1, 0}, DType::u8}};
+  int a_first = 0, b_first = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
+    ++(spec.a_first ? a_first : b_first);
+  }
+  CHECK(a_first >= 3);
+  CHECK(b_first >= 3);
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int transposes = launches_on_family(cases, plan::RearrangeFamily::transpose, 6007);
+  MESSAGE(a_first << " cases along A first, " << b_first << " along B first; " << transposes << " of " << launches
+                  << " checked launches on transpose tiles");
+}
+
 TEST_CASE("rearrange: tune times the candidates, records the fastest, and a later plan reuses the record" *
           test::gpu_only()) {
   const test::TempDir cache;

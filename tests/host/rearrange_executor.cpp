@@ -146,7 +146,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const int first_outer = s.dims_a + s.dims_b;
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, false);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
     std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b));
     std::int64_t so, dd;
     if (s.dims_a > 1)

@@ -34,9 +34,10 @@ void fill_random(std::vector<std::uint8_t>& bytes, std::mt19937_64& rng) {
 
 // Runs `dst <- src` on the CPU for every pointer alignment and compares whole buffers with the
 // reference. Returns the families that ran.
-// Variants that ran with split rows, linear loads and linear stores (to check coverage).
+// Variants that ran with split rows, linear loads and linear stores, and tiled variants by tile
+// order (to check coverage).
 struct Modes {
-  int split_rows = 0, load_linear = 0, store_linear = 0;
+  int split_rows = 0, load_linear = 0, store_linear = 0, tiles_a_first = 0, tiles_b_first = 0;
 } g_modes;
 
 // Runs plan `p` of `dst <- src` on the CPU for base pointers aligned to each of `alignments`.
@@ -61,6 +62,8 @@ std::vector<plan::RearrangeFamily> check_plan(const plan::RearrangePlanData& p, 
     g_modes.split_rows += v.spec.split_rows;
     g_modes.load_linear += v.spec.load_linear > 0;
     g_modes.store_linear += v.spec.store_linear > 0;
+    if (v.spec.family == plan::RearrangeFamily::transpose || v.spec.family == plan::RearrangeFamily::packed)
+      ++(v.spec.a_first ? g_modes.tiles_a_first : g_modes.tiles_b_first);
     // Every byte of the destination's range and 64 bytes around it.
     const bool same = std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
                                  expected.base + p.dst_range.lo - 64);
@@ -211,6 +214,10 @@ TEST_CASE("every tuning candidate of random views matches the naive copy") {
     count(check_tuning_candidates({view.shape, {}, DType::u8, c.elem}, view, rng));
   }
   CHECK(plans_with_choices > 200);
+  MESSAGE("tiled variants counting along A first " << g_modes.tiles_a_first << ", along B first "
+                                                   << g_modes.tiles_b_first);
+  CHECK(g_modes.tiles_a_first > 20);
+  CHECK(g_modes.tiles_b_first > 20);
   for (const auto& [family, runs] : seen) MESSAGE(plan::family_name(family) << ": " << runs << " candidate runs");
   for (plan::RearrangeFamily f : {plan::RearrangeFamily::row, plan::RearrangeFamily::transpose,
                                   plan::RearrangeFamily::packed, plan::RearrangeFamily::gather,
