@@ -222,7 +222,8 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 }
 
 // One tile per block (tiles beyond the grid are walked by a grid-stride loop), tiles counting along
-// A first: the blocks in flight then write whole destination rows. Composite groups fill their
+// A first (A_FIRST; the planner counts along B where A's rows hold many more tiles): the blocks in
+// flight then write whole destination rows. Composite groups fill their
 // tables first (double-buffering them, as the tiled family does, made the kernels with four load
 // blocks per thread spill).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -235,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
   const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
-    const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, true);
+    const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
     if (TABLES) {
       sj_fill_tables(args, tile, table_a, table_b);
       __syncthreads();

@@ -268,7 +268,7 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   };
   const int chunks_a = s.tile_a / vec;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2, true);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, 2, s.a_first);
     SharedTile tile(s);
     auto smem = [&](std::int64_t lb, std::int64_t p) {
       return tile.at(static_cast<int>(lb * s.tile_a + ((p / vec) ^ ((lb / vec) % chunks_a)) * vec + p % vec), 1);
@@ -362,7 +362,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     return smem[static_cast<std::size_t>(position)];
   };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, s.dims_a + s.dims_b, true);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, s.dims_a + s.dims_b, s.a_first);
     std::fill(smem.begin(), smem.end(), Word{0xee, 0xee, 0xee, 0xee});
     const std::int64_t a_base = a0 - (s.skew_store ? w : 0);
     for (int item = 0; item < lanes_b * groups_a * bands_b; ++item) {

@@ -372,16 +372,25 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   return c;
 }
 
-/// The order of the tiles of the tiled families. The blocks in flight cover consecutive tiles, and
-/// DRAM streams best when they cover whole rows on one side and long pieces of rows on the other.
-/// Counting along A first, they write whole destination rows and read pieces of W / tiles_a tiles
-/// (W: tiles in flight); along B first, they read whole source rows and write pieces of W /
-/// tiles_b. Writes in short pieces cost the most (H200, f32 [4406, 45393] 1,0: 52% of copy along B,
-/// 85% along A), so A goes first unless its rows hold many times more tiles than B's, where its
-/// reads would be single tiles (f32 [65424, 3057] 1,0: 82% along A, 88% along B). With one tile
-/// on either side both orders are one walk, and the kernel stays the one counting along B.
+/// The order in which a kernel of (A, B) tiles counts them. The blocks in flight cover consecutive
+/// tiles, and DRAM streams best when they cover whole rows on one side and long pieces of rows on
+/// the other. Counting along A first, they write whole destination rows and read pieces of W /
+/// tiles_a tiles (W: tiles in flight); along B first, they read whole source rows and write pieces
+/// of W / tiles_b. Writes in short pieces cost the most (H200, f32 [4406, 45393] 1,0: 52% of copy
+/// along B, 85% along A), so A goes first unless its rows hold many times more tiles than B's, where
+/// its reads would be single tiles (f32 [65424, 3057] 1,0: 82% along A, 88% along B).
+bool counts_along_b(std::int64_t tiles_a, std::int64_t tiles_b) { return tiles_b > 1 && tiles_a >= 8 * tiles_b; }
+
+/// The families whose kernels count (A, B) tiles in the order of their spec's a_first.
+bool counts_tiles(RearrangeFamily family) {
+  return family == RearrangeFamily::transpose || family == RearrangeFamily::packed ||
+         family == RearrangeFamily::skewed || family == RearrangeFamily::words;
+}
+
+/// counts_along_b for the tiled families; with one tile on either side both orders are one walk,
+/// and those kernels keep counting along B, as they all did before the order was planned.
 bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b) {
-  return tiles_a > 1 && tiles_b > 1 && tiles_a < 8 * tiles_b;
+  return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b);
 }
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
@@ -512,6 +521,7 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, single_dims(form.dims, a_dim, b_dim), s, vec - 1);
+  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value);
   // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
   // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
   v.grid = grid_for(v.args.num_tiles);
@@ -607,6 +617,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, g, s, lead);
+  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value);
   v.grid = grid_for(v.args.num_tiles);
   return v;
 }
@@ -921,7 +932,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
   for (std::size_t i = 0, n = out.size(); i < n; ++i)
-    if (out[i].spec.family == RearrangeFamily::transpose || out[i].spec.family == RearrangeFamily::packed) {
+    if (counts_tiles(out[i].spec.family)) {
       RearrangeVariant other_order = out[i];
       other_order.spec.a_first = !other_order.spec.a_first;
       add(std::move(other_order));
@@ -973,11 +984,11 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.store_linear ? fmt::format(".sl{}", s.store_linear) : "", s.a_first ? ".af" : "");
       break;
     case RearrangeFamily::skewed:
-      key += fmt::format(".a{}.b{}.v{}.mb{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks);
+      key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? ".af" : "");
       break;
     case RearrangeFamily::words:
-      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
-                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "");
+      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
+                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? ".af" : "");
       break;
     case RearrangeFamily::runs:
       key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,

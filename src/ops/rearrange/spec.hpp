@@ -65,7 +65,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
   X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
-  X(bool, a_first, false)      /* transpose and packed: tiles counted along A first, else along B */ \
+  X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
