@@ -267,6 +267,23 @@ TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
     CHECK(f != plan::RearrangeFamily::skewed);
 }
 
+TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those count along A") {
+  std::mt19937_64 rng(1283);
+  // [641, 1282]: 11 tiles along A, 21 along B; [6001, 130]: 94 along A, 3 along B (counted along B,
+  // so skewed); [5699, 3457]: single units on both sides shrink fixed tiles to 32 x 64 (skewed).
+  const PermuteCase fixed{{641, 1282}, {1, 0}, 2}, along_b{{6001, 130}, {1, 0}, 2}, single{{5699, 3457}, {1, 0}, 2};
+  const auto aligned = [](const PermuteCase& c) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
+  };
+  const plan::RearrangeSpec s = aligned(fixed);
+  CHECK(s.family == plan::RearrangeFamily::transpose);
+  CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64));
+  CHECK(aligned(along_b).family == plan::RearrangeFamily::skewed);
+  CHECK(aligned(single).family == plan::RearrangeFamily::skewed);
+  for (const PermuteCase& c : {fixed, along_b, single}) check_permute(c, rng, false);
+}
+
 TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and funnel-shifted") {
   std::mt19937_64 rng(4099);
   const PermuteCase cases[] = {

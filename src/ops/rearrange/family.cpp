@@ -500,6 +500,19 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
          form.dims[b_dim].extent >= kSkewedTile;
 }
 
+// The fixed 64 x 64 tiles of an f16 2-D transpose with narrow stores, where they count along A: there
+// they beat skewed tiles (tune's picks, seeds 40 and 44: H100 68-70% -> 71-80% on 4 of 6 lines, H200
+// 52% -> 67-68% on 2 of 3; seeds 46-49: H100 67-68% -> 71-81%, H200 51-52% -> 64-71%), where tiles
+// of 64 x 128 lost (seeds 41 and 45, H200: 52% -> 35-36%) and so did tiles of 32 x 64, which single
+// units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
+std::optional<RearrangeVariant> fixed_tiles_along_a(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
+                                                    bool exact, std::int64_t src_align, std::int64_t dst_align) {
+  if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
+  RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
+  if (!v.spec.a_first || v.spec.tile_a < kSkewedTile || v.spec.tile_b < kSkewedTile) return std::nullopt;
+  return v;
+}
+
 // dim[0] = A (dst stride 1), dim[1] = B (src stride 1), then the outer dims innermost first. Tiles
 // along A number ceil((extent + VEC - 1) / TILE_A): a row's owned ranges start up to VEC - 1 units
 // before the row.
@@ -854,7 +867,10 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align, tile_volume(units.unit_bytes));
-      if (wants_skewed_tiles(v.spec, units, inner, *b)) return plan_skewed(units, inner, *b, exact);
+      if (wants_skewed_tiles(v.spec, units, inner, *b)) {
+        if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
+        return plan_skewed(units, inner, *b, exact);
+      }
       const Groups words = word_groups(dims, inner, *b);
       if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
       // A tile smaller than a unit per thread is better walked in destination order.
