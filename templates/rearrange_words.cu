@@ -57,7 +57,7 @@ __device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord 
   out[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
-// Composite groups: the source offsets of the rows a tile reads (A index a_first + i) and the
+// Composite groups: the source offsets of the rows a tile reads (A index sj_first_row + i) and the
 // destination offsets of its B indices, computed by the whole block.
 __device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.a0 - (SKEW_STORE ? W : 0); }
 
@@ -76,7 +76,7 @@ __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile&
     }
 }
 
-// Source offset of the tile's row a_first + i, and destination offset of its row b0 + lb.
+// Source offset of the tile's row sj_first_row + i, and destination offset of its row b0 + lb.
 __device__ __forceinline__ Index sj_src_row(const SjArgs& args, const SjTile& tile, const Index* table_a, int i) {
   return tile.src_base + (DIMS_A > 1 ? table_a[i] : (sj_first_row(tile) + i) * sj_src_stride(args, 0));
 }

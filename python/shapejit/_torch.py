@@ -144,7 +144,7 @@ def records(*tensors: Optional[Tensor]) -> bool:
     if _is_compiling():
         return True
     for t in tensors:
-        if t is not None and t.requires_grad:
+        if t is not None and getattr(t, "requires_grad", False):
             return torch.is_grad_enabled()
     return False
 

@@ -533,6 +533,7 @@ bool rope_cached(nb::handle q, nb::handle y, nb::handle k, nb::handle k_out, nb:
 nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, nb::handle positions,
                     nb::handle offset, const std::string& style, nb::handle rotary_dim, bool inverse, bool checked,
                     nb::handle stream) {
+  if (torch_state == nullptr || !torch_state->allocates) return nb::none();
   Layout key;  // not thread_local: making a Python tensor may run Python code that calls here again
   key.reserve(128);
   std::array<TensorRead, 7> t;

@@ -34,10 +34,11 @@ void fill_random(std::vector<std::uint8_t>& bytes, std::mt19937_64& rng) {
 
 // Runs `dst <- src` on the CPU for every pointer alignment and compares whole buffers with the
 // reference. Returns the families that ran.
-// Variants that ran with split rows, linear loads and linear stores, and tiled variants by tile
-// order (to check coverage).
+// Variants that ran with split rows, linear loads and linear stores, and variants of each family of
+// (A, B) tiles by tile order (to check coverage).
 struct Modes {
-  int split_rows = 0, load_linear = 0, store_linear = 0, tiles_a_first = 0, tiles_b_first = 0;
+  int split_rows = 0, load_linear = 0, store_linear = 0;
+  std::map<std::pair<plan::RearrangeFamily, bool>, int> tile_orders;  ///< (family, a_first) -> runs
 } g_modes;
 
 // Runs plan `p` of `dst <- src` on the CPU for base pointers aligned to each of `alignments`.
@@ -62,8 +63,7 @@ std::vector<plan::RearrangeFamily> check_plan(const plan::RearrangePlanData& p, 
     g_modes.split_rows += v.spec.split_rows;
     g_modes.load_linear += v.spec.load_linear > 0;
     g_modes.store_linear += v.spec.store_linear > 0;
-    if (v.spec.family == plan::RearrangeFamily::transpose || v.spec.family == plan::RearrangeFamily::packed)
-      ++(v.spec.a_first ? g_modes.tiles_a_first : g_modes.tiles_b_first);
+    ++g_modes.tile_orders[{v.spec.family, v.spec.a_first}];
     // Every byte of the destination's range and 64 bytes around it.
     const bool same = std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
                                  expected.base + p.dst_range.lo - 64);
@@ -196,6 +196,7 @@ TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive 
 
 TEST_CASE("every tuning candidate of random views matches the naive copy") {
   std::mt19937_64 rng(20261123);
+  g_modes = {};
   std::map<plan::RearrangeFamily, int> seen;
   int plans_with_choices = 0;
   auto count = [&](const std::vector<plan::RearrangeFamily>& families) {
@@ -209,15 +210,20 @@ TEST_CASE("every tuning candidate of random views matches the naive copy") {
   }
   // Transposes long enough for the skewed and word families, with odd pitches.
   for (const PermuteCase& c : std::vector<PermuteCase>{{{70, 131}, {1, 0}, 1}, {{67, 3, 129}, {2, 1, 0}, 2},
-                                                       {{130, 65}, {1, 0}, 4}, {{9, 64, 71}, {0, 2, 1}, 1}}) {
+                                                       {{130, 65}, {1, 0}, 4}, {{9, 64, 71}, {0, 2, 1}, 1},
+                                                       {{301, 263}, {1, 0}, 1}}) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     count(check_tuning_candidates({view.shape, {}, DType::u8, c.elem}, view, rng));
   }
   CHECK(plans_with_choices > 200);
-  MESSAGE("tiled variants counting along A first " << g_modes.tiles_a_first << ", along B first "
-                                                   << g_modes.tiles_b_first);
-  CHECK(g_modes.tiles_a_first > 20);
-  CHECK(g_modes.tiles_b_first > 20);
+  // Both tile orders of every family of (A, B) tiles (the other order is a candidate).
+  for (plan::RearrangeFamily f : {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed,
+                                  plan::RearrangeFamily::skewed, plan::RearrangeFamily::words}) {
+    const int along_a = g_modes.tile_orders[{f, true}], along_b = g_modes.tile_orders[{f, false}];
+    MESSAGE(plan::family_name(f) << ": " << along_a << " runs counting along A first, " << along_b << " along B");
+    CHECK(along_a > 0);
+    CHECK(along_b > 0);
+  }
   for (const auto& [family, runs] : seen) MESSAGE(plan::family_name(family) << ": " << runs << " candidate runs");
   for (plan::RearrangeFamily f : {plan::RearrangeFamily::row, plan::RearrangeFamily::transpose,
                                   plan::RearrangeFamily::packed, plan::RearrangeFamily::gather,
@@ -280,6 +286,7 @@ TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where 
   CHECK(s.family == plan::RearrangeFamily::transpose);
   CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64));
   CHECK(aligned(along_b).family == plan::RearrangeFamily::skewed);
+  CHECK(!aligned(along_b).a_first);
   CHECK(aligned(single).family == plan::RearrangeFamily::skewed);
   for (const PermuteCase& c : {fixed, along_b, single}) check_permute(c, rng, false);
 }

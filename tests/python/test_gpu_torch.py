@@ -366,6 +366,27 @@ def test_rope_one_shot_cache_hits_stay_correct():
                 assert_close(q_half, rope_reference(q[:, :, ::2], cos, sin, pos.long(), style, 64))
 
 
+def test_rope_allocating_one_shot_is_one_extension_call_once_planned():
+    """After a first call plans a layout, rope_new finds that plan before it allocates (the keys of
+    its derived outputs equal those of torch's contiguous ones): q strided, size-1 dims, k absent or
+    given; its outputs equal the first call's."""
+    from shapejit import _shapejit, _torch
+    if not _torch.ALLOCATES:
+        pytest.skip("allocation from C++ is off with this torch (its probe disagreed)")
+    cos, sin = tables(rows=64)
+    qkv = torch.randn(4, 1, 6 + 2, 64, device="cuda", dtype=torch.bfloat16)
+    q, k = qkv[:, :, :6], qkv[:, :, 6:]
+    pos = torch.randint(0, 64, (4, 1), device="cuda", dtype=torch.int32)
+    for key in (None, k):
+        first = shapejit.rope(q, key, cos=cos, sin=sin, positions=pos)
+        made = _shapejit.rope_new(q, key, cos, sin, pos, 0, "neox", None, False, False, None)
+        assert made is not None
+        pairs = [(made, first)] if key is None else list(zip(made, first))
+        for got, want in pairs:
+            assert got.is_contiguous() and got.shape == want.shape
+            assert torch.equal(got, want)
+
+
 def test_rope_inverse_round_trip():
     cos, sin = tables(dtype=torch.float64)
     q = torch.randn(2, 5, 4, 64, device="cuda", dtype=torch.float64)

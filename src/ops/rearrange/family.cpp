@@ -502,9 +502,9 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
 
 // The fixed 64 x 64 tiles of an f16 2-D transpose with narrow stores, where they count along A: there
 // they beat skewed tiles (tune's picks, seeds 40 and 44: H100 68-70% -> 71-80% on 4 of 6 lines, H200
-// 52% -> 67-68% on 2 of 3; seeds 46-49: H100 67-68% -> 71-81%, H200 51-52% -> 64-71%), where tiles
-// of 64 x 128 lost (seeds 41 and 45, H200: 52% -> 35-36%) and so did tiles of 32 x 64, which single
-// units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
+// 52% -> 67-68% on 2 of 3; seeds 46-49: H100 67-68% -> 67-81% (3 of 4 up), H200 51-52% -> 64-70%),
+// where tiles of 64 x 128 lost (seeds 41 and 45, H200: 52% -> 35-36%) and so did tiles of 32 x 64,
+// which single units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
 std::optional<RearrangeVariant> fixed_tiles_along_a(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
                                                     bool exact, std::int64_t src_align, std::int64_t dst_align) {
   if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
@@ -947,8 +947,9 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
   add(plan_rows(units, exact));
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
+  // The other tile order, where it is another walk (several tiles on both sides).
   for (std::size_t i = 0, n = out.size(); i < n; ++i)
-    if (counts_tiles(out[i].spec.family)) {
+    if (counts_tiles(out[i].spec.family) && out[i].args.tiles_x.value > 1 && out[i].args.tiles_y.value > 1) {
       RearrangeVariant other_order = out[i];
       other_order.spec.a_first = !other_order.spec.a_first;
       add(std::move(other_order));
@@ -1000,11 +1001,11 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.store_linear ? fmt::format(".sl{}", s.store_linear) : "", s.a_first ? ".af" : "");
       break;
     case RearrangeFamily::skewed:
-      key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? ".af" : "");
+      key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::words:
       key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
-                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? ".af" : "");
+                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::runs:
       key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,

@@ -132,7 +132,9 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
 SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
 
 /// A short readable name of the kernel (family first), for labels and describe text; the fields
-/// that matter to its family, and in exact mode the baked shape.
+/// that matter to its family, and in exact mode the baked shape. The tile order shows where it is
+/// not the family's order before it was planned (tuning records name kernels by label): `.af` on
+/// tiled kernels counting along A, `.bf` on skewed and word tiles counting along B.
 std::string kernel_label(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
 
 /// The runs family's tile extent of each tile dim (dim[0, tile_dims)): the dim's extent, or tile_a
