@@ -223,9 +223,9 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 
 // One tile per block (tiles beyond the grid are walked by a grid-stride loop), tiles counting along
 // A first (A_FIRST; the planner counts along B where A's rows hold many more tiles): the blocks in
-// flight then write whole destination rows. Composite groups fill their
-// tables first (double-buffering them, as the tiled family does, made the kernels with four load
-// blocks per thread spill).
+// flight then write whole destination rows. Composite groups fill their tables first
+// (double-buffering them, as the tiled family does, made the kernels with four load blocks per
+// thread spill).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ SjWord smem[TILE_B * PITCH];
