@@ -534,8 +534,7 @@ nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, 
                     nb::handle offset, const std::string& style, nb::handle rotary_dim, bool inverse, bool checked,
                     nb::handle stream) {
   if (torch_state == nullptr || !torch_state->allocates) return nb::none();
-  Layout key;  // not thread_local: making a Python tensor may run Python code that calls here again
-  key.reserve(128);
+  thread_local Layout key;
   std::array<TensorRead, 7> t;
   std::array<std::size_t, 7> at;
   std::int64_t offset_value = 0, rotary = 0;
@@ -547,11 +546,14 @@ nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, 
   const RopePlan* found = rope_plans().find(key, nullptr);
   if (found == nullptr || !stream_of(stream.ptr(), t[0].device, st)) return nb::none();
   const RopePlan kept = *found;  // allocation and a checked launch may run other Python code
-  const auto new_like = [&](std::size_t i) {  // the output of tensor i, into slot i + 1
-    return new_contiguous(key[at[i] + 2], key.data() + at[i] + 3, t[i], t[i + 1].data);
-  };
-  nb::object y = new_like(0);
-  nb::object k_made = k.is_none() ? nb::none() : new_like(2);
+  // Making q's output a Python tensor may run Python code that calls here again and rewrites `key`,
+  // so k's shape is copied first (a planned rope's tensors have rank 3 or 4).
+  const std::int64_t q_rank = key[at[0] + 2], k_rank = k.is_none() ? 0 : key[at[2] + 2];
+  std::array<std::int64_t, 4> k_shape{};
+  if (k_rank > 4) return nb::none();
+  for (std::int64_t i = 0; i < k_rank; ++i) k_shape[static_cast<std::size_t>(i)] = key[at[2] + 3 + static_cast<std::size_t>(i)];
+  nb::object y = new_contiguous(q_rank, key.data() + at[0] + 3, t[0], t[1].data);
+  nb::object k_made = k.is_none() ? nb::none() : new_contiguous(k_rank, k_shape.data(), t[2], t[3].data);
   if (!y.is_valid() || !k_made.is_valid()) return nb::none();
   launch_rope(kept, rope_pointers(t, offset_value), st, checked);
   return k.is_none() ? y : nb::make_tuple(y, k_made);
