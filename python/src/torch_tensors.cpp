@@ -551,7 +551,7 @@ nb::object rope_new(nb::handle q, nb::handle k, nb::handle cos, nb::handle sin, 
   const std::int64_t q_rank = key[at[0] + 2], k_rank = k.is_none() ? 0 : key[at[2] + 2];
   std::array<std::int64_t, 4> k_shape{};
   if (k_rank > 4) return nb::none();
-  for (std::int64_t i = 0; i < k_rank; ++i) k_shape[static_cast<std::size_t>(i)] = key[at[2] + 3 + static_cast<std::size_t>(i)];
+  for (std::size_t i = 0; i < static_cast<std::size_t>(k_rank); ++i) k_shape[i] = key[at[2] + 3 + i];
   nb::object y = new_contiguous(q_rank, key.data() + at[0] + 3, t[0], t[1].data);
   nb::object k_made = k.is_none() ? nb::none() : new_contiguous(k_rank, k_shape.data(), t[2], t[3].data);
   if (!y.is_valid() || !k_made.is_valid()) return nb::none();
