@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
     }
-    transform_row(v, row, t);
+    transform_row_to_out(v, row, t);
     if (!live) continue;
     const compute_t scale = (compute_t)args.scale;
 #pragma unroll
@@ -81,7 +81,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_
       data_t out[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(v[c][e] * scale);
-      sj_store_elements<VEC, VEC>(args.y + y_row + value_offset(chunk_start(c, t), args.y_head_stride), out);
+      sj_store_elements<VEC, VEC>(args.y + y_row + value_offset(out_start(c, t), args.y_head_stride), out);
     }
   }
 }

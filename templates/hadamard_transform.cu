@@ -9,7 +9,8 @@
 // a = c / POW2_CHUNKS, p = c % POW2_CHUNKS. Butterflies over the bits of r inside a vector and
 // across chunks run in registers, and so does the m-point factor. Over the bits of t: in a row of
 // one warp, through shuffles; in a power-of-two row of several warps, in passes through shared
-// memory; otherwise shuffles over the lane bits and one shared-memory exchange for the warp bits.
+// memory (the last of them, where that saves one, in the layout the row is stored from: out_start);
+// otherwise shuffles over the lane bits and one shared-memory exchange for the warp bits.
 
 constexpr long long N = GROUP * HEAD_DIM;
 constexpr long long POW2 = N / BASE;
@@ -160,75 +161,124 @@ __device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VE
 // in pass j thread t' holds every combination of that pass's bits (slot s's low bits), its own bits
 // and s's high bits filling the other positions, lowest first, so lanes read consecutive words.
 // Bits are disjoint, so a padded position splits into a per-thread and a per-slot part.
+// Passes cover the t bits below END; a transform that stores from the output layout leaves the
+// top OUT_WIDTH t bits to it (see out_start).
 __host__ __device__ constexpr int sj_log2(long long v) { return v > 1 ? 1 + sj_log2(v / 2) : 0; }
 constexpr int LOG_VEC = sj_log2(VEC), LOG_T = sj_log2(T), LOG_V = sj_log2(VALUES);
 constexpr int LOG_N = LOG_VEC + LOG_T + sj_log2(CHUNKS);
-constexpr int PASSES = LOG_V > 0 ? (LOG_T + LOG_V - 1) / LOG_V : 0;
 constexpr bool BIT_PASSES = BASE == 1 && WARPS > 1;
 static_assert(!BIT_PASSES || (1LL << LOG_N) == N, "bit passes need a power-of-two row");
+// The output layout holds the vector bits and the OUT_WIDTH t bits above the passes' (plus chunk
+// bits where fewer remain), and leaves five t bits to the lanes so that stores stay coalesced. It
+// is used where it saves a pass (bf16 n = 4096 on an H200: 83% of copy -> 93%); with as many passes
+// it ran 3-5 points slower at n = 8192.
+constexpr int OUT_WIDTH_MAX = LOG_V - LOG_VEC < LOG_T - 5 ? LOG_V - LOG_VEC : LOG_T - 5;
+constexpr bool OUT_LAYOUT =
+    BIT_PASSES && (LOG_T - OUT_WIDTH_MAX + LOG_V - 1) / LOG_V < (LOG_T + LOG_V - 1) / LOG_V;
+constexpr int OUT_WIDTH = OUT_LAYOUT ? OUT_WIDTH_MAX : 0;
+constexpr int OUT_FIRST = LOG_VEC + LOG_T - OUT_WIDTH;  // lowest position of the held high bits
 
 __host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * LOG_V; }
+template <int END>
 __host__ __device__ constexpr int pass_width(int j) {
-  return pass_first(j) + LOG_V <= LOG_VEC + LOG_T ? LOG_V : LOG_VEC + LOG_T - pass_first(j);
+  return pass_first(j) + LOG_V <= END ? LOG_V : END - pass_first(j);
 }
 // Bits laid on the positions outside pass j's, from position `from` up: those below the pass stay,
 // the rest step over it.
+template <int END>
 __host__ __device__ constexpr long long around_pass(int j, long long bits, int from) {
   const int below = pass_first(j) > from ? pass_first(j) - from : 0;
   const long long low = below >= 62 ? bits : bits & ((1LL << below) - 1);
-  return (low << from) | ((bits >> below) << (from + below + pass_width(j)));
+  return (low << from) | ((bits >> below) << (from + below + pass_width<END>(j)));
 }
 // The slot part of value positions in pass j: s's low bits on the pass's bits, its high bits on the
 // positions above the thread's.
+template <int END>
 __host__ __device__ constexpr long long pass_slot_part(int j, int s) {
-  return padded(((long long)(s & ((1 << pass_width(j)) - 1)) << pass_first(j)) |
-                around_pass(j, s >> pass_width(j), LOG_T));
+  return padded(((long long)(s & ((1 << pass_width<END>(j)) - 1)) << pass_first(j)) |
+                around_pass<END>(j, s >> pass_width<END>(j), LOG_T));
 }
 
-__device__ __forceinline__ long long pass_thread_part(int j, int t) { return padded(around_pass(j, t, 0)); }
-
-// Pass J and the ones after it, on the row in shared memory.
-template <int J>
+// Pass J and the ones after it up to the bits below END, on the row in shared memory.
+template <int END, int J = 0>
 __device__ __forceinline__ void bit_passes(compute_t* row, int t) {
-  if constexpr (J < PASSES) {
-    constexpr int WIDTH = pass_width(J);
-    const long long base = pass_thread_part(J, t);
+  if constexpr (pass_first(J) < END) {
+    constexpr int WIDTH = pass_width<END>(J);
+    const long long base = padded(around_pass<END>(J, t, 0));
     compute_t u[VALUES];
 #pragma unroll
-    for (int s = 0; s < VALUES; ++s) u[s] = row[base + pass_slot_part(J, s)];
+    for (int s = 0; s < VALUES; ++s) u[s] = row[base + pass_slot_part<END>(J, s)];
 #pragma unroll
     for (int high = 0; high < VALUES >> WIDTH; ++high)
       butterflies<1 << WIDTH>([&](int b) -> compute_t& { return u[(high << WIDTH) + b]; });
 #pragma unroll
-    for (int s = 0; s < VALUES; ++s) row[base + pass_slot_part(J, s)] = u[s];
+    for (int s = 0; s < VALUES; ++s) row[base + pass_slot_part<END>(J, s)] = u[s];
     __syncthreads();
-    bit_passes<J + 1>(row, t);
+    bit_passes<END, J + 1>(row, t);
   }
 }
 
-__device__ __forceinline__ void transform_by_passes(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
+__device__ __forceinline__ long long natural_position(int c, int e) { return padded((long long)c * T * VEC + e); }
+
+// The row from the in-thread layout to shared memory, passes over the t bits below END.
+template <int END>
+__device__ __forceinline__ void passes_from_registers(const compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
   const long long natural = padded((long long)t * VEC);
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) row[natural + padded((long long)c * T * VEC + e)] = v[c][e];
+    for (int e = 0; e < VEC; ++e) row[natural + natural_position(c, e)] = v[c][e];
   __syncthreads();
-  bit_passes<0>(row, t);
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[c][e] = row[natural + padded((long long)c * T * VEC + e)];
-  __syncthreads();
+  bit_passes<END>(row, t);
 }
 
-// The unscaled transform of the row in v; `row` is the row's shared memory (padded(N) values),
-// used when the row spans several warps. Every thread of the block calls it.
+// First value of chunk c of thread t in the output layout: its lanes' vectors lie side by side,
+// chunks step over the held high bits.
+__device__ __forceinline__ long long out_start(int c, int t) {
+  if constexpr (!OUT_LAYOUT) return chunk_start(c, t);
+  constexpr int LOW = OUT_FIRST - LOG_VEC;  // t bits below the held ones
+  const long long thread_bits = ((long long)(t & ((1 << LOW) - 1)) << LOG_VEC) |
+                                ((long long)(t >> LOW) << (OUT_FIRST + LOG_V - LOG_VEC));
+  return thread_bits | ((long long)c << OUT_FIRST);
+}
+
+// The unscaled transform of the row in v, in place; `row` is the row's shared memory (padded(N)
+// values), used when the row spans several warps. Every thread of the block calls it.
 __device__ __forceinline__ void transform_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
   transform_in_thread(v);
   if constexpr (BIT_PASSES) {
-    transform_by_passes(v, row, t);
+    passes_from_registers<LOG_VEC + LOG_T>(v, row, t);
+    const long long natural = padded((long long)t * VEC);
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[c][e] = row[natural + natural_position(c, e)];
+    __syncthreads();
   } else {
     if constexpr (LANES > 1) transform_across_lanes(v, t);
     if constexpr (WARPS > 1) transform_across_warps(v, row, t);
+  }
+}
+
+// The same transform, leaving chunk c's values at out_start(c, t) rather than chunk_start(c, t):
+// the last t bits are done in the layout the row is stored from, one shared-memory round trip
+// fewer.
+__device__ __forceinline__ void transform_row_to_out(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
+  if constexpr (OUT_LAYOUT) {
+    transform_in_thread(v);
+    passes_from_registers<OUT_FIRST>(v, row, t);
+    const long long thread_part = padded(out_start(0, t));
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[c][e] = row[thread_part + padded(((long long)c << OUT_FIRST) | e)];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+#pragma unroll
+      for (int high = 0; high < CHUNKS >> OUT_WIDTH; ++high)
+        butterflies<1 << OUT_WIDTH>([&](int b) -> compute_t& { return v[(high << OUT_WIDTH) + b][e]; });
+    __syncthreads();
+  } else {
+    transform_row(v, row, t);
   }
 }

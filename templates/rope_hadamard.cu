@@ -89,6 +89,13 @@ __device__ __forceinline__ RowPlace row_place(const RopeArgs& a, unsigned r) {
   return p;
 }
 
+// First value of chunk c of thread t as stored: a transform that runs last leaves the row in its
+// output layout.
+__device__ __forceinline__ long long stored_start(int c, int t) {
+  if constexpr (HADAMARD_FIRST) return chunk_start(c, t);
+  return out_start(c, t);
+}
+
 // The largest |value| of the row, in every thread of it. Every thread of the block calls it.
 __device__ __forceinline__ float row_absmax(const compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
   float m = 0;
@@ -135,7 +142,7 @@ __device__ __forceinline__ void store_codes(const compute_t (&v)[CHUNKS][VEC], c
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
       if (!p.valid) codes[e] = p.quantize == 1 ? 0 : 0x7f;
-    sj_store_elements<VEC, VEC>(out + value_offset(chunk_start(c, t), p.out_head), codes);
+    sj_store_elements<VEC, VEC>(out + value_offset(stored_start(c, t), p.out_head), codes);
   }
 }
 
@@ -239,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
     const RowAngles angles = row_angles(args, p, t);
     if constexpr (HADAMARD_FIRST) transform_row(v, row, t);
     rotate_row(v, row, t, args, p, angles);
-    if constexpr (!HADAMARD_FIRST) transform_row(v, row, t);
+    if constexpr (!HADAMARD_FIRST) transform_row_to_out(v, row, t);
     const compute_t scale = (compute_t)args.hadamard_scale;
     float absmax = 0;
     if constexpr (QUANTIZES) {
@@ -260,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK) sj_kernel(const
       data_t out[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(p.valid ? (QUANTIZES ? v[c][e] : v[c][e] * scale) : nan_compute());
-      sj_store_elements<VEC, VEC>(p.out + p.out_at + value_offset(chunk_start(c, t), p.out_head), out);
+      sj_store_elements<VEC, VEC>(p.out + p.out_at + value_offset(stored_start(c, t), p.out_head), out);
     }
   }
 }
