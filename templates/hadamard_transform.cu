@@ -20,7 +20,6 @@ constexpr int CHUNKS = VALUES / VEC;
 constexpr int POW2_CHUNKS = (int)(POW2 / (T * VEC));
 constexpr int LANES = T < 32 ? T : 32;
 constexpr int WARPS = T / LANES;
-constexpr int SLOTS = (VALUES + WARPS - 1) / WARPS;  // values a thread holds per warp in the exchange
 static_assert(POW2_CHUNKS * T * VEC == POW2 && CHUNKS == BASE * POW2_CHUNKS, "a row does not split evenly");
 static_assert(HEAD_DIM % VEC == 0, "a vector must stay inside one head");
 
@@ -125,63 +124,40 @@ __device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VE
   }
 }
 
-// Butterflies over the warp bits of t: the row goes through shared memory, where thread (w', l)
-// takes slots s = w' + WARPS * j of every thread (w, l), does the butterflies over w, and puts them
-// back.
-__device__ __forceinline__ void transform_across_warps(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) row[padded(chunk_start(c, t) + e)] = v[c][e];
-  __syncthreads();
-  const int lane = t % 32, warp = t / 32;
-  compute_t u[SLOTS][WARPS];
-#pragma unroll
-  for (int j = 0; j < SLOTS; ++j) {
-    const int s = warp + WARPS * j;
-    if (VALUES % WARPS == 0 || s < VALUES) {
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) u[j][w] = row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)];
-      butterflies<WARPS>([&](int w) -> compute_t& { return u[j][w]; });
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) row[padded(chunk_start(s / VEC, w * 32 + lane) + s % VEC)] = u[j][w];
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[c][e] = row[padded(chunk_start(c, t) + e)];
-  __syncthreads();
-}
-
-// ---- power-of-two rows across several warps: bit passes through shared memory ----------------
-// Value i's bits: e (the vector) at [0, LOG_VEC), t at [LOG_VEC, LOG_VEC + LOG_T), the chunk above.
-// After the in-thread butterflies (e and chunk bits), the t bits go in passes of up to LOG_V bits:
-// in pass j thread t' holds every combination of that pass's bits (slot s's low bits), its own bits
-// and s's high bits filling the other positions, lowest first, so lanes read consecutive words.
-// Bits are disjoint, so a padded position splits into a per-thread and a per-slot part.
+// ---- rows across several warps: bit passes through shared memory ------------------------------
+// Value a * POW2 + r, r's bits: e (the vector) at [0, LOG_VEC), t at [LOG_VEC, LOG_VEC + LOG_T), the
+// chunk above. After the in-thread step (e and chunk bits, the m-point factor), the t bits of r go
+// in passes of up to WIN bits: in pass j thread t' holds every combination of that pass's bits (slot
+// s's low bits), its own bits and s's high bits filling the other positions, lowest first, so lanes
+// read consecutive words. In m-point rows a thread holds WIN bits of r (two more than its own) for a quarter
+// of a (SLICES values a_lo, a = a_hi * SLICES + a_lo, a_hi the thread's top two bits), so the
+// passes need no shuffles: n = 3072 takes two shared-memory round trips, where shuffles over the
+// lanes and one exchange for the warps cost as much as four and a half.
+// Bits are disjoint and a's steps are multiples of 32, so a padded position splits into a
+// per-thread and a per-slot part.
 // Passes cover the t bits below END; a transform that stores from the output layout leaves the
 // top OUT_WIDTH t bits to it (see out_start).
 __host__ __device__ constexpr int sj_log2(long long v) { return v > 1 ? 1 + sj_log2(v / 2) : 0; }
 constexpr int LOG_VEC = sj_log2(VEC), LOG_T = sj_log2(T), LOG_V = sj_log2(VALUES);
-constexpr int LOG_N = LOG_VEC + LOG_T + sj_log2(CHUNKS);
-constexpr bool BIT_PASSES = BASE == 1 && WARPS > 1;
-static_assert(!BIT_PASSES || (1LL << LOG_N) == N, "bit passes need a power-of-two row");
+constexpr bool BIT_PASSES = WARPS > 1;
+static_assert(BASE % 4 == 0 || BASE == 1, "m-point passes split a by quarters");
+static_assert(BASE > 1 || (1LL << (LOG_V + LOG_T)) == N, "a power-of-two row splits by bits");
+constexpr int WIN = BASE == 1 ? LOG_V : sj_log2(4 * VALUES / BASE);  // r bits a thread holds in a pass
+constexpr int TBITS = BASE == 1 ? LOG_T : LOG_T - 2;    // thread bits on r
+constexpr int SLICES = VALUES >> WIN;                   // values of a a thread holds in a pass
 // The output layout holds the vector bits and the OUT_WIDTH t bits above the passes' (plus chunk
-// bits where fewer remain), and leaves five t bits to the lanes so that stores stay coalesced. It
-// is used where it saves a pass (bf16 n = 4096 on an H200: 83% of copy -> 93%); with as many passes
-// it ran 3-5 points slower at n = 8192.
-constexpr int OUT_WIDTH_MAX = LOG_V - LOG_VEC < LOG_T - 5 ? LOG_V - LOG_VEC : LOG_T - 5;
-constexpr bool OUT_LAYOUT =
-    BIT_PASSES && (LOG_T - OUT_WIDTH_MAX + LOG_V - 1) / LOG_V < (LOG_T + LOG_V - 1) / LOG_V;
+// bits where fewer remain), and leaves at least four t bits to the lanes below them so that 16
+// lanes store their vectors side by side. It is used where it saves a pass (bf16 n = 4096 on an
+// H200: 83% of copy -> 93%); with as many passes it ran 3-5 points slower at n = 8192.
+constexpr int OUT_WIDTH_MAX = WIN - LOG_VEC < LOG_T - 4 ? WIN - LOG_VEC : LOG_T - 4;
+constexpr bool OUT_LAYOUT = BIT_PASSES && (LOG_T - OUT_WIDTH_MAX + WIN - 1) / WIN < (LOG_T + WIN - 1) / WIN;
 constexpr int OUT_WIDTH = OUT_LAYOUT ? OUT_WIDTH_MAX : 0;
 constexpr int OUT_FIRST = LOG_VEC + LOG_T - OUT_WIDTH;  // lowest position of the held high bits
 
-__host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * LOG_V; }
+__host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * WIN; }
 template <int END>
 __host__ __device__ constexpr int pass_width(int j) {
-  return pass_first(j) + LOG_V <= END ? LOG_V : END - pass_first(j);
+  return pass_first(j) + WIN <= END ? WIN : END - pass_first(j);
 }
 // Bits laid on the positions outside pass j's, from position `from` up: those below the pass stay,
 // the rest step over it.
@@ -192,19 +168,24 @@ __host__ __device__ constexpr long long around_pass(int j, long long bits, int f
   return (low << from) | ((bits >> below) << (from + below + pass_width<END>(j)));
 }
 // The slot part of value positions in pass j: s's low bits on the pass's bits, its high bits on the
-// positions above the thread's.
+// positions above the thread's, its slice on a.
 template <int END>
 __host__ __device__ constexpr long long pass_slot_part(int j, int s) {
-  return padded(((long long)(s & ((1 << pass_width<END>(j)) - 1)) << pass_first(j)) |
-                around_pass<END>(j, s >> pass_width<END>(j), LOG_T));
+  const int r_slot = s & ((1 << WIN) - 1);
+  return (long long)(s >> WIN) * padded(POW2) +
+         padded(((long long)(r_slot & ((1 << pass_width<END>(j)) - 1)) << pass_first(j)) |
+                around_pass<END>(j, r_slot >> pass_width<END>(j), TBITS));
 }
+// The thread part of every position of thread t: a_hi on a, its other bits on r.
+__device__ __forceinline__ long long thread_a_part(int t) { return padded((long long)(t >> TBITS) * SLICES * POW2); }
+__device__ __forceinline__ int thread_r_bits(int t) { return t & ((1 << TBITS) - 1); }
 
 // Pass J and the ones after it up to the bits below END, on the row in shared memory.
 template <int END, int J = 0>
 __device__ __forceinline__ void bit_passes(compute_t* row, int t) {
   if constexpr (pass_first(J) < END) {
     constexpr int WIDTH = pass_width<END>(J);
-    const long long base = padded(around_pass<END>(J, t, 0));
+    const long long base = thread_a_part(t) + padded(around_pass<END>(J, thread_r_bits(t), 0));
     compute_t u[VALUES];
 #pragma unroll
     for (int s = 0; s < VALUES; ++s) u[s] = row[base + pass_slot_part<END>(J, s)];
@@ -218,7 +199,7 @@ __device__ __forceinline__ void bit_passes(compute_t* row, int t) {
   }
 }
 
-__device__ __forceinline__ long long natural_position(int c, int e) { return padded((long long)c * T * VEC + e); }
+__device__ __forceinline__ long long natural_position(int c, int e) { return padded(chunk_start(c, 0) + e); }
 
 // The row from the in-thread layout to shared memory, passes over the t bits below END.
 template <int END>
@@ -233,13 +214,20 @@ __device__ __forceinline__ void passes_from_registers(const compute_t (&v)[CHUNK
 }
 
 // First value of chunk c of thread t in the output layout: its lanes' vectors lie side by side,
-// chunks step over the held high bits.
+// chunks step over the held high bits of r and the thread's slices of a.
+constexpr int OUT_HELD = WIN - LOG_VEC;  // high r bits the output layout holds
+__device__ __forceinline__ long long out_thread_part(int t) {
+  constexpr int LOW = OUT_FIRST - LOG_VEC;  // t bits below the held ones
+  const int r = thread_r_bits(t);
+  return (long long)(t >> TBITS) * SLICES * POW2 + ((long long)(r & ((1 << LOW) - 1)) << LOG_VEC) +
+         ((long long)(r >> LOW) << (OUT_FIRST + OUT_HELD));
+}
+__device__ __forceinline__ long long out_slot_part(int c) {
+  return (long long)(c >> OUT_HELD) * POW2 + ((long long)(c & ((1 << OUT_HELD) - 1)) << OUT_FIRST);
+}
 __device__ __forceinline__ long long out_start(int c, int t) {
   if constexpr (!OUT_LAYOUT) return chunk_start(c, t);
-  constexpr int LOW = OUT_FIRST - LOG_VEC;  // t bits below the held ones
-  const long long thread_bits = ((long long)(t & ((1 << LOW) - 1)) << LOG_VEC) |
-                                ((long long)(t >> LOW) << (OUT_FIRST + LOG_V - LOG_VEC));
-  return thread_bits | ((long long)c << OUT_FIRST);
+  return out_thread_part(t) + out_slot_part(c);
 }
 
 // The unscaled transform of the row in v, in place; `row` is the row's shared memory (padded(N)
@@ -254,9 +242,8 @@ __device__ __forceinline__ void transform_row(compute_t (&v)[CHUNKS][VEC], compu
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[c][e] = row[natural + natural_position(c, e)];
     __syncthreads();
-  } else {
-    if constexpr (LANES > 1) transform_across_lanes(v, t);
-    if constexpr (WARPS > 1) transform_across_warps(v, row, t);
+  } else if constexpr (LANES > 1) {
+    transform_across_lanes(v, t);
   }
 }
 
@@ -267,11 +254,11 @@ __device__ __forceinline__ void transform_row_to_out(compute_t (&v)[CHUNKS][VEC]
   if constexpr (OUT_LAYOUT) {
     transform_in_thread(v);
     passes_from_registers<OUT_FIRST>(v, row, t);
-    const long long thread_part = padded(out_start(0, t));
+    const long long thread_part = padded(out_thread_part(t));
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) v[c][e] = row[thread_part + padded(((long long)c << OUT_FIRST) | e)];
+      for (int e = 0; e < VEC; ++e) v[c][e] = row[thread_part + padded(out_slot_part(c) + e)];
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
 #pragma unroll
