@@ -36,6 +36,7 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
 // registers for 48 values), which leaves too few threads per SM to keep loads in flight. Their
 // values plus 32 registers suffice, but f16 threads of more than 48 values (f16 -> f32 conversions
 // held as well) need 48: n = 3584 spilled 74 bytes at 80 registers and ran at 59% of copy, 80% at 96.
+// (Since m-point rows across warps go through bit passes, n = 5120 spills 64 bytes at its 72.)
 // 0 asks for nothing: an explicit 1 lets ptxas spend more registers on power-of-two rows (bf16 n =
 // 2048: 128 instead of 90, and 66% of copy at n = 16384 instead of 91%).
 // (f64 values and their temporaries take two registers each; an SM holds at most 32 blocks.)
