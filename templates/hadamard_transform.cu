@@ -8,9 +8,8 @@
 // accesses of VEC consecutive values: chunk c of thread t starts at a * POW2 + (p * T + t) * VEC with
 // a = c / POW2_CHUNKS, p = c % POW2_CHUNKS. Butterflies over the bits of r inside a vector and
 // across chunks run in registers, and so does the m-point factor. Over the bits of t: in a row of
-// one warp, through shuffles; in a power-of-two row of several warps, in passes through shared
-// memory (the last of them, where that saves one, in the layout the row is stored from: out_start);
-// otherwise shuffles over the lane bits and one shared-memory exchange for the warp bits.
+// one warp, through shuffles; in a row of several warps, in passes through shared memory (the last
+// of them, where that saves one, in the layout the row is stored from: out_start).
 
 constexpr long long N = GROUP * HEAD_DIM;
 constexpr long long POW2 = N / BASE;
@@ -129,10 +128,10 @@ __device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VE
 // chunk above. After the in-thread step (e and chunk bits, the m-point factor), the t bits of r go
 // in passes of up to WIN bits: in pass j thread t' holds every combination of that pass's bits (slot
 // s's low bits), its own bits and s's high bits filling the other positions, lowest first, so lanes
-// read consecutive words. In m-point rows a thread holds WIN bits of r (two more than its own) for a quarter
-// of a (SLICES values a_lo, a = a_hi * SLICES + a_lo, a_hi the thread's top two bits), so the
-// passes need no shuffles: n = 3072 takes two shared-memory round trips, where shuffles over the
-// lanes and one exchange for the warps cost as much as four and a half.
+// read consecutive words. In m-point rows a thread holds WIN bits of r (two more than in its load
+// layout) for a quarter of a (SLICES values a_lo, a = a_hi * SLICES + a_lo, a_hi the thread's top
+// two bits), so the passes need no shuffles: n = 3072 takes two shared-memory round trips, where
+// shuffles over the lanes and one exchange for the warps cost as much as four and a half.
 // Bits are disjoint and a's steps are multiples of 32, so a padded position splits into a
 // per-thread and a per-slot part.
 // Passes cover the t bits below END; a transform that stores from the output layout leaves the
@@ -143,16 +142,20 @@ constexpr bool BIT_PASSES = WARPS > 1;
 static_assert(BASE % 4 == 0 || BASE == 1, "m-point passes split a by quarters");
 static_assert(BASE > 1 || (1LL << (LOG_V + LOG_T)) == N, "a power-of-two row splits by bits");
 constexpr int WIN = BASE == 1 ? LOG_V : sj_log2(4 * VALUES / BASE);  // r bits a thread holds in a pass
-constexpr int TBITS = BASE == 1 ? LOG_T : LOG_T - 2;    // thread bits on r
-constexpr int SLICES = VALUES >> WIN;                   // values of a a thread holds in a pass
+// Thread bits on r (0 in m-point rows of fewer than four threads, which take no passes).
+constexpr int TBITS = BASE == 1 ? LOG_T : LOG_T > 2 ? LOG_T - 2 : 0;
+constexpr int SLICES = VALUES >> WIN;  // how many values of a (the m-point index) a thread holds in a pass
 // The output layout holds the vector bits and the OUT_WIDTH t bits above the passes' (plus chunk
 // bits where fewer remain), and leaves at least four t bits to the lanes below them so that 16
 // lanes store their vectors side by side. It is used where it saves a pass (bf16 n = 4096 on an
-// H200: 83% of copy -> 93%); with as many passes it ran 3-5 points slower at n = 8192.
+// H200: 83% of copy -> 94%); with as many passes it ran 3-5 points slower at n = 8192.
 constexpr int OUT_WIDTH_MAX = WIN - LOG_VEC < LOG_T - 4 ? WIN - LOG_VEC : LOG_T - 4;
 constexpr bool OUT_LAYOUT = BIT_PASSES && (LOG_T - OUT_WIDTH_MAX + WIN - 1) / WIN < (LOG_T + WIN - 1) / WIN;
 constexpr int OUT_WIDTH = OUT_LAYOUT ? OUT_WIDTH_MAX : 0;
 constexpr int OUT_FIRST = LOG_VEC + LOG_T - OUT_WIDTH;  // lowest position of the held high bits
+// An m-point thread holds two bits of r more than a pass covers there (a_hi took two of its own):
+// they fit below the top of r only above two held t bits. Rows across warps (LOG_T >= 6) have them.
+static_assert(BASE == 1 || !OUT_LAYOUT || OUT_WIDTH >= 2, "an m-point output layout needs two held t bits");
 
 __host__ __device__ constexpr int pass_first(int j) { return LOG_VEC + j * WIN; }
 template <int END>
@@ -215,7 +218,8 @@ __device__ __forceinline__ void passes_from_registers(const compute_t (&v)[CHUNK
 
 // First value of chunk c of thread t in the output layout: its lanes' vectors lie side by side,
 // chunks step over the held high bits of r and the thread's slices of a.
-constexpr int OUT_HELD = WIN - LOG_VEC;  // high r bits the output layout holds
+// r bits above the vector that the chunk index holds in the output layout (chunk bits included).
+constexpr int OUT_HELD = WIN - LOG_VEC;
 __device__ __forceinline__ long long out_thread_part(int t) {
   constexpr int LOW = OUT_FIRST - LOG_VEC;  // t bits below the held ones
   const int r = thread_r_bits(t);

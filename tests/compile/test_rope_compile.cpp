@@ -165,6 +165,10 @@ TEST_CASE("rope fused with a Hadamard transform compiles for every style, data d
       descs.push_back(fused(style, DType::f16, 12, 64, 12, order));        // n = 768 = 12 x 64
       descs.push_back(fused(style, DType::bf16, 40, 128, 20, order));      // n = 2560 = 20 x 128
       descs.push_back(fused(style, DType::f32, 28, 64, 28, order));        // n = 1792 = 28 x 64
+      RopeDesc m_point = fused(style, DType::bf16, 24, 128, 24, order);   // n = 3072: m-point passes over warps
+      descs.push_back(m_point);
+      m_point.k_quantize = RopeQuantize::int8;  // codes stored from the last pass's layout
+      descs.push_back(m_point);
       RopeDesc flags = fused(style, DType::f16, 4, 64, 2, order);
       flags.inplace = flags.inverse = flags.checked = true;
       flags.rotary_dim = 32;

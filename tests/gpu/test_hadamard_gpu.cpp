@@ -101,7 +101,8 @@ HadamardDesc desc_of(std::vector<std::int64_t> shape, std::int64_t group, DType 
 TEST_CASE("hadamard: every size class and dtype against the dense reference" * test::gpu_only()) {
   std::uint64_t seed = 1;
   for (DType t : {DType::bf16, DType::f16, DType::f32, DType::f64}) {
-    // Rows across warps: 4096, 3072, 5120 and 14336 store from the layout of their last pass.
+    // Rows across warps that store from the layout of their last pass: 4096 (2- and 4-byte data), 2048
+    // (f64), 3072, 5120 and 14336.
     std::vector<std::int64_t> sizes = {2, 4, 16, 64, 128, 512, 2048, 4096, 8192, 32768, 12, 48, 96, 768, 3072,
                                        12288, 20, 80, 1280, 5120, 20480, 28, 112, 3584, 14336, 28672};
     for (std::int64_t n : sizes) {

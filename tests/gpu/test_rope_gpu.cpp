@@ -1006,9 +1006,10 @@ TEST_CASE("rope + hadamard: size classes, strided and in-place layouts, partial 
   std::uint64_t seed = 1000;
   for (RopeStyle style : {RopeStyle::gptj, RopeStyle::neox})
     for (HadamardOrder order : kOrders) {
-      // n = 128 (several rows per warp), 4096 (bit passes across warps), 768, 2560 and 1792 (m-point factors).
+      // n = 128 (several rows per warp), 4096 (bit passes across warps), 768, 2560 and 1792 (m-point factors),
+      // 3072 (m-point bit passes across warps, stored from the last pass's layout when the transform runs last).
       for (auto [heads, dhead, group] : {std::array<std::int64_t, 3>{2, 128, 1}, {32, 128, 32}, {12, 64, 12},
-                                         {20, 128, 20}, {28, 64, 28}}) {
+                                         {20, 128, 20}, {28, 64, 28}, {24, 128, 24}}) {
         Case c = fused_case(style, DType::f32, order, heads, heads, dhead, group);
         c.batch = 1;
         c.seq = 3;
@@ -1283,6 +1284,8 @@ TEST_CASE("rope + hadamard, quantized: rows across warps, k or q alone, GPT-J, m
       {fused_case(RopeStyle::neox, DType::bf16, transform_first, 32, 8, 128, 8), RopeQuantize::int8, RopeQuantize::fp8_e4m3, 3},
       {fused_case(RopeStyle::gptj, DType::bf16, transform_first, 8, 4, 64, 4), RopeQuantize::fp8_e4m3, RopeQuantize::none, 1},
       {fused_case(RopeStyle::gptj, DType::f16, rope_first, 8, 8, 128, 8), RopeQuantize::int8, RopeQuantize::int8, 2},
+      // n = 3072 = 12 x 256: m-point passes across warps, codes stored from the last pass's layout.
+      {fused_case(RopeStyle::neox, DType::bf16, rope_first, 24, 24, 128, 24), RopeQuantize::none, RopeQuantize::int8, 1},
   };
   for (const QuantCase& qc : cases) check_quantized(qc, ++seed);
 }
