@@ -41,7 +41,7 @@ std::string case_text(const Case& c, std::int64_t rows) {
 }
 
 /// `count` random values in [-2, 2) of `t` at `host`, in blocks of 2^20, each from its own generator
-/// seeded by (seed, block), drawn on every core: one core took about 4 s for a 256 MiB line.
+/// seeded by (seed, block), drawn on every core: one core took seconds for each 256 MiB line.
 void fill_random(std::vector<std::uint8_t>& host, DType t, std::int64_t count, std::uint64_t seed) {
   constexpr std::int64_t kBlock = std::int64_t{1} << 20;
   const std::int64_t blocks = (count + kBlock - 1) / kBlock;
