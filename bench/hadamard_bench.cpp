@@ -5,7 +5,7 @@
 // launch into a poisoned y is checked against the dense float64 reference on sampled outputs of the
 // first, middle and last rows.
 //
-//   hadamard_bench [--only TEXT] [--mib 256]
+//   hadamard_bench [--only TEXT...] [--mib 256]
 // Writes the markdown table to $OUT/hadamard_bench.md when OUT is set.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -88,9 +88,9 @@ int check(const HadamardPlan& plan, const std::vector<std::uint8_t>& x_host, con
 
 int main(int argc, char** argv) {
   CLI::App app{"Times hadamard against a same-bytes device copy"};
-  std::string only;
+  std::vector<std::string> only;
   std::int64_t mib = 256;
-  app.add_option("--only", only, "Run only cases whose text contains this");
+  app.add_option("--only", only, "Run only cases whose text contains one of these");
   app.add_option("--mib", mib, "Bytes of x per case, in MiB");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -102,11 +102,11 @@ int main(int argc, char** argv) {
         cases.push_back({t, {1, n}, 1});
     // m-point sizes the m-point kernels were not tuned on (3072, 20480 and 28672 above were).
     for (DType t : {DType::bf16, DType::f16})
-      for (std::int64_t n : {12 * 64, 12 * 1024, 20 * 64, 20 * 256, 28 * 128, 28 * 512})
+      for (std::int64_t n : {12 * 64, 12 * 1024, 20 * 64, 20 * 256, 20 * 512, 28 * 128, 28 * 256, 28 * 512})
         cases.push_back({t, {1, n}, 1});
     cases.push_back({DType::bf16, {32, 128}, 32});  // [B, S, H, D] KV keys, all 32 heads in one group
     cases.push_back({DType::bf16, {8, 128}, 4});    // GQA keys, groups of 4 heads
-    for (std::int64_t n : {128, 1024, 4096, 8192}) cases.push_back({DType::f32, {1, n}, 1});
+    for (std::int64_t n : {128, 1024, 4096, 8192, 12 * 256, 20 * 256, 28 * 128}) cases.push_back({DType::f32, {1, n}, 1});
     cases.push_back({DType::f64, {1, 1024}, 1});
 
     bench::Table table;
@@ -115,7 +115,10 @@ int main(int argc, char** argv) {
       const std::int64_t row_elems = c.inner[0] * c.inner[1];
       const std::int64_t rows = std::max<std::int64_t>(1, (mib << 20) / (row_elems * static_cast<std::int64_t>(dtype_size(c.dtype))));
       const std::string text = case_text(c, rows);
-      if (!only.empty() && text.find(only) == std::string::npos) continue;
+      if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& o) {
+            return text.find(o) != std::string::npos;
+          }))
+        continue;
       HadamardDesc desc;
       desc.x = TensorDesc{{rows, c.inner[0], c.inner[1]}, {}, c.dtype};
       desc.group = c.group;
