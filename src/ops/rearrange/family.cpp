@@ -18,6 +18,12 @@ namespace shapejit::plan {
 namespace {
 
 constexpr int kThreads = 256;
+// Tiles that span a whole group on one side, and that a thread of a half-size block still holds
+// within its limits, run there at twice the blocks per SM: the same threads per SM keep twice the
+// tiles in flight (H200, tuning seeds 40 and 44: u8 [3,21999,668,4] 0,1,3,2 79% -> 92% of copy, f16
+// [3,619,85,371,2] 2,1,0,4,3 62% -> 89%). Tiles that are pieces of long rows on both sides lost
+// (f16 64 x 64 transposes of seed 45: 61-62% -> 54-57%).
+constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
 constexpr std::int64_t kRegistersPerSm = 65536;
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
@@ -393,39 +399,48 @@ bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b) {
   return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b);
 }
 
+// Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
+// blocks per SM: at most 8 micro-tiles (128 bytes) and 16 store vectors, and loaded units plus the
+// store vectors gathered from shared memory (live beside the next tile's loads) in at most half its
+// registers. A load narrower than a register still takes one: eight micro-tiles of 8 x 1 bytes hold
+// 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
+// on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
+// loads are counted only where `count_linear` (the tile search leaves them unchecked).
+bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false) {
+  const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
+  const std::int64_t micro = units / s.vec_a / s.vec_b;
+  const std::int64_t micro_per_thread = ceil_div(micro, threads);
+  const std::int64_t registers = kRegistersPerSm / (min_blocks * threads);
+  const std::int64_t stores = units / s.vec_a;
+  const std::int64_t store_registers =
+      s.store_linear ? 0 : ceil_div(stores, threads) * ceil_div(s.vec_a * s.unit_bytes, 4);
+  bool loads_fit = true;
+  if (!s.load_linear) {
+    const std::int64_t held = micro_per_thread * s.vec_a * s.vec_b * s.unit_bytes;
+    const std::int64_t held_registers = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
+    loads_fit = held <= 128 && 2 * (held_registers + store_registers) <= registers && micro <= 8 * threads;
+  } else if (count_linear) {
+    const std::int64_t linear_registers =
+        ceil_div(ceil_div(units, s.load_linear), threads) * ceil_div(s.load_linear * s.unit_bytes, 4);
+    loads_fit = 2 * (linear_registers + store_registers) <= registers;
+  }
+  return loads_fit && (s.store_linear || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
+}
+
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
   TiledChoice c;
-  // Shrink the tile until it fits static shared memory and each thread holds at most 8 micro-tiles
-  // (128 bytes, and at most half its register budget at the planned blocks per SM) and 16 store
-  // vectors in registers; for units under 4 bytes whole groups first, then power-of-two tiles.
-  // (Measured on an H200: whole 96-unit groups lift 1-byte lines but cost 4-byte transposes up to
-  // 20 points against 64-unit tiles.) A load narrower than a register still takes one: eight
-  // micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14,
-  // 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16 tiles holding 64 at two blocks
-  // per SM run at 80-93%).
-  auto fits = [](const RearrangeSpec& s) {
-    const std::int64_t micro = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
-    const std::int64_t micro_per_thread = ceil_div(micro, kThreads);
-    const std::int64_t held = micro_per_thread * s.vec_a * s.vec_b * s.unit_bytes;
-    const std::int64_t held_registers = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
-    const std::int64_t registers = kRegistersPerSm / (std::int64_t{s.min_blocks} * kThreads);
-    const std::int64_t stores = std::int64_t{s.tile_b} * (s.tile_a / s.vec_a);
-    // The store vectors a thread gathers from shared memory before it writes them are live beside
-    // the next tile's loads.
-    const std::int64_t store_registers =
-        s.store_linear ? 0 : ceil_div(stores, kThreads) * ceil_div(s.vec_a * s.unit_bytes, 4);
-    return (s.load_linear || (held <= 128 && 2 * (held_registers + store_registers) <= registers &&
-                              micro <= 8 * kThreads)) &&
-           (s.store_linear || stores <= 16 * kThreads) && shared_bytes(s) <= kMaxStaticShared;
-  };
+  // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
+  // bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups
+  // lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit tiles.)
   bool found = false;
   for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
       c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align);
       c.spec.index64 = needs_index64(form.dims);
-      if (fits(c.spec) || (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared)) {
+      if (tile_fits(c.spec, kThreads, c.spec.min_blocks) ||
+          (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared)) {
         found = true;
         break;
       }
@@ -434,6 +449,11 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   const Groups& g = c.g;
   s.exact = exact;
   s.threads = kThreads;
+  const bool spans_a_group = s.tile_a == g.extent_a || s.tile_b == g.extent_b;
+  if (spans_a_group && tile_fits(s, kSmallBlockThreads, 2 * s.min_blocks, true)) {
+    s.threads = kSmallBlockThreads;
+    s.min_blocks *= 2;
+  }
   s.num_dims = static_cast<int>(form.dims.size());
 
   const std::int64_t tiles_a = ceil_div(g.extent_a, s.tile_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
@@ -595,16 +615,16 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
 }
 
-// A tile is at most 32 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
-// row groups along A (31 store words when stores are skewed: one group is read ahead): 1024 blocks
-// of W x W units, four per thread (half as many along B with funnel-shifted loads or composite groups).
+// A tile is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
+// row groups along A (31 store words when stores are skewed: one group is read ahead): 512 blocks
+// of W x W units, four per thread of 128 (half as many along B with funnel-shifted loads or composite
+// groups).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align) {
   const std::int64_t word = kWordBytes;  // units per word
   RearrangeSpec s;
   s.family = RearrangeFamily::words;
   s.unit_bytes = 1;
-  s.threads = kThreads;
   s.num_dims = static_cast<int>(form.dims.size());
   s.index64 = needs_index64(form.dims);
   s.bounds = true;
@@ -624,9 +644,19 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
   const std::int64_t max_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
-  s.tile_b = static_cast<int>(std::min(max_words_b, ceil_div(g.extent_b, word)) * word);
+  // Blocks of 128 threads take half the B words: a thread's load blocks stay as many, and an SM holds
+  // twice the tiles (H200, the 22 word-tile lines of tuning seeds 40 and 44: geomean 42% -> 47% of
+  // copy, every line 1 to 11 points higher; quarter tiles at eight blocks per SM 45%, half tiles of
+  // 256 threads 43%). A B group that one tile of 256 threads spans stays whole: split in two it lost
+  // (H200, u8 [2117473, 88] 1,0: 59% -> 49%).
+  const std::int64_t group_words_b = ceil_div(g.extent_b, word);
+  const bool whole_b_needs_256 = group_words_b > max_words_b / 2 && group_words_b <= max_words_b;
+  s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
+  const std::int64_t words_b = std::min(s.threads == kThreads ? max_words_b : max_words_b / 2, group_words_b);
+  s.tile_b = static_cast<int>(even_tile(g.extent_b, words_b * word, word));
   s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? 1 : 0)) | 1);
-  s.min_blocks = 3;  // a thread holds up to 32 loaded words: at four blocks per SM they spill
+  // 80 registers at 768 threads per SM; at 1024 (64 registers) the loaded words spill.
+  s.min_blocks = s.threads == kThreads ? 3 : 6;
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, g, s, lead);
