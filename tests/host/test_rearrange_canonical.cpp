@@ -133,6 +133,33 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
   for (const auto* v : {&uneven, &near, &f32}) CHECK(v->grid == (v->args.num_tiles + 1) / 2);
 }
 
+TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there at twice the blocks per SM") {
+  // B spans the whole 4-unit dim and the tile fits a half-size block.
+  const auto& small = aligned(permute_plan({3, 21999, 668, 4}, {0, 1, 3, 2}, DType::u8));
+  CHECK(small.spec.family == RearrangeFamily::packed);
+  CHECK(small.spec.tile_b == 4);
+  CHECK(small.spec.threads == 128);
+  CHECK(small.spec.min_blocks == 6);
+  // Pieces of long rows on both sides keep 256-thread blocks.
+  const auto& rows = aligned(permute_plan({22718, 6010}, {1, 0}, DType::f16));
+  CHECK(rows.spec.family == RearrangeFamily::transpose);
+  CHECK(rows.spec.tile_a < 6010);
+  CHECK(rows.spec.tile_b < 22718);
+  CHECK(rows.spec.threads == 256);
+  // Word tiles: 128 threads and half the B words, six blocks per SM...
+  const auto& words = aligned(permute_plan({55454, 3512}, {1, 0}, DType::u8));
+  CHECK(words.spec.family == RearrangeFamily::words);
+  CHECK(words.spec.threads == 128);
+  CHECK(words.spec.tile_b == 64);
+  CHECK(words.spec.min_blocks == 6);
+  // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
+  const auto& whole_b = aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8));
+  CHECK(whole_b.spec.family == RearrangeFamily::words);
+  CHECK(whole_b.spec.threads == 256);
+  CHECK(whole_b.spec.tile_b == 88);
+  CHECK(whole_b.spec.min_blocks == 3);
+}
+
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {
   CHECK_FALSE(aligned(permute_plan({8192, 8192}, {1, 0}, DType::f32)).spec.index64);
   CHECK(aligned(permute_plan({46341, 46341}, {1, 0}, DType::u8)).spec.index64);
