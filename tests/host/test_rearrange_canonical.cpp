@@ -140,6 +140,11 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   CHECK(small.spec.tile_b == 4);
   CHECK(small.spec.threads == 128);
   CHECK(small.spec.min_blocks == 6);
+  // A whole-group tile whose linear loads would not fit a half-size block keeps 256 threads.
+  const auto& linear = aligned(permute_plan({248, 3888, 169}, {0, 2, 1}, DType::f16));
+  CHECK(linear.spec.load_linear > 0);
+  CHECK(linear.spec.tile_b == 169);
+  CHECK(linear.spec.threads == 256);
   // Pieces of long rows on both sides keep 256-thread blocks.
   const auto& rows = aligned(permute_plan({22718, 6010}, {1, 0}, DType::f16));
   CHECK(rows.spec.family == RearrangeFamily::transpose);
@@ -152,6 +157,17 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   CHECK(words.spec.threads == 128);
   CHECK(words.spec.tile_b == 64);
   CHECK(words.spec.min_blocks == 6);
+  // Funnel-shifted loads (odd source pitch) hold two words per row: 8 B words at 128 threads.
+  const auto& shifted = aligned(permute_plan({6001, 19015}, {1, 0}, DType::u8));
+  CHECK(shifted.spec.family == RearrangeFamily::words);
+  CHECK(shifted.spec.skew_load);
+  CHECK(shifted.spec.threads == 128);
+  CHECK(shifted.spec.tile_b == 32);
+  // A B group of 66 units at byte-aligned pointers: three even tiles of 24 units, not 32 + 32 + 2.
+  const auto uneven = permute_plan({3, 4, 40, 35, 36, 5, 2, 33}, {3, 2, 7, 6, 0, 4, 1, 5}, DType::u8);
+  const auto& uneven_words = plan::variant_for_pointers(uneven, 1);
+  CHECK(uneven_words.spec.family == RearrangeFamily::words);
+  CHECK(uneven_words.spec.tile_b == 24);
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
   const auto& whole_b = aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8));
   CHECK(whole_b.spec.family == RearrangeFamily::words);

@@ -615,10 +615,10 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
 }
 
-// A tile is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W rows) and 32
-// row groups along A (31 store words when stores are skewed: one group is read ahead): 512 blocks
-// of W x W units, four per thread of 128 (half as many along B with funnel-shifted loads or composite
-// groups).
+// A tile of 128 threads is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W
+// rows) and 32 row groups along A (31 store words when stores are skewed: one group is read ahead):
+// 512 blocks of W x W units, four per thread (half as many along B with funnel-shifted loads or
+// composite groups); one of 256 threads, kept where it spans the whole B group, twice that along B.
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align) {
   const std::int64_t word = kWordBytes;  // units per word
