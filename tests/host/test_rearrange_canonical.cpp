@@ -152,28 +152,22 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   CHECK(rows.spec.tile_b < 22718);
   CHECK(rows.spec.threads == 256);
   // Word tiles: 128 threads and half the B words, six blocks per SM...
-  const auto& words = aligned(permute_plan({55454, 3512}, {1, 0}, DType::u8));
-  CHECK(words.spec.family == RearrangeFamily::words);
-  CHECK(words.spec.threads == 128);
-  CHECK(words.spec.tile_b == 64);
-  CHECK(words.spec.min_blocks == 6);
+  auto check_words = [](const plan::RearrangeVariant& v, int threads, int tile_b, int min_blocks) {
+    CHECK(v.spec.family == RearrangeFamily::words);
+    CHECK(v.spec.threads == threads);
+    CHECK(v.spec.tile_b == tile_b);
+    CHECK(v.spec.min_blocks == min_blocks);
+  };
+  check_words(aligned(permute_plan({55454, 3512}, {1, 0}, DType::u8)), 128, 64, 6);
   // Funnel-shifted loads (odd source pitch) hold two words per row: 8 B words at 128 threads.
   const auto& shifted = aligned(permute_plan({6001, 19015}, {1, 0}, DType::u8));
-  CHECK(shifted.spec.family == RearrangeFamily::words);
   CHECK(shifted.spec.skew_load);
-  CHECK(shifted.spec.threads == 128);
-  CHECK(shifted.spec.tile_b == 32);
+  check_words(shifted, 128, 32, 6);
   // A B group of 66 units at byte-aligned pointers: three even tiles of 24 units, not 32 + 32 + 2.
   const auto uneven = permute_plan({3, 4, 40, 35, 36, 5, 2, 33}, {3, 2, 7, 6, 0, 4, 1, 5}, DType::u8);
-  const auto& uneven_words = plan::variant_for_pointers(uneven, 1);
-  CHECK(uneven_words.spec.family == RearrangeFamily::words);
-  CHECK(uneven_words.spec.tile_b == 24);
+  check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
-  const auto& whole_b = aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8));
-  CHECK(whole_b.spec.family == RearrangeFamily::words);
-  CHECK(whole_b.spec.threads == 256);
-  CHECK(whole_b.spec.tile_b == 88);
-  CHECK(whole_b.spec.min_blocks == 3);
+  check_words(aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8)), 256, 88, 3);
 }
 
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {

@@ -450,9 +450,10 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   s.exact = exact;
   s.threads = kThreads;
   const bool spans_a_group = s.tile_a == g.extent_a || s.tile_b == g.extent_b;
-  if (spans_a_group && tile_fits(s, kSmallBlockThreads, 2 * s.min_blocks, true)) {
+  const int small_min_blocks = s.min_blocks * kThreads / kSmallBlockThreads;  // the same threads per SM
+  if (spans_a_group && tile_fits(s, kSmallBlockThreads, small_min_blocks, true)) {
     s.threads = kSmallBlockThreads;
-    s.min_blocks *= 2;
+    s.min_blocks = small_min_blocks;
   }
   s.num_dims = static_cast<int>(form.dims.size());
 
@@ -565,6 +566,9 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 
 constexpr std::int64_t kWordBytes = 4;  // = units per word: word tiles move 1-byte units
 constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words along B a tile holds at most
+// Threads per SM a word kernel asks for: 80 registers each; at 1024 (64 registers) the loaded words
+// spill.
+constexpr std::int64_t kWordThreadsPerSm = 768;
 // Shorter groups leave most of a tile's lanes idle: on an H100, u8 lines with a B group of 12 to 50
 // units fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
 constexpr std::int64_t kWordTileMinExtent = 64;
@@ -652,11 +656,10 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t group_words_b = ceil_div(g.extent_b, word);
   const bool whole_b_needs_256 = group_words_b > max_words_b / 2 && group_words_b <= max_words_b;
   s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
-  const std::int64_t words_b = std::min(s.threads == kThreads ? max_words_b : max_words_b / 2, group_words_b);
+  const std::int64_t words_b = whole_b_needs_256 ? group_words_b : std::min(max_words_b / 2, group_words_b);
   s.tile_b = static_cast<int>(even_tile(g.extent_b, words_b * word, word));
   s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? 1 : 0)) | 1);
-  // 80 registers at 768 threads per SM; at 1024 (64 registers) the loaded words spill.
-  s.min_blocks = s.threads == kThreads ? 3 : 6;
+  s.min_blocks = static_cast<int>(kWordThreadsPerSm / s.threads);
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, g, s, lead);
