@@ -2,7 +2,11 @@
 // starting at its stride-1 dim) and group B (the source's innermost dims) span a TILE_A x TILE_B
 // tile: read from src along B, staged in shared memory (row b holds the tile's A units of B index b),
 // written to dst along A. dim[0, DIMS_A) = A, then DIMS_B dims of B, then the outer dims, each
-// innermost first. Composite groups look their cross offsets up in per-tile tables.
+// innermost first. Composite groups look their cross offsets up in per-tile tables. With B_CHAIN, B
+// holds slab dims past its B_CHAIN source-contiguous units (outer dims the tile spans whole, so that a
+// small tile still gives every thread work), and B's source offsets come from a table too. With
+// FIXED_TABLES every tile spans both groups whole: the tables are the same for every tile and are
+// filled once per block.
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
 // VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run copied as is, so shared memory
@@ -23,6 +27,7 @@ constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
 constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
 constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
+constexpr int TABLE_SETS = FIXED_TABLES ? 1 : 2;  // else double-buffered: the next tile's fill during this one
 
 typedef sj_bytes<VEC_A * UNIT_BYTES> VecA;
 typedef sj_bytes<VEC_B * UNIT_BYTES> VecB;
@@ -57,19 +62,25 @@ __device__ __forceinline__ void sj_run_pass(Index count, Whole whole, Part part)
 }
 
 // Composite groups: the source offsets of the tile's A indices and the destination offsets of its
-// B indices, computed by the whole block.
-__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a,
-                                               Index* table_b) {
+// B indices (with B_CHAIN their source offsets too), computed by the whole block.
+struct SjTables {
+  Index* a;      // source offsets of A indices
+  Index* b;      // destination offsets of B indices
+  Index* b_src;  // source offsets of B indices (B_CHAIN)
+};
+
+__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, const SjTables& table) {
   Index src_offset, dst_offset;
   if (DIMS_A > 1)
     for (int i = threadIdx.x; i < TILE_A; i += THREADS) {
       sj_offsets(args, 0, DIMS_A, min(tile.a0 + i, sj_extent_a(args) - 1), src_offset, dst_offset);
-      table_a[i] = src_offset;
+      table.a[i] = src_offset;
     }
   if (DIMS_B > 1)
     for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
       sj_offsets(args, DIMS_A, DIMS_B, min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
-      table_b[i] = dst_offset;
+      table.b[i] = dst_offset;
+      if (B_CHAIN > 0) table.b_src[i] = src_offset;
     }
 }
 
@@ -86,7 +97,7 @@ __device__ __forceinline__ Index sj_linear_count(const SjArgs& args, const SjTil
 
 // Issues the tile's loads; nothing waits for them until sj_stage.
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
-                                        const Index* table_a, SjLoaded& in) {
+                                        const SjTables& table, SjLoaded& in) {
   if (LOAD_LINEAR) {
     // The tile's rows are back to back in src (A's stride is TILE_B == extent_b): one run.
     const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
@@ -98,10 +109,12 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
       const int m = threadIdx.x + r * THREADS;
       const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-      const Index src_b = DIMS_B > 1 ? tile.b0 + lb : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
+      const Index src_b = B_CHAIN > 0  ? table.b_src[lb]
+                          : DIMS_B > 1 ? tile.b0 + lb
+                                       : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
 #pragma unroll
       for (int i = 0; i < VEC_A; ++i) {
-        const Index src_a = DIMS_A > 1 ? table_a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
+        const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
         if ((!MICRO_RAGGED || m < MICRO) && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
           in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + tile.src_base + src_a + src_b);
       }
@@ -139,7 +152,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 // Writes the staged tile to dst: one contiguous run (STORE_LINEAR: B's stride is TILE_A == extent_a),
 // or VEC_A-unit vectors along A.
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, const SjTile& tile,
-                                         const Index* table_b, const Unit* smem) {
+                                         const SjTables& table, const Unit* smem) {
   if (STORE_LINEAR) {
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
     Unit* run = d + tile.dst_base + tile.b0 * TILE_A;
@@ -165,7 +178,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     for (int r = 0; r < STORES_PER_THREAD; ++r) {
       const int k = threadIdx.x + r * THREADS;
       const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-      const Index dst_b = DIMS_B > 1 ? table_b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
+      const Index dst_b = DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
       if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
         *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r].v;
     }
@@ -175,12 +188,18 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 // Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
 // their next tile's loads before they store the current one, so loads stay in flight while the block
 // writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
-// synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity.
+// synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity, unless
+// they are FIXED_TABLES.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ __align__(16) Unit smem[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
-  __shared__ Index table_a[2][DIMS_A > 1 ? TILE_A : 1];
-  __shared__ Index table_b[2][DIMS_B > 1 ? TILE_B : 1];
+  __shared__ Index table_a[TABLE_SETS][DIMS_A > 1 ? TILE_A : 1];
+  __shared__ Index table_b[TABLE_SETS][DIMS_B > 1 ? TILE_B : 1];
+  __shared__ Index table_b_src[TABLE_SETS][B_CHAIN > 0 ? TILE_B : 1];
+  auto tables = [&](int parity) {
+    const int set = FIXED_TABLES ? 0 : parity;
+    return SjTables{table_a[set], table_b[set], table_b_src[set]};
+  };
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
   const long long num_tiles = sj_num_tiles(args);
@@ -189,10 +208,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 
   SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
   int parity = 0;
-  sj_fill_tables(args, tile, table_a[0], table_b[0]);
+  sj_fill_tables(args, tile, tables(0));
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
   SjLoaded in;
-  sj_load(args, s, tile, table_a[0], in);
+  sj_load(args, s, tile, tables(0), in);
   for (;;) {
     sj_stage(args, s, tile, in, smem);
     const long long next_t = t + gridDim.x;
@@ -200,11 +219,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     SjTile next;
     if (more) {
       next = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
-      sj_fill_tables(args, next, table_a[parity ^ 1], table_b[parity ^ 1]);
+      if (!FIXED_TABLES) sj_fill_tables(args, next, tables(parity ^ 1));
     }
     __syncthreads();
-    if (more) sj_load(args, s, next, table_a[parity ^ 1], in);
-    sj_store(args, d, tile, table_b[parity], smem);
+    if (more) sj_load(args, s, next, tables(parity ^ 1), in);
+    sj_store(args, d, tile, tables(parity), smem);
     if (!more) break;
     __syncthreads();
     tile = next;

@@ -155,6 +155,26 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK(v.spec.family == RearrangeFamily::runs);
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Packed tiles with slab dims and fixed tables: many small dims, 1-, 2- and 4-byte units, exact too.
+  for (const auto& [shape, order, elem] :
+       {std::tuple{std::vector<std::int64_t>{7, 5, 2, 3, 6, 2, 3, 4, 2}, std::vector<std::size_t>{4, 7, 0, 3, 6, 8, 1, 5, 2}, 1},
+        std::tuple{std::vector<std::int64_t>{2, 5, 6, 4, 2, 4, 2, 2, 4}, std::vector<std::size_t>{5, 1, 0, 6, 4, 7, 8, 3, 2}, 2},
+        std::tuple{std::vector<std::int64_t>{5, 2, 6, 6, 2, 6, 2, 5}, std::vector<std::size_t>{5, 0, 4, 1, 7, 6, 2, 3}, 4}})
+    for (bool exact : {false, true}) {
+      const std::vector<std::int64_t> strides = contiguous_strides(shape);
+      std::vector<std::int64_t> out_shape, out_strides;
+      for (std::size_t k : order) {
+        out_shape.push_back(shape[k]);
+        out_strides.push_back(strides[k]);
+      }
+      const plan::RearrangePlanData p = make(out_shape, out_strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::packed);
+      CHECK(v.spec.b_chain > 0);
+      CHECK(v.spec.fixed_tables);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {

@@ -304,6 +304,30 @@ TEST_CASE("rearrange: u8 transposes whose groups span several dims take word til
   CHECK(words == launches);
 }
 
+TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at every pointer misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{4, 5, 4, 6, 6, 4, 6, 2, 4, 2}, {6, 1, 2, 0, 8, 4, 3, 5, 9, 7}, DType::u8},
+      {{2, 3, 2, 6, 2, 3, 2, 3, 4, 6, 5}, {3, 5, 0, 7, 6, 10, 9, 4, 1, 8, 2}, DType::u8},
+      {{3, 7, 3, 6, 6, 2, 2, 4, 5, 4, 2}, {3, 7, 0, 9, 1, 5, 10, 6, 4, 2, 8}, DType::u8},
+      {{2, 5, 6, 4, 2, 4, 2, 2, 4, 5}, {5, 1, 0, 6, 9, 4, 7, 8, 3, 2}, DType::f16},
+      {{3, 3, 3, 6, 7, 3, 2, 4, 4}, {7, 0, 3, 1, 5, 6, 2, 8, 4}, DType::bf16},
+      {{3, 7, 6, 3, 4, 3, 2, 5, 6, 2}, {7, 1, 8, 3, 4, 0, 2, 9, 5, 6}, DType::f32},
+      {{6, 3, 2, 3, 5, 2, 4, 5, 7, 5}, {4, 5, 6, 0, 1, 3, 9, 8, 7, 2}, DType::f64},
+  };
+  int slabs = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    slabs += launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.b_chain > 0;
+  }
+  MESSAGE(slabs << " of " << cases.size() << " cases take slab dims at aligned pointers");
+  CHECK(slabs >= static_cast<int>(cases.size()) - 1);
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int packed = launches_on_family(cases, plan::RearrangeFamily::packed, 6151);
+  MESSAGE(packed << " of " << launches << " launches on packed tiles");
+  CHECK(packed >= launches / 2);
+}
+
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
   const std::vector<PermuteCase> cases = {

@@ -145,9 +145,11 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b, micro = micro_a * micro_b;
   const int first_outer = s.dims_a + s.dims_b;
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
-  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
-    std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b));
+  if (s.b_chain > 0 && (s.b_chain % s.vec_b != 0 || s.tile_b % s.b_chain != 0))
+    throw std::logic_error("tiled: B vectors cross the end of B's source chain");
+  std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b)),
+      table_b_src(static_cast<std::size_t>(s.tile_b));
+  auto fill_tables = [&](std::int64_t a0, std::int64_t b0) {
     std::int64_t so, dd;
     if (s.dims_a > 1)
       for (int i = 0; i < s.tile_a; ++i) {
@@ -158,9 +160,20 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       for (int i = 0; i < s.tile_b; ++i) {
         offsets(a, s, s.dims_a, s.dims_b, std::min(b0 + i, eb - 1), so, dd);
         table_b[static_cast<std::size_t>(i)] = dd;
+        table_b_src[static_cast<std::size_t>(i)] = so;
       }
+  };
+  // Fixed tables: the kernel fills them once, from its first tile.
+  if (s.fixed_tables) fill_tables(0, 0);
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
+    if (s.fixed_tables && (a0 != 0 || b0 != 0)) throw std::logic_error("tiled: fixed tables on a tile that moves");
+    if (!s.fixed_tables) fill_tables(a0, b0);
     auto src_a = [&](int la) { return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 + la) * a.dim[0].src_stride; };
-    auto src_b = [&](int lb) { return s.dims_b > 1 ? b0 + lb : (b0 + lb) * a.dim[s.dims_a].src_stride; };
+    auto src_b = [&](int lb) {
+      if (s.b_chain > 0) return table_b_src[static_cast<std::size_t>(lb)];
+      return s.dims_b > 1 ? b0 + lb : (b0 + lb) * a.dim[s.dims_a].src_stride;
+    };
     auto dst_b = [&](int lb) { return s.dims_b > 1 ? table_b[static_cast<std::size_t>(lb)] : (b0 + lb) * a.dim[s.dims_a].dst_stride; };
     if (!s.bounds && (a0 + s.tile_a > ea || b0 + s.tile_b > eb))
       throw std::logic_error("tiled: a tile past the end without bounds checks");

@@ -359,3 +359,30 @@ TEST_CASE("wide tensors exercise multi-tile transposes, partial tiles and compos
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) check_permute(c, rng, exact);
 }
+
+TEST_CASE("small whole tiles of many small dims take slab dims and fixed tables, at every alignment") {
+  std::mt19937_64 rng(23);
+  const PermuteCase cases[] = {
+      {{2, 3, 2, 6, 2, 3, 2, 3, 4, 6}, {3, 5, 0, 7, 6, 9, 4, 1, 8, 2}, 1},
+      {{7, 5, 2, 3, 6, 2, 3, 4, 2}, {4, 7, 0, 3, 6, 8, 1, 5, 2}, 1},
+      {{4, 3, 6, 4, 6, 3, 7}, {1, 3, 4, 6, 0, 2, 5}, 1},
+      {{2, 5, 6, 4, 2, 4, 2, 2, 4}, {5, 1, 0, 6, 4, 7, 8, 3, 2}, 2},
+      {{3, 3, 3, 6, 7, 3, 2, 4, 4}, {7, 0, 3, 1, 5, 6, 2, 8, 4}, 2},
+      {{5, 2, 6, 6, 2, 6, 2, 5}, {5, 0, 4, 1, 7, 6, 2, 3}, 4},
+      {{7, 2, 6, 2, 2, 4, 5, 3, 2}, {4, 5, 0, 2, 7, 3, 1, 6, 8}, 4},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    // The slab dims follow B's source chain: its micro-tiles stay inside it, and the tile is whole.
+    CHECK(s.b_chain > 0);
+    CHECK(s.tile_b % s.b_chain == 0);
+    CHECK(s.b_chain % s.vec_b == 0);
+    CHECK(s.fixed_tables);
+    CHECK(s.tile_b == variant_for_pointers(p, 0).args.extent_b);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}

@@ -33,10 +33,13 @@ std::string variant_text(const RearrangeVariant& v) {
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
-      out += fmt::format("  family {}: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, src-contiguous) units, "
-                         "{} outer dims, {} threads\n",
+      out += fmt::format("  family {}: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, {}) units, "
+                         "{} outer dims, {} threads{}\n",
                          family_name(s.family), s.tile_a, s.dims_a, s.tile_b, s.dims_b,
-                         s.num_dims - s.dims_a - s.dims_b, s.threads);
+                         s.b_chain ? fmt::format("src-contiguous over {} units, then slabs", s.b_chain)
+                                   : "src-contiguous",
+                         s.num_dims - s.dims_a - s.dims_b, s.threads,
+                         s.fixed_tables ? ", every tile spans both groups (tables filled once)" : "");
       out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
                          s.load_linear ? fmt::format("linear, {} units", s.load_linear)
                                        : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),

@@ -35,7 +35,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
 // split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
-// src), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
+// src, then with b_chain its slab dims: outer dims the tile spans whole), then the outer dims, each
+// innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1-byte units, dims_a and dims_b dims,
 // tile_a and tile_b in units (multiples of 4), pitch in words, skew_load and skew_store.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
@@ -65,6 +66,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
   X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
+  X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B also holds slab dims */ \
+  X(bool, fixed_tables, false) /* tiled: every tile spans both groups whole (tables filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
