@@ -5,8 +5,10 @@
 // innermost first. Composite groups look their cross offsets up in per-tile tables. With B_CHAIN, B
 // holds slab dims past its B_CHAIN source-contiguous units (outer dims the tile spans whole, so that a
 // small tile still gives every thread work), and B's source offsets come from a table too. With
-// FIXED_TABLES every tile spans both groups whole: the tables are the same for every tile and are
-// filled once per block.
+// FIXED_A (FIXED_B) the group's tiles start where adding an index inside the tile carries into no
+// dim the tile does not span (a whole group, or tiles of whole inner dims times a piece of the next):
+// the table then holds the offsets of the tile's own indices, filled once per block, and each tile
+// adds the offsets of its first index to its base.
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
 // VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run copied as is, so shared memory
@@ -27,7 +29,9 @@ constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
 constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
 constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
-constexpr int TABLE_SETS = FIXED_TABLES ? 1 : 2;  // else double-buffered: the next tile's fill during this one
+// Tables that change per tile are double-buffered: the next tile's are filled during this one.
+constexpr bool TABLE_A = DIMS_A > 1, TABLE_B = DIMS_B > 1;
+constexpr int SETS_A = FIXED_A ? 1 : 2, SETS_B = FIXED_B ? 1 : 2;
 
 typedef sj_bytes<VEC_A * UNIT_BYTES> VecA;
 typedef sj_bytes<VEC_B * UNIT_BYTES> VecB;
@@ -69,16 +73,19 @@ struct SjTables {
   Index* b_src;  // source offsets of B indices (B_CHAIN)
 };
 
-__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, const SjTables& table) {
+// `first`: the block's first fill, which also fills the fixed tables (with the offsets of indices
+// from 0).
+__device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, const SjTables& table,
+                                               bool first) {
   Index src_offset, dst_offset;
-  if (DIMS_A > 1)
+  if (TABLE_A && (first || !FIXED_A))
     for (int i = threadIdx.x; i < TILE_A; i += THREADS) {
-      sj_offsets(args, 0, DIMS_A, min(tile.a0 + i, sj_extent_a(args) - 1), src_offset, dst_offset);
+      sj_offsets(args, 0, DIMS_A, FIXED_A ? i : min(tile.a0 + i, sj_extent_a(args) - 1), src_offset, dst_offset);
       table.a[i] = src_offset;
     }
-  if (DIMS_B > 1)
+  if (TABLE_B && (first || !FIXED_B))
     for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
-      sj_offsets(args, DIMS_A, DIMS_B, min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
+      sj_offsets(args, DIMS_A, DIMS_B, FIXED_B ? i : min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
       table.b[i] = dst_offset;
       if (B_CHAIN > 0) table.b_src[i] = src_offset;
     }
@@ -188,17 +195,34 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 // Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
 // their next tile's loads before they store the current one, so loads stay in flight while the block
 // writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
+// The tile of index t, its base moved by its first indices' offsets in the fixed tables' groups
+// (none in a group the tile spans whole).
+__device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t) {
+  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
+  Index src_offset, dst_offset;
+  if (TABLE_A && FIXED_A && tile.a0 != 0) {
+    sj_offsets(args, 0, DIMS_A, tile.a0, src_offset, dst_offset);
+    tile.src_base += src_offset;
+  }
+  if (TABLE_B && FIXED_B && tile.b0 != 0) {
+    sj_offsets(args, DIMS_A, DIMS_B, tile.b0, src_offset, dst_offset);
+    tile.dst_base += dst_offset;
+    if (B_CHAIN > 0) tile.src_base += src_offset;
+  }
+  return tile;
+}
+
 // synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity, unless
-// they are FIXED_TABLES.
+// they are fixed.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ __align__(16) Unit smem[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
-  __shared__ Index table_a[TABLE_SETS][DIMS_A > 1 ? TILE_A : 1];
-  __shared__ Index table_b[TABLE_SETS][DIMS_B > 1 ? TILE_B : 1];
-  __shared__ Index table_b_src[TABLE_SETS][B_CHAIN > 0 ? TILE_B : 1];
+  __shared__ Index table_a[SETS_A][TABLE_A ? TILE_A : 1];
+  __shared__ Index table_b[SETS_B][TABLE_B ? TILE_B : 1];
+  __shared__ Index table_b_src[SETS_B][B_CHAIN > 0 ? TILE_B : 1];
   auto tables = [&](int parity) {
-    const int set = FIXED_TABLES ? 0 : parity;
-    return SjTables{table_a[set], table_b[set], table_b_src[set]};
+    const int a = FIXED_A ? 0 : parity, b = FIXED_B ? 0 : parity;
+    return SjTables{table_a[a], table_b[b], table_b_src[b]};
   };
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
@@ -206,9 +230,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   long long t = blockIdx.x;
   if (t >= num_tiles) return;
 
-  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
+  SjTile tile = sj_tiled_tile(args, t);
   int parity = 0;
-  sj_fill_tables(args, tile, tables(0));
+  sj_fill_tables(args, tile, tables(0), true);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
   SjLoaded in;
   sj_load(args, s, tile, tables(0), in);
@@ -218,8 +242,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const bool more = next_t < num_tiles;
     SjTile next;
     if (more) {
-      next = sj_tile(args, next_t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
-      if (!FIXED_TABLES) sj_fill_tables(args, next, tables(parity ^ 1));
+      next = sj_tiled_tile(args, next_t);
+      sj_fill_tables(args, next, tables(parity ^ 1), false);
     }
     __syncthreads();
     if (more) sj_load(args, s, next, tables(parity ^ 1), in);

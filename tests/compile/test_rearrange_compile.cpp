@@ -172,7 +172,7 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       INFO(plan::describe(p));
       CHECK(v.spec.family == RearrangeFamily::packed);
       CHECK(v.spec.b_chain > 0);
-      CHECK(v.spec.fixed_tables);
+      CHECK(v.spec.fixed_b);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
   // Exact mode, and the narrower variants that misaligned pointers select.

@@ -149,26 +149,36 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     throw std::logic_error("tiled: B vectors cross the end of B's source chain");
   std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b)),
       table_b_src(static_cast<std::size_t>(s.tile_b));
-  auto fill_tables = [&](std::int64_t a0, std::int64_t b0) {
+  // A fixed table holds the offsets of the tile's own indices (filled once); the others those of the
+  // tile's indices.
+  auto fill_tables = [&](std::int64_t a0, std::int64_t b0, bool first) {
     std::int64_t so, dd;
-    if (s.dims_a > 1)
+    if (s.dims_a > 1 && (first || !s.fixed_a))
       for (int i = 0; i < s.tile_a; ++i) {
-        offsets(a, s, 0, s.dims_a, std::min(a0 + i, ea - 1), so, dd);
+        offsets(a, s, 0, s.dims_a, s.fixed_a ? i : std::min(a0 + i, ea - 1), so, dd);
         table_a[static_cast<std::size_t>(i)] = so;
       }
-    if (s.dims_b > 1)
+    if (s.dims_b > 1 && (first || !s.fixed_b))
       for (int i = 0; i < s.tile_b; ++i) {
-        offsets(a, s, s.dims_a, s.dims_b, std::min(b0 + i, eb - 1), so, dd);
+        offsets(a, s, s.dims_a, s.dims_b, s.fixed_b ? i : std::min(b0 + i, eb - 1), so, dd);
         table_b[static_cast<std::size_t>(i)] = dd;
         table_b_src[static_cast<std::size_t>(i)] = so;
       }
   };
-  // Fixed tables: the kernel fills them once, from its first tile.
-  if (s.fixed_tables) fill_tables(0, 0);
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
-    if (s.fixed_tables && (a0 != 0 || b0 != 0)) throw std::logic_error("tiled: fixed tables on a tile that moves");
-    if (!s.fixed_tables) fill_tables(a0, b0);
+    auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
+    fill_tables(a0, b0, t == 0);
+    // Fixed tables: the tile's base moves by its first indices' offsets.
+    std::int64_t so, dd;
+    if (s.dims_a > 1 && s.fixed_a) {
+      offsets(a, s, 0, s.dims_a, a0, so, dd);
+      src_base += so;
+    }
+    if (s.dims_b > 1 && s.fixed_b) {
+      offsets(a, s, s.dims_a, s.dims_b, b0, so, dd);
+      dst_base += dd;
+      if (s.b_chain > 0) src_base += so;
+    }
     auto src_a = [&](int la) { return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 + la) * a.dim[0].src_stride; };
     auto src_b = [&](int lb) {
       if (s.b_chain > 0) return table_b_src[static_cast<std::size_t>(lb)];

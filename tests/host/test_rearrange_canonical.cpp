@@ -284,3 +284,24 @@ TEST_CASE("planning a rank-8 permute takes microseconds") {
   MESSAGE("plan_rearrange rank 8: median " << us[us.size() / 2] << " us");
   CHECK(us[us.size() / 2] < 100.0);
 }
+
+TEST_CASE("tables: filled once where tiles add to them without carries; composite groups beside a small tile take such tiles") {
+  // B = 33 x 36 x 35 f32 units beside a 2-unit A tile: 1188 = 33 x 36 units instead of 2048, no bounds.
+  const auto& beside_small = aligned(permute_plan({5, 4, 2, 40, 35, 3, 36, 33}, {1, 0, 4, 6, 5, 3, 7, 2}, DType::f32));
+  CHECK(beside_small.spec.tile_a == 2);
+  CHECK(beside_small.spec.tile_b == 1188);
+  CHECK(beside_small.spec.fixed_b);
+  CHECK_FALSE(beside_small.spec.bounds);
+  // B (198 units) is whole; A's 64-unit tiles cut 35 x 36 across its dims, so only B's table is fixed.
+  const auto& whole_b = aligned(permute_plan({40, 4, 36, 5, 35, 3, 33, 2}, {7, 1, 3, 6, 0, 5, 2, 4}, DType::u8));
+  CHECK(whole_b.spec.tile_b == whole_b.args.extent_b);
+  CHECK(whole_b.spec.fixed_b);
+  CHECK_FALSE(whole_b.spec.fixed_a);
+  // A = 32 x 15 f16 units in tiles of 128: whole 32s times 4 of the last dim (its last tile partial).
+  const auto& last_in_pieces = aligned(permute_plan({15, 15, 32, 15, 15, 32}, {1, 5, 4, 0, 3, 2}, DType::f16));
+  CHECK(last_in_pieces.spec.dims_a == 2);
+  CHECK(last_in_pieces.args.extent_a == 32 * 15);
+  CHECK(last_in_pieces.spec.tile_a == 128);
+  CHECK(last_in_pieces.spec.fixed_a);
+  CHECK(last_in_pieces.spec.bounds);
+}

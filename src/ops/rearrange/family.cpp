@@ -263,6 +263,36 @@ std::int64_t even_tile(std::int64_t extent, std::int64_t tile, std::int64_t step
   return std::min(tile, ceil_div(ceil_div(extent, tiles), step) * step);
 }
 
+// Whether tiles of `tile` units along a group (dims innermost first) start at indices whose
+// offsets add to those of a tile's own indices without carries: the tile spans the group, or whole
+// inner dims times a piece of the next dim, which the tiles split evenly unless it is the last.
+bool carry_free_tiles(const RearrangeDims& dims, const DimList<std::size_t>& group, std::int64_t tile) {
+  std::int64_t inner = 1;
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const std::int64_t extent = dims[group[k]].extent;
+    if (tile <= inner * extent) {
+      if (tile % inner != 0) return false;
+      return k + 1 == group.size() || extent % (tile / inner) == 0;
+    }
+    inner *= extent;
+  }
+  return true;
+}
+
+// The largest carry-free tile (see carry_free_tiles) of at most `target` units along a group.
+std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<std::size_t>& group, std::int64_t target) {
+  std::int64_t inner = 1, best = 1;
+  for (std::size_t k = 0; k < group.size() && inner <= target; ++k) {
+    const std::int64_t extent = dims[group[k]].extent;
+    std::int64_t piece = std::min(extent, target / inner);
+    if (k + 1 < group.size())
+      while (extent % piece != 0) --piece;
+    best = std::max(best, inner * piece);
+    inner *= extent;
+  }
+  return best;
+}
+
 // Shared-memory rows of a tiled spec: linear loads and stores need rows back to back; otherwise an
 // XOR swizzle of the A vectors when a row holds whole 128-byte periods, else one vector of padding.
 void choose_rows(RearrangeSpec& s) {
@@ -320,10 +350,20 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
     if (extent <= slack * target) return extent;
     return unit < 4 ? even_tile(extent, pow2_floor(target), 16 / unit) : pow2_floor(target);
   };
-  const std::int64_t tile_b = tile_for(g.extent_b, target_b);
+  std::int64_t tile_b = tile_for(g.extent_b, target_b);
   const std::int64_t target_a = std::max<std::int64_t>(side, volume / tile_b);
   grow_a(dims, g, target_a);
-  const std::int64_t tile_a = tile_for(g.extent_a, target_a);
+  std::int64_t tile_a = tile_for(g.extent_a, target_a);
+  // A composite group whose table, refilled per tile, would hold an entry per few units (the other
+  // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
+  // units in whole vectors: its table is then filled once per block.
+  auto carry_free = [&](const DimList<std::size_t>& group, std::int64_t tile, std::int64_t other) {
+    if (group.size() == 1 || other > 16 || carry_free_tiles(dims, group, tile)) return tile;
+    const std::int64_t fixed = carry_free_tile(dims, group, tile);
+    return 2 * fixed >= tile && divides(std::min<std::int64_t>(tile, 16 / unit), fixed) ? fixed : tile;
+  };
+  tile_b = carry_free(g.b, tile_b, tile_a);
+  tile_a = carry_free(g.a, tile_a, tile_b);
 
   RearrangeSpec& s = c.spec;
   s.unit_bytes = static_cast<int>(unit);
@@ -496,12 +536,11 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
   }
-  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
-    add_slab_dims(form.dims, g, s, max_volume * s.threads / kThreads);
-    // The same tables for every tile: filled once per block (H100, seeds 40 and 44: u8 rank-15
-    // 1080 x 20 tile 45% -> 62% of copy, f16 336 x 36 71% -> 90%).
-    s.fixed_tables = g.a.size() > 1 || g.b.size() > 1;
-  }
+  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) add_slab_dims(form.dims, g, s, max_volume * s.threads / kThreads);
+  // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
+  // u8 rank-15 1080 x 20 tile 45% -> 62% of copy, f16 336 x 36 71% -> 90%).
+  s.fixed_a = g.a.size() > 1 && carry_free_tiles(form.dims, g.a, s.tile_a);
+  s.fixed_b = g.b.size() > 1 && carry_free_tiles(form.dims, g.b, s.tile_b);
   s.num_dims = static_cast<int>(form.dims.size());
 
   const std::int64_t tiles_a = ceil_div(g.extent_a, s.tile_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
@@ -1080,7 +1119,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
                          s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
                          s.store_linear ? fmt::format(".sl{}", s.store_linear) : "", s.a_first ? ".af" : "",
-                         s.fixed_tables ? ".ft" : "");
+                         s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
       break;
     case RearrangeFamily::skewed:
       key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? "" : ".bf");
@@ -1123,10 +1162,9 @@ int shared_bytes(const RearrangeSpec& s) {
   const int rows = s.load_linear ? s.tile_a : s.tile_b;
   // Composite-group offset tables are double-buffered (the next tile's are filled during this one)
   // unless they are the same for every tile.
-  const int table_sets = s.fixed_tables ? 1 : 2;
-  return rows * s.pitch * s.unit_bytes +
-         table_sets * ((s.dims_a > 1 ? s.tile_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0) +
-                       (s.b_chain > 0 ? s.tile_b * index_bytes : 0));
+  const int sets_a = s.fixed_a ? 1 : 2, sets_b = s.fixed_b ? 1 : 2;
+  return rows * s.pitch * s.unit_bytes + sets_a * (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
+         sets_b * ((s.dims_b > 1 ? s.tile_b * index_bytes : 0) + (s.b_chain > 0 ? s.tile_b * index_bytes : 0));
 }
 
 }  // namespace shapejit::plan

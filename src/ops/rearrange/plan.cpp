@@ -39,7 +39,10 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.b_chain ? fmt::format("src-contiguous over {} units, then slabs", s.b_chain)
                                    : "src-contiguous",
                          s.num_dims - s.dims_a - s.dims_b, s.threads,
-                         s.fixed_tables ? ", every tile spans both groups (tables filled once)" : "");
+                         s.fixed_a || s.fixed_b
+                             ? fmt::format(", {} table the same for every tile (filled once)",
+                                           s.fixed_a && s.fixed_b ? "each" : s.fixed_a ? "A's" : "B's")
+                             : "");
       out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
                          s.load_linear ? fmt::format("linear, {} units", s.load_linear)
                                        : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),

@@ -67,7 +67,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
   X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B also holds slab dims */ \
-  X(bool, fixed_tables, false) /* tiled: every tile spans both groups whole (tables filled once) */ \
+  X(bool, fixed_a, false)      /* tiled: group A's table is the same for every tile (filled once) */ \
+  X(bool, fixed_b, false)      /* tiled: group B's table is the same for every tile (filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
