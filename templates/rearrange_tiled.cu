@@ -192,9 +192,6 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
   }
 }
 
-// Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
-// their next tile's loads before they store the current one, so loads stay in flight while the block
-// writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
 // The tile of index t, its base moved by its first indices' offsets in the fixed tables' groups
 // (none in a group the tile spans whole).
 __device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t) {
@@ -212,6 +209,9 @@ __device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t)
   return tile;
 }
 
+// Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
+// their next tile's loads before they store the current one, so loads stay in flight while the block
+// writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
 // synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity, unless
 // they are fixed.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
