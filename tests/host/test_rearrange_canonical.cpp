@@ -305,3 +305,15 @@ TEST_CASE("tables: filled once where tiles add to them without carries; composit
   CHECK(last_in_pieces.spec.fixed_a);
   CHECK(last_in_pieces.spec.bounds);
 }
+
+TEST_CASE("blocks: slab tiles whose table-looked-up addresses overrun the register budget take four blocks per SM") {
+  const auto& heavy = aligned(permute_plan({4, 12, 3, 4, 6, 12, 6, 4, 3, 3, 10}, {0, 5, 4, 9, 2, 1, 3, 6, 10, 8, 7}, DType::u8));
+  CHECK(heavy.spec.b_chain > 0);
+  CHECK(heavy.spec.threads == 128);
+  CHECK(heavy.spec.min_blocks == 4);
+  const auto& light = aligned(permute_plan({7, 3, 2, 4, 3, 5, 6, 5, 2, 3, 2, 2, 4, 8, 2},
+                                           {1, 10, 3, 13, 0, 2, 6, 8, 9, 5, 14, 12, 4, 7, 11}, DType::u8));
+  CHECK(light.spec.b_chain > 0);
+  CHECK(light.spec.threads == 128);
+  CHECK(light.spec.min_blocks == 6);
+}

@@ -26,6 +26,7 @@ constexpr int kThreads = 256;
 constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
 constexpr std::int64_t kRegistersPerSm = 65536;
+constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -475,6 +476,22 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
   return loads_fit && (s.store_linear || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
 }
 
+// Registers a thread of a slab tile needs: loaded units and store vectors (twice: the next tile's
+// loads stay in flight beside the stores), plus an address looked up in a table per micro-tile row
+// and per store vector, which tile_fits does not count. Where they exceed the block's budget the
+// tile takes fewer blocks per SM: ptxas spilled 100-220 bytes at six blocks of 128 threads on u8
+// [4,12,3,4,6,12,6,4,3,3,10] and [8,12,2,2,7,5,2,2,3,12,6,2,3,2] (H100: 37% and 52% of copy; 64% and
+// 64% at four blocks), while tiles within the budget lost 1-3 points at four.
+std::int64_t slab_registers(const RearrangeSpec& s) {
+  const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
+  const std::int64_t micro_per_thread = ceil_div(units / s.vec_a / s.vec_b, s.threads);
+  const std::int64_t stores_per_thread = ceil_div(units / s.vec_a, s.threads);
+  const std::int64_t held = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
+  const std::int64_t stored = stores_per_thread * ceil_div(s.vec_a * s.unit_bytes, 4);
+  const std::int64_t addresses = micro_per_thread * ((s.dims_a > 1 ? s.vec_a : 0) + 1) + stores_per_thread;
+  return 2 * (held + stored) + addresses;
+}
+
 // Adds slab dims to the B group of a tile that spans both groups whole but holds under half the
 // volume of a full tile of its block (`budget` units): outer dims it then spans whole, innermost in
 // the destination first (so that they lengthen its destination runs), each while the tile stays
@@ -536,7 +553,11 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
   }
-  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) add_slab_dims(form.dims, g, s, max_volume * s.threads / kThreads);
+  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
+    add_slab_dims(form.dims, g, s, max_volume * s.threads / kThreads);
+    if (s.b_chain > 0 && slab_registers(s) > kRegistersPerSm / (s.min_blocks * s.threads))
+      s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
+  }
   // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
   // u8 rank-15 1080 x 20 tile 45% -> 62% of copy, f16 336 x 36 71% -> 90%).
   s.fixed_a = g.a.size() > 1 && carry_free_tiles(form.dims, g.a, s.tile_a);
