@@ -448,6 +448,26 @@ bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b) {
   return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b);
 }
 
+// A tiled spec's work per thread of a block of `threads`: micro-tiles loaded and store vectors
+// written, and the registers they hold (a load narrower than a register still takes one).
+struct ThreadShare {
+  std::int64_t micro_tiles, stores, micro_registers, store_registers;
+};
+
+ThreadShare thread_share(const RearrangeSpec& s, std::int64_t threads) {
+  const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
+  ThreadShare t;
+  t.micro_tiles = ceil_div(units / s.vec_a / s.vec_b, threads);
+  t.stores = ceil_div(units / s.vec_a, threads);
+  t.micro_registers = t.micro_tiles * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
+  t.store_registers = t.stores * ceil_div(s.vec_a * s.unit_bytes, 4);
+  return t;
+}
+
+std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
+  return kRegistersPerSm / (min_blocks * threads);
+}
+
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
 // blocks per SM: at most 8 micro-tiles (128 bytes) and 16 store vectors, and loaded units plus the
 // store vectors gathered from shared memory (live beside the next tile's loads) in at most half its
@@ -458,16 +478,14 @@ bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b) {
 bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false) {
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   const std::int64_t micro = units / s.vec_a / s.vec_b;
-  const std::int64_t micro_per_thread = ceil_div(micro, threads);
-  const std::int64_t registers = kRegistersPerSm / (min_blocks * threads);
+  const std::int64_t registers = thread_registers(threads, min_blocks);
   const std::int64_t stores = units / s.vec_a;
-  const std::int64_t store_registers =
-      s.store_linear ? 0 : ceil_div(stores, threads) * ceil_div(s.vec_a * s.unit_bytes, 4);
+  const ThreadShare share = thread_share(s, threads);
+  const std::int64_t store_registers = s.store_linear ? 0 : share.store_registers;
   bool loads_fit = true;
   if (!s.load_linear) {
-    const std::int64_t held = micro_per_thread * s.vec_a * s.vec_b * s.unit_bytes;
-    const std::int64_t held_registers = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
-    loads_fit = held <= 128 && 2 * (held_registers + store_registers) <= registers && micro <= 8 * threads;
+    const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
+    loads_fit = held <= 128 && 2 * (share.micro_registers + store_registers) <= registers && micro <= 8 * threads;
   } else if (count_linear) {
     const std::int64_t linear_registers =
         ceil_div(ceil_div(units, s.load_linear), threads) * ceil_div(s.load_linear * s.unit_bytes, 4);
@@ -483,13 +501,9 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
 // [4,12,3,4,6,12,6,4,3,3,10] and [8,12,2,2,7,5,2,2,3,12,6,2,3,2] (H100: 37% and 52% of copy; 64% and
 // 64% at four blocks), while tiles within the budget lost 1-3 points at four.
 std::int64_t slab_registers(const RearrangeSpec& s) {
-  const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
-  const std::int64_t micro_per_thread = ceil_div(units / s.vec_a / s.vec_b, s.threads);
-  const std::int64_t stores_per_thread = ceil_div(units / s.vec_a, s.threads);
-  const std::int64_t held = micro_per_thread * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
-  const std::int64_t stored = stores_per_thread * ceil_div(s.vec_a * s.unit_bytes, 4);
-  const std::int64_t addresses = micro_per_thread * ((s.dims_a > 1 ? s.vec_a : 0) + 1) + stores_per_thread;
-  return 2 * (held + stored) + addresses;
+  const ThreadShare share = thread_share(s, s.threads);
+  const std::int64_t addresses = share.micro_tiles * ((s.dims_a > 1 ? s.vec_a : 0) + 1) + share.stores;
+  return 2 * (share.micro_registers + share.store_registers) + addresses;
 }
 
 // Adds slab dims to the B group of a tile that spans both groups whole but holds under half the
@@ -507,7 +521,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
   std::stable_sort(outer.begin(), outer.end(), [&](std::size_t x, std::size_t y) {
     return std::llabs(dims[x].dst_stride) < std::llabs(dims[y].dst_stride);
   });
-  const int chain = s.b_chain > 0 ? s.b_chain : s.tile_b;
+  const int chain = s.tile_b;
   for (std::size_t i : outer) {
     const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
     if (2 * units >= budget) break;
@@ -555,7 +569,7 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   }
   if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
     add_slab_dims(form.dims, g, s, max_volume * s.threads / kThreads);
-    if (s.b_chain > 0 && slab_registers(s) > kRegistersPerSm / (s.min_blocks * s.threads))
+    if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
   }
   // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
