@@ -20,6 +20,7 @@
 #include "codegen/render.hpp"
 #include "codegen/templates.hpp"
 #include "jit/driver.hpp"
+#include "jit/kernel_cache.hpp"
 #include "jit/launch.hpp"
 #include "jit/nvrtc.hpp"
 #include "ops/rearrange/codegen.hpp"
@@ -103,7 +104,7 @@ std::vector<TimedProgram> rearrange_programs() {
   };
 }
 
-/// NVRTC time of one source: its first compile in this process, and the median of three more.
+/// NVRTC time of one program as the JIT compiles it (twice where ptxas spills): its first compile in this process, and the median of three more.
 struct CompileTimes {
   double first_ms = 0;
   double repeat_ms = 0;
@@ -113,7 +114,7 @@ CompileTimes compile_times(const jit::Program& program, const std::string& arch)
   std::vector<double> times;
   for (int i = 0; i < 4; ++i) {
     const auto start = Clock::now();
-    jit::compile_to_cubin(program.source, arch, program.options, program.label);
+    jit::compile_program(program, arch);
     times.push_back(ms_since(start));
   }
   std::sort(times.begin() + 1, times.end());
@@ -159,7 +160,7 @@ struct LaunchPath {
 /// A kernel loaded by hand from its cubin, for raw cuLaunchKernel calls.
 struct RawKernel {
   RawKernel(const jit::Program& program, const std::string& arch) {
-    const auto cubin = jit::compile_to_cubin(program.source, arch, program.options, program.label);
+    const auto cubin = jit::compile_program(program, arch);
     const jit::Driver& d = jit::driver();
     jit::check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
     jit::check(d.cuLibraryGetKernel(&kernel, library, jit::kKernelName), "cuLibraryGetKernel");

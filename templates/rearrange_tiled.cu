@@ -25,6 +25,13 @@ constexpr int LOADS_LINEAR_PER_THREAD = (TILE_A * TILE_B / LOAD_VEC + THREADS - 
 constexpr int STORE_VEC = STORE_LINEAR > 0 ? STORE_LINEAR : 1;
 constexpr int STORES_LINEAR_PER_THREAD = (TILE_A * TILE_B / STORE_VEC + THREADS - 1) / THREADS;
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
+// The low-register variant (-DSJ_LOW_REGISTERS=1, compiled where ptxas spills this source): the
+// store pass reads the thread index afresh in every tile and gathers its vectors four at a time.
+#ifndef SJ_LOW_REGISTERS
+#define SJ_LOW_REGISTERS 0
+#endif
+constexpr bool LOW_REGISTERS = SJ_LOW_REGISTERS;
+constexpr int STORE_BATCH = LOW_REGISTERS ? 4 : STORES_PER_THREAD;
 // Whether the last pass of a thread loop has idle threads (else its range check is left out).
 constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
 constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
@@ -46,6 +53,15 @@ __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   if (ROWS_BY_A) return a * PITCH + b;
   if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ ((b / VEC_B) % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
   return b * PITCH + a;
+}
+
+// The thread index, read where it is used. Index math derived from threadIdx.x is the same in every
+// tile, so nvcc hoists it out of the tile loop and holds it in registers (a tile of 16 store vectors
+// per thread spilled 300 bytes at 80 registers); index math from a volatile read is redone per tile.
+__device__ __forceinline__ int sj_thread_fresh() {
+  int thread;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+  return thread;
 }
 
 // One thread-strided pass over a run of `count` units in VEC-unit pieces: whole pieces go to
@@ -167,27 +183,31 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
         count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
         [&](int i) { run[i] = smem[i]; });
   } else {
-    PackA out[STORES_PER_THREAD];
+    const int thread = LOW_REGISTERS ? sj_thread_fresh() : (int)threadIdx.x;
 #pragma unroll
-    for (int r = 0; r < STORES_PER_THREAD; ++r) {
-      const int k = threadIdx.x + r * THREADS;
-      const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-      if (!STORES_RAGGED || k < STORE_VECTORS) {
-        if (ROWS_BY_A) {
+    for (int r0 = 0; r0 < STORES_PER_THREAD; r0 += STORE_BATCH) {
+      PackA out[STORE_BATCH];
 #pragma unroll
-          for (int i = 0; i < VEC_A; ++i) out[r].u[i] = smem[sj_smem_pos(la + i, lb)];
-        } else {
-          out[r].v = *reinterpret_cast<const VecA*>(&smem[sj_smem_pos(la, lb)]);
+      for (int r = r0; r < r0 + STORE_BATCH && r < STORES_PER_THREAD; ++r) {
+        const int k = thread + r * THREADS;
+        const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
+        if (!STORES_RAGGED || k < STORE_VECTORS) {
+          if (ROWS_BY_A) {
+#pragma unroll
+            for (int i = 0; i < VEC_A; ++i) out[r - r0].u[i] = smem[sj_smem_pos(la + i, lb)];
+          } else {
+            out[r - r0].v = *reinterpret_cast<const VecA*>(&smem[sj_smem_pos(la, lb)]);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int r = 0; r < STORES_PER_THREAD; ++r) {
-      const int k = threadIdx.x + r * THREADS;
-      const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-      const Index dst_b = DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
-      if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
-        *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r].v;
+      for (int r = r0; r < r0 + STORE_BATCH && r < STORES_PER_THREAD; ++r) {
+        const int k = thread + r * THREADS;
+        const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
+        const Index dst_b = DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
+        if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+          *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r - r0].v;
+      }
     }
   }
 }

@@ -96,7 +96,7 @@ CUkernel compile_and_store(const Program& program, const std::string& arch, cons
          "offline mode: kernel {} for {} is in no cache (key {}); add this line to your manifest and "
          "precompile it:\n{}",
          program.label, arch, key.hex(), program.manifest_line);
-  const std::vector<std::uint8_t> cubin = compile_to_cubin(program.source, arch, program.options, program.label);
+  const std::vector<std::uint8_t> cubin = compile_program(program, arch);
   std::string problem;
   CUkernel kernel = load_cubin(cubin, problem);
   if (kernel == nullptr) fail(ErrorCode::driver_error, "{} for {}: {}", program.label, arch, problem);
@@ -166,8 +166,22 @@ CUkernel obtain_kernel(const Program& program, const std::string& arch) {
 }
 
 std::vector<std::uint8_t> compile_entry(const Program& program, const std::string& arch) {
-  const std::vector<std::uint8_t> cubin = compile_to_cubin(program.source, arch, program.options, program.label);
+  const std::vector<std::uint8_t> cubin = compile_program(program, arch);
   return encode_entry({kernel_key(program, arch), arch, nvrtc().version}, cubin);
+}
+
+std::vector<std::uint8_t> compile_program(const Program& program, const std::string& arch) {
+  int spilled = 0;
+  std::vector<std::uint8_t> cubin = compile_to_cubin(program.source, arch, program.options, program.label, &spilled);
+  if (spilled == 0 || program.low_register_options.empty()) return cubin;
+  std::vector<std::string> options = program.options;
+  options.insert(options.end(), program.low_register_options.begin(), program.low_register_options.end());
+  int spilled_low = 0;
+  std::vector<std::uint8_t> low = compile_to_cubin(program.source, arch, options, program.label, &spilled_low);
+  log(LogLevel::info, "{} for {} ({}): ptxas spilled {} bytes of registers; {} bytes with {}{}", program.label, arch,
+      program.manifest_line, spilled, spilled_low, fmt::join(program.low_register_options, " "),
+      spilled_low < spilled ? " (kept)" : "");
+  return spilled_low < spilled ? low : cubin;
 }
 
 std::string nvrtc_version() { return nvrtc().version; }

@@ -16,6 +16,10 @@ namespace shapejit::jit {
 /// Throws offline_miss (naming the manifest line) when offline and no cache holds it.
 CUkernel obtain_kernel(const Program& program, const std::string& arch);
 
+/// Compiles `program` for `arch` to a cubin. Where ptxas spills registers and the program has
+/// low-register options, it compiles again with them and keeps the cubin that spills less.
+std::vector<std::uint8_t> compile_program(const Program& program, const std::string& arch);
+
 /// Compiles `program` for `arch` and returns the encoded cache entry (header and cubin), without
 /// any cache or driver: what `shapejit precompile` writes.
 std::vector<std::uint8_t> compile_entry(const Program& program, const std::string& arch);

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "core/env.hpp"
 #include "core/errors.hpp"
@@ -103,7 +105,7 @@ bool nvrtc_loaded() noexcept { return g_loaded.load(); }
 
 std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
                                             const std::vector<std::string>& options,
-                                            const std::string& label) {
+                                            const std::string& label, int* spill_store_bytes) {
   const Nvrtc& n = nvrtc();
   const auto start = std::chrono::steady_clock::now();
   nvrtcProgram program = nullptr;
@@ -113,6 +115,7 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
     fail(ErrorCode::compile_failed, "nvrtcCreateProgram({}): {}", label, n.nvrtcGetErrorString(r));
   std::vector<std::string> all_options = {"--gpu-architecture=" + arch, "--std=c++17"};
   all_options.insert(all_options.end(), options.begin(), options.end());
+  if (spill_store_bytes) all_options.push_back("--ptxas-options=--verbose");
   std::vector<const char*> argv;
   for (const std::string& o : all_options) argv.push_back(o.c_str());
   const nvrtcResult result = n.nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
@@ -122,6 +125,7 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
     fail(ErrorCode::compile_failed, "NVRTC could not compile {} for {}: {}\nsource saved to {}\n{}",
          label, arch, n.nvrtcGetErrorString(result), save_failing_source(source, label), log);
   }
+  if (spill_store_bytes) *spill_store_bytes = spill_store_bytes_in_log(program_log(n, program));
   std::size_t size = 0;
   n.nvrtcGetCUBINSize(program, &size);
   std::vector<unsigned char> cubin(size);
@@ -129,6 +133,18 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
   n.nvrtcDestroyProgram(&program);
   record_compile(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return cubin;
+}
+
+int spill_store_bytes_in_log(const std::string& log) {
+  // ptxas writes "<N> bytes spill stores, <M> bytes spill loads" per function.
+  static constexpr std::string_view kMarker = " bytes spill stores";
+  int total = 0;
+  for (std::size_t at = log.find(kMarker); at != std::string::npos; at = log.find(kMarker, at + 1)) {
+    std::size_t begin = at;
+    while (begin > 0 && log[begin - 1] >= '0' && log[begin - 1] <= '9') --begin;
+    if (begin < at) total += std::stoi(log.substr(begin, at - begin));
+  }
+  return total;
 }
 
 }  // namespace shapejit::jit

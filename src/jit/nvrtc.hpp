@@ -33,9 +33,14 @@ bool nvrtc_loaded() noexcept;
 
 /// Compiles self-contained CUDA source to a cubin for `arch` (e.g. "sm_90").
 /// Throws ErrorCode::compile_failed with the NVRTC log; the failing source is written to a file
-/// whose path the message names.
+/// whose path the message names. With `spill_store_bytes`, ptxas reports its resource use and the
+/// bytes of register spill stores it wrote are stored there (the cubin is the same either way).
 std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
                                             const std::vector<std::string>& options,
-                                            const std::string& label);
+                                            const std::string& label, int* spill_store_bytes = nullptr);
+
+/// The bytes of register spill stores that ptxas reports in an NVRTC log (summed over its
+/// functions; 0 when it reports none).
+int spill_store_bytes_in_log(const std::string& log);
 
 }  // namespace shapejit::jit

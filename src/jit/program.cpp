@@ -43,6 +43,10 @@ CacheKey kernel_key(const Program& program, const std::string& arch) {
   std::vector<std::string_view> fields = {schema, version(), arch};
   fields.insert(fields.end(), options.begin(), options.end());
   fields.push_back(program.source);
+  std::vector<std::string> low_register = program.low_register_options;
+  std::sort(low_register.begin(), low_register.end());
+  if (!low_register.empty()) fields.push_back("low-register-options");
+  fields.insert(fields.end(), low_register.begin(), low_register.end());
   return hash_fields(fields);
 }
 

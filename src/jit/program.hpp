@@ -20,6 +20,9 @@ struct Program {
   std::string source;                ///< complete self-contained CUDA source
   std::vector<std::string> options;  ///< extra NVRTC options (sorted into the key)
   std::string manifest_line;         ///< `shapejit plan ...` line that reproduces this kernel
+  /// Options added where ptxas spills registers with `options` alone: they select a variant of the
+  /// source that holds fewer values in registers (part of the key when not empty).
+  std::vector<std::string> low_register_options = {};
 };
 
 /// XXH3-128 of everything that changes the cubin's bytes, except the NVRTC version.

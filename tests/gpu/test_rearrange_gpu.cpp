@@ -328,6 +328,22 @@ TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at ev
   CHECK(packed >= launches / 2);
 }
 
+TEST_CASE("rearrange: tiles whose registers spill run their low-register variant, exact at every pointer "
+          "misalignment" * test::gpu_only()) {
+  // The shapes of the compile test that checks these kernels spill without the variant.
+  const std::vector<PermuteCase> cases = {
+      {{5, 54, 9, 17, 113, 2}, {4, 5, 3, 2, 0, 1}, DType::f16},
+      {{2, 5, 8, 4, 3, 4, 33, 22}, {2, 3, 6, 4, 0, 7, 1, 5}, DType::f16},
+      {{2, 3, 2, 2, 3, 18, 24, 22, 2, 3, 2, 2}, {7, 11, 3, 6, 8, 1, 2, 4, 10, 9, 0, 5}, DType::bf16},
+      {{2, 19, 45, 6, 17, 6, 12}, {0, 4, 5, 3, 6, 2, 1}, DType::f32},
+      {{3, 5, 236, 8, 28, 17}, {4, 5, 0, 1, 3, 2}, DType::u8},
+  };
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int packed = launches_on_family(cases, plan::RearrangeFamily::packed, 7919);
+  MESSAGE(packed << " of " << launches << " launches on packed tiles");
+  CHECK(packed >= 3);
+}
+
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
   const std::vector<PermuteCase> cases = {

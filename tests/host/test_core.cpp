@@ -6,6 +6,7 @@
 #include "core/spec.hpp"
 #include "core/fastdiv.hpp"
 #include "jit/driver.hpp"
+#include "jit/nvrtc.hpp"
 #include "jit/program.hpp"
 #include "shapejit/core.hpp"
 
@@ -69,6 +70,25 @@ TEST_CASE("cache keys depend on source, options and arch, and nothing else") {
   d.options = {"-DX=1", "-DY=2"};
   CHECK(jit::kernel_key(c, "sm_90") == jit::kernel_key(d, "sm_90"));  // options are normalized
   CHECK(jit::kernel_key(a, "sm_90").hex().size() == 32);
+  jit::Program low = a;
+  low.low_register_options = {"-DLOW=1"};  // they choose the cubin where ptxas spills
+  CHECK_FALSE(jit::kernel_key(low, "sm_90") == jit::kernel_key(a, "sm_90"));
+  jit::Program moved = a;
+  moved.options.push_back("-DLOW=1");  // an option is not a low-register option
+  CHECK_FALSE(jit::kernel_key(low, "sm_90") == jit::kernel_key(moved, "sm_90"));
+}
+
+TEST_CASE("register spills are read from ptxas reports in NVRTC logs") {
+  const std::string log =
+      "ptxas info    : Compiling entry function 'sj_kernel' for 'sm_90'\n"
+      "ptxas info    : Function properties for sj_kernel\n"
+      "ptxas         .     232 bytes stack frame, 296 bytes spill stores, 296 bytes spill loads\n"
+      "ptxas info    : Function properties for helper\n"
+      "ptxas         .     8 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 80 registers, used 1 barriers, 16384 bytes smem\n";
+  CHECK(jit::spill_store_bytes_in_log(log) == 308);
+  CHECK(jit::spill_store_bytes_in_log("ptxas . 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") == 0);
+  CHECK(jit::spill_store_bytes_in_log("") == 0);
 }
 
 TEST_CASE("rendered source is self-contained: prelude, parameters, template") {

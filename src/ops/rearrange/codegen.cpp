@@ -49,9 +49,14 @@ std::string rearrange_template(plan::RearrangeFamily family) {
 }
 
 jit::Program rearrange_program(const plan::RearrangeVariant& variant, const std::string& manifest_line) {
-  const std::string body_name = rearrange_template(variant.spec.family);
-  return {fmt::format("rearrange_{}", plan::family_name(variant.spec.family)),
-          render({"rearrange_common.cu", body_name}, rearrange_params(variant.spec, variant.args)), {}, manifest_line};
+  const plan::RearrangeFamily family = variant.spec.family;
+  const bool tiled = family == plan::RearrangeFamily::transpose || family == plan::RearrangeFamily::packed;
+  jit::Program program{fmt::format("rearrange_{}", plan::family_name(family)),
+                       render({"rearrange_common.cu", rearrange_template(family)},
+                              rearrange_params(variant.spec, variant.args)),
+                       {}, manifest_line};
+  if (tiled) program.low_register_options = {"-DSJ_LOW_REGISTERS=1"};
+  return program;
 }
 
 }  // namespace shapejit::codegen
