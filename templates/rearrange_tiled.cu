@@ -61,6 +61,7 @@ __device__ __forceinline__ int sj_smem_pos(int a, int b) {
 __device__ __forceinline__ int sj_thread_fresh() {
   int thread;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+  __builtin_assume(thread >= 0 && thread < THREADS);
   return thread;
 }
 

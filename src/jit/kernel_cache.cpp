@@ -1,5 +1,8 @@
 #include "jit/kernel_cache.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <future>
 #include <map>
@@ -171,13 +174,22 @@ std::vector<std::uint8_t> compile_entry(const Program& program, const std::strin
 }
 
 std::vector<std::uint8_t> compile_program(const Program& program, const std::string& arch) {
+  if (program.low_register_options.empty())
+    return compile_to_cubin(program.source, arch, program.options, program.label);
   int spilled = 0;
   std::vector<std::uint8_t> cubin = compile_to_cubin(program.source, arch, program.options, program.label, &spilled);
-  if (spilled == 0 || program.low_register_options.empty()) return cubin;
+  if (spilled == 0) return cubin;
   std::vector<std::string> options = program.options;
   options.insert(options.end(), program.low_register_options.begin(), program.low_register_options.end());
   int spilled_low = 0;
-  std::vector<std::uint8_t> low = compile_to_cubin(program.source, arch, options, program.label, &spilled_low);
+  std::vector<std::uint8_t> low;
+  try {
+    low = compile_to_cubin(program.source, arch, options, program.label, &spilled_low);
+  } catch (const Error& e) {
+    log(LogLevel::warn, "{} for {}: its low-register variant did not compile, keeping the first cubin: {}",
+        program.label, arch, e.what());
+    return cubin;
+  }
   log(LogLevel::info, "{} for {} ({}): ptxas spilled {} bytes of registers; {} bytes with {}{}", program.label, arch,
       program.manifest_line, spilled, spilled_low, fmt::join(program.low_register_options, " "),
       spilled_low < spilled ? " (kept)" : "");

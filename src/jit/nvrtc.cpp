@@ -1,6 +1,8 @@
 #include "jit/nvrtc.hpp"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <chrono>
@@ -122,8 +124,9 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
   if (result != NVRTC_SUCCESS) {
     const std::string log = program_log(n, program);
     n.nvrtcDestroyProgram(&program);
-    fail(ErrorCode::compile_failed, "NVRTC could not compile {} for {}: {}\nsource saved to {}\n{}",
-         label, arch, n.nvrtcGetErrorString(result), save_failing_source(source, label), log);
+    fail(ErrorCode::compile_failed, "NVRTC could not compile {} for {} (options: {}): {}\nsource saved to {}\n{}",
+         label, arch, fmt::join(all_options, " "), n.nvrtcGetErrorString(result), save_failing_source(source, label),
+         log);
   }
   if (spill_store_bytes) *spill_store_bytes = spill_store_bytes_in_log(program_log(n, program));
   std::size_t size = 0;

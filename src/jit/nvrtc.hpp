@@ -33,8 +33,9 @@ bool nvrtc_loaded() noexcept;
 
 /// Compiles self-contained CUDA source to a cubin for `arch` (e.g. "sm_90").
 /// Throws ErrorCode::compile_failed with the NVRTC log; the failing source is written to a file
-/// whose path the message names. With `spill_store_bytes`, ptxas reports its resource use and the
-/// bytes of register spill stores it wrote are stored there (the cubin is the same either way).
+/// whose path the message names, with the options. With `spill_store_bytes`, ptxas reports its
+/// resource use and the bytes of register spill stores it wrote are stored there (the machine code
+/// is the same either way; the cubin records the ptxas options).
 std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
                                             const std::vector<std::string>& options,
                                             const std::string& label, int* spill_store_bytes = nullptr);

@@ -45,7 +45,8 @@ CacheKey kernel_key(const Program& program, const std::string& arch) {
   fields.push_back(program.source);
   std::vector<std::string> low_register = program.low_register_options;
   std::sort(low_register.begin(), low_register.end());
-  if (!low_register.empty()) fields.push_back("low-register-options");
+  const std::string low_register_count = "low-register-options:" + std::to_string(low_register.size());
+  if (!low_register.empty()) fields.push_back(low_register_count);
   fields.insert(fields.end(), low_register.begin(), low_register.end());
   return hash_fields(fields);
 }
