@@ -58,14 +58,9 @@ plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, 
 }
 
 // The plan of copying contiguous `shape` permuted by `perm` (view dim i = source dim perm[i]).
-plan::RearrangePlanData permute(const std::vector<std::int64_t>& shape, const std::vector<std::size_t>& perm, int elem) {
-  const std::vector<std::int64_t> strides = contiguous_strides(shape);
-  std::vector<std::int64_t> view_shape, view_strides;
-  for (std::size_t k : perm) {
-    view_shape.push_back(shape[k]);
-    view_strides.push_back(strides[k]);
-  }
-  return make(view_shape, view_strides, elem);
+plan::RearrangePlanData permute(const std::vector<std::int64_t>& shape, const std::vector<int>& perm, int elem) {
+  const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+  return make(view.shape, view.strides, elem);
 }
 
 }  // namespace
@@ -74,7 +69,7 @@ TEST_CASE("tiles whose registers spill compile to their low-register variant whe
   // Tiles of 16 store vectors or of many loads per thread: with NVRTC 13.0 (sm_90) each spilled 48
   // to 296 bytes and its variant none (H100, at full size: f16 [5,54,98,17,113,2] 33% -> 58% of copy,
   // [12,5,8,4,36,4,33,22] 51% -> 75%, u8 [41,5,236,8,28,17] 54% -> 62%). The GPU suite runs them.
-  const std::vector<std::tuple<std::vector<std::int64_t>, std::vector<std::size_t>, int>> cases = {
+  const std::vector<std::tuple<std::vector<std::int64_t>, std::vector<int>, int>> cases = {
       {{5, 54, 9, 17, 113, 2}, {4, 5, 3, 2, 0, 1}, 2},
       {{2, 5, 8, 4, 3, 4, 33, 22}, {2, 3, 6, 4, 0, 7, 1, 5}, 2},
       {{2, 3, 2, 2, 3, 18, 24, 22, 2, 3, 2, 2}, {7, 11, 3, 6, 8, 1, 2, 4, 10, 9, 0, 5}, 2},
