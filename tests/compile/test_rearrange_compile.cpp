@@ -41,7 +41,7 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row: return swap_first_two({r, c, 33}, elem, exact);  // 33-element rows: unit = elem
+    case RearrangeFamily::row: return swap_first_two({r, c, 161}, elem, exact);  // 161-element rows: unit = elem
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
@@ -52,6 +52,7 @@ plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, 
     case RearrangeFamily::skewed:  // planned from odd pitches below
     case RearrangeFamily::words:
     case RearrangeFamily::runs:
+    case RearrangeFamily::segments:
     case RearrangeFamily::copy: break;
   }
   return make({1}, {}, elem);
@@ -192,6 +193,25 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
     INFO(plan::describe(p));
     CHECK(v.spec.family == RearrangeFamily::runs);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
+  // Segment tiles: rows of 33 units (1-, 2- and 4-byte units) under a transpose, both index widths,
+  // exact mode; one merged destination run ([7, 300, 9]) and one merged source run ([300, 7, 9]).
+  for (int elem : {1, 2, 4})
+    for (bool big : {false, true}) {
+      const plan::RearrangePlanData p = swap_first_two({big ? (std::int64_t{1} << 19) + 301 : 301, 501, 33}, elem, !big);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::segments);
+      CHECK(v.spec.index64 == big);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
+  for (const auto& shape : {std::vector<std::int64_t>{7, 300, 9}, std::vector<std::int64_t>{300, 7, 9}}) {
+    const plan::RearrangePlanData p = swap_first_two(shape, 1);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    CHECK(v.spec.family == RearrangeFamily::segments);
+    CHECK((v.spec.merge_src || v.spec.merge_dst));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
   // Packed tiles with slab dims and fixed tables: many small dims, 1-, 2- and 4-byte units, exact too.

@@ -538,6 +538,93 @@ void execute_runs(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
   }
 }
 
+// The segments template: source runs read in aligned 16-byte vectors and staged at their address's
+// offset within 16 bytes; destination runs written in aligned words, each gathered from the staged
+// bytes of one or two rows, and byte by byte at their ends.
+void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const RearrangeKernelArgs& a = v.args;
+  const int u = s.unit_bytes;
+  const std::int64_t seg = std::int64_t{s.segment} * u;
+  if (seg < 3 || a.dim[0].extent.value != s.segment || a.dim[0].src_stride != 1 || a.dim[0].dst_stride != 1 ||
+      a.dim[1].dst_stride != s.segment || a.dim[2].src_stride != s.segment)
+    throw std::logic_error("segments: dim[0] must be the shared row, A next in dst and B next in src");
+  const std::int64_t tile_a = s.tile_a, tile_b = s.tile_b;
+  if (s.merge_src && (tile_b != a.extent_b || a.dim[1].src_stride != s.segment * a.extent_b))
+    throw std::logic_error("segments: a merged source run needs B whole and A next in src");
+  if (s.merge_dst && (tile_a != a.extent_a || a.dim[2].dst_stride != s.segment * a.extent_a))
+    throw std::logic_error("segments: a merged destination run needs A whole and B next in dst");
+  const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
+  if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
+  std::vector<std::uint8_t> smem(static_cast<std::size_t>(plan::shared_bytes(s)));
+  auto at = [&](std::int64_t position) -> std::uint8_t& {
+    if (position < 0 || position >= static_cast<std::int64_t>(smem.size()))
+      throw std::logic_error("segments: shared memory out of range");
+    return smem[static_cast<std::size_t>(position)];
+  };
+  auto low4 = [](const std::uint8_t* p, std::uintptr_t mask) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) & mask);
+  };
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    std::int64_t a_index, b_index, outer;
+    if (s.a_first) {
+      const std::int64_t rest = divide(t, a.tiles_y, s);
+      a_index = t - rest * a.tiles_y.value;
+      outer = divide(rest, a.tiles_x, s);
+      b_index = rest - outer * a.tiles_x.value;
+    } else {
+      const std::int64_t rest = divide(t, a.tiles_x, s);
+      b_index = t - rest * a.tiles_x.value;
+      outer = divide(rest, a.tiles_y, s);
+      a_index = rest - outer * a.tiles_y.value;
+    }
+    const std::int64_t a0 = a_index * tile_a, b0 = b_index * tile_b;
+    std::int64_t src_base = 0, dst_base = 0;
+    offsets(a, s, 3, s.num_dims - 3, outer, src_base, dst_base);
+    const std::int64_t valid_a = std::min(tile_a, a.extent_a - a0), valid_b = std::min(tile_b, a.extent_b - b0);
+    if (!s.bounds && (valid_a != tile_a || valid_b != tile_b)) throw std::logic_error("segments: a partial tile without bounds");
+    const std::int64_t src_step_a = a.dim[1].src_stride * u, dst_step_b = a.dim[2].dst_stride * u;
+    const std::uint8_t* tile_src = src + (src_base + b0 * s.segment) * u + a0 * src_step_a;
+    std::uint8_t* tile_dst = dst + (dst_base + a0 * s.segment) * u + b0 * dst_step_b;
+    std::fill(smem.begin(), smem.end(), 0);
+    const std::int64_t src_runs = s.merge_src ? 1 : valid_a;
+    const std::int64_t src_length = s.merge_src ? seg * tile_b * valid_a : seg * valid_b;
+    for (std::int64_t r = 0; r < src_runs; ++r) {
+      const std::uint8_t* run = tile_src + r * src_step_a;
+      const std::uint8_t* first = run - low4(run, 15);
+      for (std::int64_t x = 0; first + 16 * x < run + src_length; ++x) {
+        check_vector(first + 16 * x, 16);
+        at(r * s.pitch + 16 * x + 15);  // the vector's last staged byte is in range too
+        std::memcpy(&at(r * s.pitch + 16 * x), first + 16 * x, 16);
+      }
+    }
+    // Staged position of byte j of row (ra, rb).
+    auto staged = [&](std::int64_t ra, std::int64_t rb, std::int64_t j) {
+      if (s.merge_src) return low4(tile_src, 15) + (rb + tile_b * ra) * seg + j;
+      return ra * s.pitch + low4(tile_src + ra * src_step_a, 15) + rb * seg + j;
+    };
+    const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
+    const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
+    for (std::int64_t q = 0; q < dst_runs; ++q) {
+      std::uint8_t* run = tile_dst + q * dst_step_b;
+      for (std::int64_t p = -low4(run, 3); p < dst_length; p += 4) {
+        const bool whole = p >= 0 && p + 4 <= dst_length;
+        if (whole) check_vector(run + p, 4);
+        for (std::int64_t k = 0; k < 4; ++k) {
+          const std::int64_t pk = p + k;
+          if (pk < 0 || pk >= dst_length) continue;
+          const std::int64_t g = pk / seg;
+          const std::int64_t ra = s.merge_dst ? g % tile_a : g, rb = s.merge_dst ? g / tile_a : q;
+          const std::int64_t position = staged(ra, rb, pk - g * seg);
+          // A whole word's funnel shifts read the aligned word after each piece's first byte too.
+          if (whole) at((position & ~std::int64_t{3}) + 7);
+          run[pk] = at(position);
+        }
+      }
+    }
+  }
+}
+
 void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   switch (v.spec.family) {
     case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
@@ -548,6 +635,7 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
     case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;
     case RearrangeFamily::words: execute_words(v, dst, src); return;
     case RearrangeFamily::runs: execute_runs(v, dst, src); return;
+    case RearrangeFamily::segments: execute_segments(v, dst, src); return;
   }
 }
 

@@ -117,6 +117,31 @@ TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only w
   CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);
 }
 
+TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {
+  auto spec_of = [](std::vector<std::int64_t> shape, std::vector<int> perm, DType dtype) {
+    return aligned(permute_plan(std::move(shape), std::move(perm), dtype)).spec;
+  };
+  // u8 rows of 9 and 71 bytes, f16 rows of 22 units (4-byte units), f32 rows of 35 (140 bytes).
+  const auto nine = spec_of({7, 1241, 13, 103, 9}, {1, 2, 3, 0, 4}, DType::u8);
+  CHECK(nine.family == RearrangeFamily::segments);
+  CHECK(nine.segment == 9);
+  CHECK(nine.merge_dst);  // A (7 rows) whole, and B next in the destination: one destination run
+  CHECK_FALSE(nine.merge_src);
+  const auto merged_src = spec_of({1241, 7, 9}, {1, 0, 2}, DType::u8);
+  CHECK(merged_src.family == RearrangeFamily::segments);
+  CHECK(merged_src.merge_src);
+  CHECK(spec_of({535, 30, 162, 71}, {0, 2, 1, 3}, DType::u8).family == RearrangeFamily::segments);
+  CHECK(spec_of({416, 14511, 22}, {1, 0, 2}, DType::f16).family == RearrangeFamily::segments);
+  CHECK(spec_of({17, 3, 31, 5, 21, 2, 17, 35}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32).family ==
+        RearrangeFamily::segments);
+  // Rows of 8- and 16-byte units, rows of 160 bytes or more, tiles of a few rows and short destination
+  // runs stay rows.
+  CHECK(spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
+  CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
+  CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::row);
+  CHECK(spec_of({3, 25, 5, 116, 233, 19}, {4, 1, 3, 2, 0, 5}, DType::f16).family == RearrangeFamily::row);
+}
+
 TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would idle, and a block walks two tiles") {
   // Group B = 5 x 112 = 560 f16 units: 512 + 48 would leave 45% of the second tile idle.
   const auto& uneven = aligned(permute_plan({15, 15, 15, 32, 5, 112}, {2, 0, 4, 1, 5, 3}, DType::f16));

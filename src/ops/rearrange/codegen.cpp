@@ -43,6 +43,7 @@ std::string rearrange_template(plan::RearrangeFamily family) {
     case plan::RearrangeFamily::skewed: return "rearrange_skewed.cu";
     case plan::RearrangeFamily::words: return "rearrange_words.cu";
     case plan::RearrangeFamily::runs: return "rearrange_runs.cu";
+    case plan::RearrangeFamily::segments: return "rearrange_segments.cu";
     case plan::RearrangeFamily::copy: break;
   }
   fail(ErrorCode::internal, "the rearrange copy family is a memcpy and has no kernel template");

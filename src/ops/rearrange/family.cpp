@@ -984,6 +984,77 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
   return std::nullopt;
 }
 
+// ---- segments -------------------------------------------------------------------------------
+
+constexpr std::int64_t kSegmentTileBytes = 8192;
+// Destination runs of at least this many bytes where the extents allow: a run's two end words are
+// written byte by byte, and short runs lost most (H100, tuning seeds: runs of 66-147 bytes fell 7-25
+// points below rows, runs of 174 bytes and more gained).
+constexpr std::int64_t kSegmentDstRunBytes = 512;
+
+// Rows that the innermost dim shares (unit stride on both sides), tiled over A (the destination's
+// next dim) and B (the source's next dim): about kSegmentTileBytes of whole rows, A long enough for
+// kSegmentDstRunBytes where it can be, B the rest, evened out over each dim's tiles. dim[0] = the
+// row, dim[1] = A, dim[2] = B, then the outer dims innermost first.
+std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool exact) {
+  const RearrangeDims& dims = form.dims;
+  const std::size_t inner = dims.size() - 1;
+  const RearrangeDim& row = dims[inner];
+  const std::int64_t seg = row.extent * form.unit_bytes;
+  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3) return std::nullopt;
+  std::optional<std::size_t> a, b;
+  for (std::size_t i = 0; i < inner; ++i) {
+    if (dims[i].dst_stride == row.extent) a = i;
+    if (dims[i].src_stride == row.extent) b = i;
+  }
+  if (!a || !b || *a == *b) return std::nullopt;
+  const std::int64_t extent_a = dims[*a].extent, extent_b = dims[*b].extent;
+  const std::int64_t rows = std::max<std::int64_t>(1, kSegmentTileBytes / seg);
+  const auto square = static_cast<std::int64_t>(std::sqrt(static_cast<double>(rows)));
+  std::int64_t tile_a = std::min({extent_a, rows, std::max(square, ceil_div(kSegmentDstRunBytes, seg))});
+  const std::int64_t tile_b = std::min(extent_b, std::max<std::int64_t>(1, rows / tile_a));
+  tile_a = std::min(extent_a, std::max<std::int64_t>(1, rows / tile_b));
+  tile_a = ceil_div(extent_a, ceil_div(extent_a, tile_a));
+  const std::int64_t even_b = ceil_div(extent_b, ceil_div(extent_b, tile_b));
+
+  RearrangeSpec s;
+  s.family = RearrangeFamily::segments;
+  s.unit_bytes = static_cast<int>(form.unit_bytes);
+  s.threads = kThreads;
+  s.num_dims = static_cast<int>(dims.size());
+  s.index64 = needs_index64(dims);
+  s.exact = exact;
+  s.segment = static_cast<int>(row.extent);
+  s.tile_a = static_cast<int>(tile_a);
+  s.tile_b = static_cast<int>(even_b);
+  s.bounds = !divides(tile_a, extent_a) || !divides(even_b, extent_b);
+  s.merge_src = even_b == extent_b && dims[*a].src_stride == row.extent * extent_b;
+  s.merge_dst = tile_a == extent_a && dims[*b].dst_stride == row.extent * extent_a;
+  // Staged source runs start at their address's offset within 16 bytes; an odd number of 16-byte
+  // steps apart, so that runs start in different banks.
+  const std::int64_t src_run_bytes = seg * even_b * (s.merge_src ? tile_a : 1);
+  std::int64_t pitch = ceil_div(src_run_bytes + 15, 16) * 16;
+  if ((pitch / 16) % 2 == 0) pitch += 16;
+  s.pitch = static_cast<int>(pitch);
+  s.min_blocks = 4;
+  if (shared_bytes(s) > kMaxStaticShared) return std::nullopt;
+
+  RearrangeVariant v{form, s, {}, 0, 0};
+  RearrangeKernelArgs& args = v.args;
+  args.extent_a = extent_a;
+  args.extent_b = extent_b;
+  args.tiles_x = make_kernel_divisor(ceil_div(extent_b, even_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(extent_a, tile_a));
+  v.spec.a_first = tiles_along_a_first(args.tiles_y.value, args.tiles_x.value);
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / (row.extent * extent_a * extent_b));
+  int k = 0;
+  for (std::size_t i : {inner, *a, *b}) args.dim[k++] = kernel_dim(dims[i]);
+  for (std::size_t i = inner; i-- > 0;)
+    if (i != *a && i != *b) args.dim[k++] = kernel_dim(dims[i]);
+  v.grid = grid_for(ceil_div(args.num_tiles, kTilesPerBlock));
+  return v;
+}
+
 }  // namespace
 
 std::string_view family_name(RearrangeFamily family) {
@@ -996,6 +1067,7 @@ std::string_view family_name(RearrangeFamily family) {
     case RearrangeFamily::skewed: return "skewed";
     case RearrangeFamily::words: return "words";
     case RearrangeFamily::runs: return "runs";
+    case RearrangeFamily::segments: return "segments";
   }
   return "?";
 }
@@ -1050,6 +1122,18 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
+// Whether rows that the row family would move in units of 4 bytes or less go faster as segment
+// tiles: rows under 160 bytes, in tiles of 2 KiB or more whose destination runs hold 160 bytes or
+// more. (H100, tuning seeds 40, 41 and 44-53: u8 rows of 13-71 bytes 36-45% -> 52-76% of copy, f16
+// rows of 4-byte units 72-78% -> 85-89%; rows in units of 8 and 16 bytes lost 5-20 points, as did
+// rows of 234 and 236 bytes, and tiles of a few rows fell to 2-29%.)
+bool wants_segments(const RearrangeVariant& segments) {
+  const RearrangeSpec& s = segments.spec;
+  const std::int64_t seg = std::int64_t{s.segment} * s.unit_bytes;
+  const std::int64_t dst_run = seg * s.tile_a * (s.merge_dst ? s.tile_b : 1);
+  return seg < 160 && seg * s.tile_a * s.tile_b >= 2048 && dst_run >= 160;
+}
+
 }  // namespace
 
 RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
@@ -1061,6 +1145,10 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     return v;
   }
   RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
+  if (v.spec.family == RearrangeFamily::row && v.spec.unit_bytes <= 4) {
+    const std::optional<RearrangeVariant> segments = plan_segments(units, exact);
+    if (segments && wants_segments(*segments)) return *segments;
+  }
   if (stores_single_bytes(v)) {
     if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
   }
@@ -1101,6 +1189,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
   add(plan_rows(units, exact));
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
+  if (std::optional<RearrangeVariant> segments = plan_segments(units, exact)) add(*segments);
   // The other tile order, where it is another walk (several tiles on both sides).
   for (std::size_t i = 0, n = out.size(); i < n; ++i)
     if (counts_tiles(out[i].spec.family) && out[i].args.tiles_x.value > 1 && out[i].args.tiles_y.value > 1) {
@@ -1163,6 +1252,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
                          s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? "" : ".bf");
       break;
+    case RearrangeFamily::segments:
+      key += fmt::format(".r{}.a{}.b{}.p{}{}{}{}", s.segment, s.tile_a, s.tile_b, s.pitch, s.merge_src ? ".ms" : "",
+                         s.merge_dst ? ".md" : "", s.a_first ? ".af" : "");
+      break;
     case RearrangeFamily::runs:
       key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,
                          s.src_run_dims, s.src_order, s.tile_a, s.tile_b, s.pitch);
@@ -1189,6 +1282,7 @@ int shared_bytes(const RearrangeSpec& s) {
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
+  if (s.family == RearrangeFamily::segments) return (s.merge_src ? 1 : s.tile_a) * s.pitch + 16;
   if (s.family == RearrangeFamily::runs) {
     const std::int64_t word = runs_word_units(s.unit_bytes);
     return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);

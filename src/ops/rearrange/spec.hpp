@@ -22,9 +22,10 @@ enum class RearrangeFamily {
   skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
   words,      ///< transpose of 1-byte units (groups of any dims) moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
   runs,       ///< tile over several dims, read along its source run and written along its destination run in aligned words
+  segments,   ///< short rows (innermost dim shared) tiled over the next dim of each side: 16-byte loads, words gathered per row
 };
 
-/// "copy", "row", "transpose", "packed", "gather", "skewed", "words", "runs".
+/// "copy", "row", "transpose", "packed", "gather", "skewed", "words", "runs", "segments".
 std::string_view family_name(RearrangeFamily family);
 
 inline std::string_view field_text(RearrangeFamily family) { return family_name(family); }
@@ -38,7 +39,9 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // src, then with b_chain its slab dims: outer dims the tile spans whole), then the outer dims, each
 // innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1-byte units, dims_a and dims_b dims,
-// tile_a and tile_b in units (multiples of 4), pitch in words, skew_load and skew_store.
+// tile_a and tile_b in units (multiples of 4), pitch in words, skew_load and skew_store. segments:
+// dim[0] = the shared row (segment units), dim[1] = A, dim[2] = B, then the outer dims; tile_a x
+// tile_b rows, pitch in bytes.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
   X(RearrangeFamily, family, RearrangeFamily::copy)                                                \
   X(int, unit_bytes, 1)        /* bytes one kernel element moves (1, 2, 4, 8, 16) */               \
@@ -76,7 +79,10 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
   X(int, src_run_dims, 0)      /* runs: leading dims of src_order contiguous in src */              \
   X(int, src_order, 0)         /* runs: tile dims in source order, 4 bits each, innermost lowest */ \
-  X(int, tile_runs, 0)         /* runs: destination runs per tile (staged rows of pitch units) */
+  X(int, tile_runs, 0)         /* runs: destination runs per tile (staged rows of pitch units) */   \
+  X(int, segment, 0)           /* segments: units per row (dim[0]'s extent) */                     \
+  X(bool, merge_src, false)    /* segments: the tile is one source run (B whole, A next in src) */ \
+  X(bool, merge_dst, false)    /* segments: the tile is one destination run (A whole, B next in dst) */
 
 struct RearrangeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_REARRANGE_SPEC_FIELDS)
