@@ -214,6 +214,21 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK((v.spec.merge_src || v.spec.merge_dst));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Segment tiles over groups of several dims: two of each (f32 rows of 3), three B dims (f32 rows of
+  // 21), two A dims (u8 rows of 5), in exact mode too.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{5, 9, 5, 9, 3}, std::vector<int>{3, 2, 1, 0, 4}, 4},
+        std::tuple{std::vector<std::int64_t>{11, 4, 3, 2, 21}, std::vector<int>{3, 2, 1, 0, 4}, 4},
+        std::tuple{std::vector<std::int64_t>{5, 7, 13, 5}, std::vector<int>{2, 1, 0, 3}, 1}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::segments);
+      CHECK(v.spec.dims_a + v.spec.dims_b > 2);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Packed tiles with slab dims and fixed tables: many small dims, 1-, 2- and 4-byte units, exact too.
   for (const auto& [shape, order, elem] :
        {std::tuple{std::vector<std::int64_t>{7, 5, 2, 3, 6, 2, 3, 4, 2}, std::vector<std::size_t>{4, 7, 0, 3, 6, 8, 1, 5, 2}, 1},

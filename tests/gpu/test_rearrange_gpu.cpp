@@ -382,12 +382,16 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
   // Rows of 9, 13, 23 and 71 bytes, 22 f16 units and 9 f32 units; a merged destination run ([7, ...,
-  // 9]), a merged source run ([1241, 7, 9]) and tiles cut by the extents.
+  // 9]), a merged source run ([1241, 7, 9]), tiles cut by the extents, and groups of several dims.
   const std::vector<PermuteCase> cases = {
       {{7, 1241, 13, 10, 9}, {1, 2, 3, 0, 4}, DType::u8}, {{1241, 7, 9}, {1, 0, 2}, DType::u8},
-      {{235, 30, 162, 71}, {0, 2, 1, 3}, DType::u8},      {{2343, 48, 2, 6, 13}, {2, 1, 3, 0, 4}, DType::u8},
-      {{550, 47, 5, 52, 23}, {2, 1, 3, 0, 4}, DType::u8}, {{416, 1451, 22}, {1, 0, 2}, DType::f16},
+      {{35, 30, 162, 71}, {0, 2, 1, 3}, DType::u8},      {{2343, 48, 2, 6, 13}, {2, 1, 3, 0, 4}, DType::u8},
+      {{550, 47, 5, 12, 23}, {2, 1, 3, 0, 4}, DType::u8}, {{416, 1451, 22}, {1, 0, 2}, DType::f16},
       {{265, 8, 1047, 9}, {1, 2, 0, 3}, DType::f32},
+      // Groups of several dims: two B dims, four A dims, two of each.
+      {{9, 7, 11, 10, 14, 3, 3, 3}, {6, 0, 5, 1, 2, 3, 4, 7}, DType::u8},
+      {{6, 18, 2, 2, 2, 2, 24, 5, 2, 3, 3, 3}, {10, 4, 2, 1, 5, 3, 8, 7, 6, 0, 9, 11}, DType::f16},
+      {{40, 5, 9, 5, 9, 3}, {0, 4, 3, 2, 1, 5}, DType::f32},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
   const int launches = static_cast<int>(cases.size()) * 9;

@@ -546,14 +546,36 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
   const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes;
   const std::int64_t seg = std::int64_t{s.segment} * u;
+  const int first_b = 1 + s.dims_a, first_outer = first_b + s.dims_b;
+  // Group A follows the row in dst and group B in src, each a contiguous chain of its extent.
+  std::int64_t chain_a = s.segment, chain_b = s.segment;
+  for (int k = 1; k < first_b; ++k) {
+    if (a.dim[k].dst_stride != chain_a) throw std::logic_error("segments: group A must follow the row in dst");
+    chain_a *= a.dim[k].extent.value;
+  }
+  for (int k = first_b; k < first_outer; ++k) {
+    if (a.dim[k].src_stride != chain_b) throw std::logic_error("segments: group B must follow the row in src");
+    chain_b *= a.dim[k].extent.value;
+  }
   if (seg < 3 || a.dim[0].extent.value != s.segment || a.dim[0].src_stride != 1 || a.dim[0].dst_stride != 1 ||
-      a.dim[1].dst_stride != s.segment || a.dim[2].src_stride != s.segment)
-    throw std::logic_error("segments: dim[0] must be the shared row, A next in dst and B next in src");
+      chain_a != s.segment * a.extent_a || chain_b != s.segment * a.extent_b)
+    throw std::logic_error("segments: dim[0] must be the shared row, and the groups' extents extent_a and extent_b");
   const std::int64_t tile_a = s.tile_a, tile_b = s.tile_b;
-  if (s.merge_src && (tile_b != a.extent_b || a.dim[1].src_stride != s.segment * a.extent_b))
-    throw std::logic_error("segments: a merged source run needs B whole and A next in src");
-  if (s.merge_dst && (tile_a != a.extent_a || a.dim[2].dst_stride != s.segment * a.extent_a))
-    throw std::logic_error("segments: a merged destination run needs A whole and B next in dst");
+  if (s.merge_src && (s.dims_a != 1 || tile_b != a.extent_b || a.dim[1].src_stride != s.segment * a.extent_b))
+    throw std::logic_error("segments: a merged source run needs one A dim, B whole and A next in src");
+  if (s.merge_dst && (s.dims_b != 1 || tile_a != a.extent_a || a.dim[first_b].dst_stride != s.segment * a.extent_a))
+    throw std::logic_error("segments: a merged destination run needs one B dim, A whole and B next in dst");
+  // Source offset of A index i, destination offset of B index j (in units).
+  auto src_of_a = [&](std::int64_t i) {
+    std::int64_t so, dd;
+    offsets(a, s, 1, s.dims_a, i, so, dd);
+    return so;
+  };
+  auto dst_of_b = [&](std::int64_t j) {
+    std::int64_t so, dd;
+    offsets(a, s, first_b, s.dims_b, j, so, dd);
+    return dd;
+  };
   const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
   if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
   std::vector<std::uint8_t> smem(static_cast<std::size_t>(plan::shared_bytes(s)));
@@ -580,17 +602,17 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     }
     const std::int64_t a0 = a_index * tile_a, b0 = b_index * tile_b;
     std::int64_t src_base = 0, dst_base = 0;
-    offsets(a, s, 3, s.num_dims - 3, outer, src_base, dst_base);
+    offsets(a, s, first_outer, s.num_dims - first_outer, outer, src_base, dst_base);
     const std::int64_t valid_a = std::min(tile_a, a.extent_a - a0), valid_b = std::min(tile_b, a.extent_b - b0);
     if (!s.bounds && (valid_a != tile_a || valid_b != tile_b)) throw std::logic_error("segments: a partial tile without bounds");
-    const std::int64_t src_step_a = a.dim[1].src_stride * u, dst_step_b = a.dim[2].dst_stride * u;
-    const std::uint8_t* tile_src = src + (src_base + b0 * s.segment) * u + a0 * src_step_a;
-    std::uint8_t* tile_dst = dst + (dst_base + a0 * s.segment) * u + b0 * dst_step_b;
+    const std::uint8_t* tile_src = src + (src_base + b0 * s.segment) * u;  // A offsets added per run
+    std::uint8_t* tile_dst = dst + (dst_base + a0 * s.segment) * u;        // B offsets added per run
+    auto src_run = [&](std::int64_t r) { return tile_src + src_of_a(a0 + r) * u; };
     std::fill(smem.begin(), smem.end(), 0);
     const std::int64_t src_runs = s.merge_src ? 1 : valid_a;
     const std::int64_t src_length = s.merge_src ? seg * tile_b * valid_a : seg * valid_b;
     for (std::int64_t r = 0; r < src_runs; ++r) {
-      const std::uint8_t* run = tile_src + r * src_step_a;
+      const std::uint8_t* run = src_run(r);
       const std::uint8_t* first = run - low4(run, 15);
       for (std::int64_t x = 0; first + 16 * x < run + src_length; ++x) {
         check_vector(first + 16 * x, 16);
@@ -600,13 +622,13 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     }
     // Staged position of byte j of row (ra, rb).
     auto staged = [&](std::int64_t ra, std::int64_t rb, std::int64_t j) {
-      if (s.merge_src) return low4(tile_src, 15) + (rb + tile_b * ra) * seg + j;
-      return ra * s.pitch + low4(tile_src + ra * src_step_a, 15) + rb * seg + j;
+      if (s.merge_src) return low4(src_run(0), 15) + (rb + tile_b * ra) * seg + j;
+      return ra * s.pitch + low4(src_run(ra), 15) + rb * seg + j;
     };
     const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
     const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
     for (std::int64_t q = 0; q < dst_runs; ++q) {
-      std::uint8_t* run = tile_dst + q * dst_step_b;
+      std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
       for (std::int64_t p = -low4(run, 3); p < dst_length; p += 4) {
         const bool whole = p >= 0 && p + 4 <= dst_length;
         if (whole) check_vector(run + p, 4);

@@ -134,12 +134,17 @@ TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where 
   CHECK(spec_of({416, 14511, 22}, {1, 0, 2}, DType::f16).family == RearrangeFamily::segments);
   CHECK(spec_of({17, 3, 31, 5, 21, 2, 17, 35}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32).family ==
         RearrangeFamily::segments);
-  // Rows of 8- and 16-byte units, rows of 160 bytes or more, tiles of a few rows and short destination
-  // runs stay rows.
+  // Groups of several dims where one dim per group makes a small tile or short source runs.
+  const auto two_b = spec_of({9, 17, 41, 10, 94, 3, 3, 3}, {6, 0, 5, 1, 2, 3, 4, 7}, DType::u8);
+  CHECK(two_b.family == RearrangeFamily::segments);
+  CHECK(two_b.dims_b == 2);
+  const auto three_a = spec_of({22, 18, 2, 2, 2, 2, 24, 20, 2, 3, 3, 3}, {10, 4, 2, 1, 5, 3, 8, 7, 6, 0, 9, 11}, DType::f16);
+  CHECK(three_a.family == RearrangeFamily::segments);
+  CHECK(three_a.dims_a == 3);
+  // Rows of 8- and 16-byte units, rows of 160 bytes or more, and tiles of a few rows stay rows.
   CHECK(spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
   CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
   CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::row);
-  CHECK(spec_of({3, 25, 5, 116, 233, 19}, {4, 1, 3, 2, 0, 5}, DType::f16).family == RearrangeFamily::row);
 }
 
 TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would idle, and a block walks two tiles") {

@@ -231,15 +231,18 @@ TEST_CASE("every tuning candidate of random views matches the naive copy") {
     CHECK(seen[f] > 0);
 }
 
-TEST_CASE("segment tiles match the naive copy at every alignment, merged runs and exact mode included") {
+TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, groups of several dims, exact mode") {
   std::mt19937_64 rng(20261126);
   // Short shared rows under a transpose: merged destination runs ([7, 300, 9]), merged source runs
   // ([300, 7, 9]), uneven tiles, outer dims on either side, rows of 3 to 71 bytes in 1-, 2- and
-  // 4-byte units.
+  // 4-byte units; groups of two A dims ([5, 7, 13, 5]), two B dims ([9, 7, 2, 2, 9]), two of each
+  // ([5, 9, 5, 9, 3]) and three B dims ([11, 4, 3, 2, 21]).
   const std::vector<PermuteCase> cases = {
       {{7, 300, 9}, {1, 0, 2}, 1},          {{300, 7, 9}, {1, 0, 2}, 1},         {{53, 61, 71}, {1, 0, 2}, 1},
       {{3, 41, 47, 13}, {0, 2, 1, 3}, 1},    {{47, 3, 41, 5}, {2, 1, 0, 3}, 1},   {{300, 6, 2, 3}, {1, 2, 0, 3}, 1},
       {{37, 2, 45, 23}, {2, 1, 0, 3}, 2},    {{29, 33, 11}, {1, 0, 2}, 2},        {{31, 5, 39, 9}, {2, 0, 1, 3}, 4},
+      {{5, 7, 13, 5}, {2, 1, 0, 3}, 1},      {{9, 7, 2, 2, 9}, {3, 2, 0, 1, 4}, 1}, {{5, 9, 5, 9, 3}, {3, 2, 1, 0, 4}, 4},
+      {{11, 4, 3, 2, 21}, {3, 2, 1, 0, 4}, 4}, {{4, 13, 7, 4, 5}, {3, 2, 1, 0, 4}, 2},
   };
   int segments = 0, launches = 0;
   for (const PermuteCase& c : cases)
@@ -251,6 +254,13 @@ TEST_CASE("segment tiles match the naive copy at every alignment, merged runs an
     }
   MESSAGE(segments << " of " << launches << " runs on segment tiles");
   CHECK(segments >= launches / 2);
+  for (const PermuteCase& c : {cases[9], cases[10], cases[11], cases[12]}) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangeSpec& spec =
+        plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
+    CHECK(spec.family == plan::RearrangeFamily::segments);
+    CHECK(spec.dims_a + spec.dims_b > 2);
+  }
 }
 
 TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {

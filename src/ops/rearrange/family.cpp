@@ -992,28 +992,42 @@ constexpr std::int64_t kSegmentTileBytes = 8192;
 // points below rows, runs of 174 bytes and more gained).
 constexpr std::int64_t kSegmentDstRunBytes = 512;
 
-// Rows that the innermost dim shares (unit stride on both sides), tiled over A (the destination's
-// next dim) and B (the source's next dim): about kSegmentTileBytes of whole rows, A long enough for
-// kSegmentDstRunBytes where it can be, B the rest, evened out over each dim's tiles. dim[0] = the
-// row, dim[1] = A, dim[2] = B, then the outer dims innermost first.
-std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool exact) {
+// Rows that the innermost dim shares (unit stride on both sides), tiled over group A (the dims that
+// follow the row in the destination) and group B (those that follow it in the source): about
+// kSegmentTileBytes of whole rows, A long enough for kSegmentDstRunBytes where it can be, B the rest,
+// each group its first dim or, if `composite`, grown dim by dim to its share, and its tiles evened
+// out. dim[0] = the row, then group A, group B and the outer dims, each innermost first.
+std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool exact, bool composite) {
   const RearrangeDims& dims = form.dims;
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
   if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3) return std::nullopt;
-  std::optional<std::size_t> a, b;
-  for (std::size_t i = 0; i < inner; ++i) {
-    if (dims[i].dst_stride == row.extent) a = i;
-    if (dims[i].src_stride == row.extent) b = i;
-  }
-  if (!a || !b || *a == *b) return std::nullopt;
-  const std::int64_t extent_a = dims[*a].extent, extent_b = dims[*b].extent;
+  Groups g;
+  auto grow = [&](DimList<std::size_t>& group, std::int64_t& extent, bool dst_side, std::int64_t target) {
+    for (bool grown = true; grown && extent < target;) {
+      grown = false;
+      for (std::size_t i = 0; i < inner && !grown; ++i)
+        if (!in_groups(g, i) && (dst_side ? dims[i].dst_stride : dims[i].src_stride) == row.extent * extent) {
+          group.push_back(i);
+          extent *= dims[i].extent;
+          grown = true;
+        }
+    }
+  };
+  // Each group starts with the dim next to the row on its side, so neither takes the other's first.
+  grow(g.a, g.extent_a, true, 2);
+  grow(g.b, g.extent_b, false, 2);
+  if (g.a.empty() || g.b.empty()) return std::nullopt;
   const std::int64_t rows = std::max<std::int64_t>(1, kSegmentTileBytes / seg);
   const auto square = static_cast<std::int64_t>(std::sqrt(static_cast<double>(rows)));
-  std::int64_t tile_a = std::min({extent_a, rows, std::max(square, ceil_div(kSegmentDstRunBytes, seg))});
-  const std::int64_t tile_b = std::min(extent_b, std::max<std::int64_t>(1, rows / tile_a));
-  tile_a = std::min(extent_a, std::max<std::int64_t>(1, rows / tile_b));
+  const std::int64_t target_a = std::min(rows, std::max(square, ceil_div(kSegmentDstRunBytes, seg)));
+  if (composite) grow(g.a, g.extent_a, true, target_a);
+  if (composite) grow(g.b, g.extent_b, false, std::max<std::int64_t>(1, rows / std::min(g.extent_a, target_a)));
+  const std::int64_t tile_b = std::min(g.extent_b, std::max<std::int64_t>(1, rows / std::min(g.extent_a, target_a)));
+  if (composite) grow(g.a, g.extent_a, true, rows / tile_b);  // B short of its share: A takes the rest
+  const std::int64_t extent_a = g.extent_a, extent_b = g.extent_b;
+  std::int64_t tile_a = std::min(extent_a, std::max<std::int64_t>(1, rows / tile_b));
   tile_a = ceil_div(extent_a, ceil_div(extent_a, tile_a));
   const std::int64_t even_b = ceil_div(extent_b, ceil_div(extent_b, tile_b));
 
@@ -1028,8 +1042,10 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   s.tile_a = static_cast<int>(tile_a);
   s.tile_b = static_cast<int>(even_b);
   s.bounds = !divides(tile_a, extent_a) || !divides(even_b, extent_b);
-  s.merge_src = even_b == extent_b && dims[*a].src_stride == row.extent * extent_b;
-  s.merge_dst = tile_a == extent_a && dims[*b].dst_stride == row.extent * extent_a;
+  s.dims_a = static_cast<int>(g.a.size());
+  s.dims_b = static_cast<int>(g.b.size());
+  s.merge_src = g.a.size() == 1 && even_b == extent_b && dims[g.a[0]].src_stride == row.extent * extent_b;
+  s.merge_dst = g.b.size() == 1 && tile_a == extent_a && dims[g.b[0]].dst_stride == row.extent * extent_a;
   // Staged source runs start at their address's offset within 16 bytes; an odd number of 16-byte
   // steps apart, so that runs start in different banks.
   const std::int64_t src_run_bytes = seg * even_b * (s.merge_src ? tile_a : 1);
@@ -1048,9 +1064,11 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   v.spec.a_first = tiles_along_a_first(args.tiles_y.value, args.tiles_x.value);
   args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / (row.extent * extent_a * extent_b));
   int k = 0;
-  for (std::size_t i : {inner, *a, *b}) args.dim[k++] = kernel_dim(dims[i]);
+  args.dim[k++] = kernel_dim(row);
+  for (std::size_t i : g.a) args.dim[k++] = kernel_dim(dims[i]);
+  for (std::size_t i : g.b) args.dim[k++] = kernel_dim(dims[i]);
   for (std::size_t i = inner; i-- > 0;)
-    if (i != *a && i != *b) args.dim[k++] = kernel_dim(dims[i]);
+    if (!in_groups(g, i)) args.dim[k++] = kernel_dim(dims[i]);
   v.grid = grid_for(ceil_div(args.num_tiles, kTilesPerBlock));
   return v;
 }
@@ -1126,12 +1144,16 @@ bool stores_single_bytes(const RearrangeVariant& v) {
 // tiles: rows under 160 bytes, in tiles of 2 KiB or more whose destination runs hold 160 bytes or
 // more. (H100, tuning seeds 40, 41 and 44-53: u8 rows of 13-71 bytes 36-45% -> 52-76% of copy, f16
 // rows of 4-byte units 72-78% -> 85-89%; rows in units of 8 and 16 bytes lost 5-20 points, as did
-// rows of 234 and 236 bytes, and tiles of a few rows fell to 2-29%.)
-bool wants_segments(const RearrangeVariant& segments) {
+// rows of 234 and 236 bytes, and tiles of a few rows fell to 2-29%.) Tiles of one dim per group,
+// which need no tables, are taken first where they hold 4 KiB and source runs of 32 bytes or more;
+// groups of several dims beat smaller ones (u8 [9,17,41,10,94,3,3,3]: source runs of 9 bytes, 24%
+// -> 79% on two B dims) and lost to larger ones by 6-10 points.
+bool wants_segments(const RearrangeVariant& segments, bool one_dim_groups) {
   const RearrangeSpec& s = segments.spec;
-  const std::int64_t seg = std::int64_t{s.segment} * s.unit_bytes;
-  const std::int64_t dst_run = seg * s.tile_a * (s.merge_dst ? s.tile_b : 1);
-  return seg < 160 && seg * s.tile_a * s.tile_b >= 2048 && dst_run >= 160;
+  const std::int64_t seg = std::int64_t{s.segment} * s.unit_bytes, tile = seg * s.tile_a * s.tile_b;
+  const std::int64_t dst_run = s.merge_dst ? tile : seg * s.tile_a, src_run = s.merge_src ? tile : seg * s.tile_b;
+  if (one_dim_groups && (tile < 4096 || src_run < 32)) return false;
+  return seg < 160 && tile >= 2048 && dst_run >= 160;
 }
 
 }  // namespace
@@ -1146,8 +1168,10 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
   }
   RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
   if (v.spec.family == RearrangeFamily::row && v.spec.unit_bytes <= 4) {
-    const std::optional<RearrangeVariant> segments = plan_segments(units, exact);
-    if (segments && wants_segments(*segments)) return *segments;
+    const std::optional<RearrangeVariant> single = plan_segments(units, exact, false);
+    if (single && wants_segments(*single, true)) return *single;
+    const std::optional<RearrangeVariant> composite = plan_segments(units, exact, true);
+    if (composite && wants_segments(*composite, false)) return *composite;
   }
   if (stores_single_bytes(v)) {
     if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
@@ -1189,7 +1213,8 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
   add(plan_rows(units, exact));
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
-  if (std::optional<RearrangeVariant> segments = plan_segments(units, exact)) add(*segments);
+  for (bool composite : {false, true})
+    if (std::optional<RearrangeVariant> segments = plan_segments(units, exact, composite)) add(*segments);
   // The other tile order, where it is another walk (several tiles on both sides).
   for (std::size_t i = 0, n = out.size(); i < n; ++i)
     if (counts_tiles(out[i].spec.family) && out[i].args.tiles_x.value > 1 && out[i].args.tiles_y.value > 1) {
@@ -1253,7 +1278,8 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::segments:
-      key += fmt::format(".r{}.a{}.b{}.p{}{}{}{}", s.segment, s.tile_a, s.tile_b, s.pitch, s.merge_src ? ".ms" : "",
+      key += fmt::format(".r{}.a{}x{}.b{}x{}.p{}{}{}{}", s.segment, s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch,
+                         s.merge_src ? ".ms" : "",
                          s.merge_dst ? ".md" : "", s.a_first ? ".af" : "");
       break;
     case RearrangeFamily::runs:
@@ -1282,7 +1308,11 @@ int shared_bytes(const RearrangeSpec& s) {
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
-  if (s.family == RearrangeFamily::segments) return (s.merge_src ? 1 : s.tile_a) * s.pitch + 16;
+  if (s.family == RearrangeFamily::segments) {
+    // Staged rows, then the tables of composite groups (SjSegmentShared in the template).
+    const int tables = (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
+    return (tables + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
+  }
   if (s.family == RearrangeFamily::runs) {
     const std::int64_t word = runs_word_units(s.unit_bytes);
     return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);

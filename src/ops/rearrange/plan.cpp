@@ -71,13 +71,13 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.src_run_dims, s.tile_b, s.num_dims - s.tile_dims, s.threads, shared_bytes(s));
       break;
     case RearrangeFamily::segments:
-      out += fmt::format("  family segments: rows of {} bytes, tile {} (A, dst-next) x {} (B, src-next) rows, {}, {}, "
-                         "loads in aligned 16-byte vectors, stores in aligned 32-bit words, {} outer dims, {} threads, "
-                         "shared memory {} bytes\n",
-                         s.segment * s.unit_bytes, s.tile_a, s.tile_b,
+      out += fmt::format("  family segments: rows of {} bytes, tile {} (A, {} dims, dst-next) x {} (B, {} dims, src-next) "
+                         "rows, {}, {}, loads in aligned 16-byte vectors, stores in aligned 32-bit words, {} outer dims, "
+                         "{} threads, shared memory {} bytes\n",
+                         s.segment * s.unit_bytes, s.tile_a, s.dims_a, s.tile_b, s.dims_b,
                          s.merge_src ? "one source run" : fmt::format("{} source runs", s.tile_a),
                          s.merge_dst ? "one destination run" : fmt::format("{} destination runs", s.tile_b),
-                         s.num_dims - 3, s.threads, shared_bytes(s));
+                         s.num_dims - 1 - s.dims_a - s.dims_b, s.threads, shared_bytes(s));
       break;
   }
   out += fmt::format("  index {}-bit, bounds checks {}, {}\n", s.index64 ? 64 : 32, s.bounds ? "yes" : "no",
