@@ -10,24 +10,28 @@
 // within 16 bytes (a vector is read whole when it holds a byte of the run). Stores write each
 // destination run in aligned 32-bit words; consecutive lanes take consecutive words, each gathered
 // from one or two staged rows (SEG >= 3 bytes) by funnel shifts; only the words at a run's ends are
-// written byte by byte. A group of several dims keeps a table per tile: each source run's staged
+// stored byte by byte. A group of several dims keeps a table per tile: each source run's staged
 // start (A), each destination run's offset (B).
+// The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
+constexpr int ROWS_A = TILE_A, ROWS_B = TILE_B, ROW_PITCH = PITCH, BLOCK = THREADS;
 constexpr int FIRST_B = 1 + DIMS_A;
 constexpr int FIRST_OUTER = FIRST_B + DIMS_B;
-constexpr int SRC_RUNS = MERGE_SRC ? 1 : TILE_A;
-constexpr int SRC_RUN_BYTES = MERGE_SRC ? SEG * TILE_A * TILE_B : SEG * TILE_B;
-constexpr int DST_RUNS = MERGE_DST ? 1 : TILE_B;
-constexpr int DST_RUN_BYTES = MERGE_DST ? SEG * TILE_A * TILE_B : SEG * TILE_A;
+constexpr int SRC_RUNS = MERGE_SRC ? 1 : ROWS_A;
+constexpr int SRC_RUN_BYTES = MERGE_SRC ? SEG * ROWS_A * ROWS_B : SEG * ROWS_B;
+constexpr int DST_RUNS = MERGE_DST ? 1 : ROWS_B;
+constexpr int DST_RUN_BYTES = MERGE_DST ? SEG * ROWS_A * ROWS_B : SEG * ROWS_A;
 // Aligned vectors (words) a run can touch at any misalignment.
 constexpr int SRC_VECTORS = (SRC_RUN_BYTES + 15) / 16 + 1;
 constexpr int DST_WORDS = (DST_RUN_BYTES + 3) / 4 + 1;
-constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + THREADS - 1) / THREADS;
-constexpr int STORE_ITEMS = (DST_RUNS * DST_WORDS + THREADS - 1) / THREADS;
-// A funnel shift may read the word after a staged run's last; the last run's lies in the padding.
-constexpr int SMEM_BYTES = SRC_RUNS * PITCH + 16;
-constexpr int A_TABLE = DIMS_A > 1 ? TILE_A : 1;
-constexpr int B_TABLE = DIMS_B > 1 ? TILE_B : 1;
+constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
+constexpr int STORE_ITEMS = (DST_RUNS * DST_WORDS + BLOCK - 1) / BLOCK;
+// Rows start 16 bytes in: a run's first word may be read from 3 bytes before its row 0, and a funnel
+// shift the word after a row's last byte; the first and last rows' lie in the padding.
+constexpr int ROW0 = 16;
+constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 16;
+constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;
+constexpr int B_TABLE = DIMS_B > 1 ? ROWS_B : 1;
 
 struct SjSegmentTile {
   const unsigned char* src;  // source byte of the tile's first row; with several A dims, of A index 0
@@ -45,12 +49,12 @@ struct SjSegmentShared {
 };
 
 __device__ __forceinline__ SjSegmentTile sj_segment_tile(const SjArgs& args, long long t, char* dst, const char* src) {
-  const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
+  const SjTile tile = sj_tile(args, t, ROWS_A, ROWS_B, FIRST_OUTER, A_FIRST);
   SjSegmentTile seg;
   seg.a0 = tile.a0;
   seg.b0 = tile.b0;
-  seg.valid_a = BOUNDS ? (int)min((Index)TILE_A, sj_extent_a(args) - tile.a0) : TILE_A;
-  seg.valid_b = BOUNDS ? (int)min((Index)TILE_B, sj_extent_b(args) - tile.b0) : TILE_B;
+  seg.valid_a = BOUNDS ? (int)min((Index)ROWS_A, sj_extent_a(args) - tile.a0) : ROWS_A;
+  seg.valid_b = BOUNDS ? (int)min((Index)ROWS_B, sj_extent_b(args) - tile.b0) : ROWS_B;
   seg.src_step_a = DIMS_A == 1 ? (long long)sj_src_stride(args, 1) * UNIT_BYTES : 0;
   seg.dst_step_b = DIMS_B == 1 ? (long long)sj_dst_stride(args, FIRST_B) * UNIT_BYTES : 0;
   seg.src = reinterpret_cast<const unsigned char*>(src) + (long long)(tile.src_base + tile.b0 * SEGMENT) * UNIT_BYTES +
@@ -72,14 +76,14 @@ __device__ __forceinline__ const unsigned char* sj_src_run(const SjArgs& args, c
 // (one A dim: from the low address bits alone).
 __device__ __forceinline__ int sj_staged(const SjSegmentShared& sh, const SjSegmentTile& t, int a, int b, int s) {
   const unsigned src_low = (unsigned)(unsigned long long)t.src;
-  if (MERGE_SRC) return (int)(src_low & 15) + (b + TILE_B * a) * SEG + s;
+  if (MERGE_SRC) return ROW0 + (int)(src_low & 15) + (b + ROWS_B * a) * SEG + s;
   if (DIMS_A > 1) return sh.staged_start[a] + b * SEG + s;
-  return a * PITCH + (int)((src_low + (unsigned)a * (unsigned)t.src_step_a) & 15) + b * SEG + s;
+  return ROW0 + a * ROW_PITCH + (int)((src_low + (unsigned)a * (unsigned)t.src_step_a) & 15) + b * SEG + s;
 }
 
 // Row (a, b) of destination run q, position p in it: byte p - g * SEG of its row g.
-__device__ __forceinline__ int sj_row_a(int g) { return MERGE_DST ? g % TILE_A : g; }
-__device__ __forceinline__ int sj_row_b(int q, int g) { return MERGE_DST ? g / TILE_A : q; }
+__device__ __forceinline__ int sj_row_a(int g) { return MERGE_DST ? g % ROWS_A : g; }
+__device__ __forceinline__ int sj_row_b(int q, int g) { return MERGE_DST ? g / ROWS_A : q; }
 
 // The 4 staged bytes from `position` on.
 __device__ __forceinline__ unsigned sj_staged_word(const unsigned char* rows, int position) {
@@ -87,18 +91,18 @@ __device__ __forceinline__ unsigned sj_staged_word(const unsigned char* rows, in
   return __funnelshift_r(words[0], words[1], (position & 3) * 8);
 }
 
-// Source run r, aligned vector v: item n = r * SRC_VECTORS + v, staged at r * PITCH + 16 v. `start`
+// Source run r, aligned vector v: item n = r * SRC_VECTORS + v, staged at ROW0 + r * ROW_PITCH + 16 v. `start`
 // keeps the run's offset within 16 bytes for the A table.
 __device__ __forceinline__ void sj_load_tile(const SjArgs& args, const SjSegmentTile& t,
                                              sj_bytes<16> (&loaded)[LOAD_ITEMS], bool (&live)[LOAD_ITEMS],
                                              int (&start)[LOAD_ITEMS]) {
   const int src_runs = MERGE_SRC ? 1 : t.valid_a;
-  const int src_length = MERGE_SRC ? SEG * TILE_B * t.valid_a : SEG * t.valid_b;
+  const int src_length = MERGE_SRC ? SEG * ROWS_B * t.valid_a : SEG * t.valid_b;
 #pragma unroll
   for (int i = 0; i < LOAD_ITEMS; ++i) {
-    const int n = threadIdx.x + i * THREADS;
+    const int n = threadIdx.x + i * BLOCK;
     const int r = n / SRC_VECTORS;
-    live[i] = (SRC_RUNS * SRC_VECTORS % THREADS == 0 || n < SRC_RUNS * SRC_VECTORS) && r < src_runs;
+    live[i] = (SRC_RUNS * SRC_VECTORS % BLOCK == 0 || n < SRC_RUNS * SRC_VECTORS) && r < src_runs;
     if (!live[i]) continue;
     const unsigned char* run = sj_src_run(args, t, r);
     const unsigned char* vector =
@@ -116,27 +120,29 @@ __device__ __forceinline__ void sj_stage_tile(const SjArgs& args, const SjSegmen
 #pragma unroll
   for (int i = 0; i < LOAD_ITEMS; ++i) {
     if (!live[i]) continue;
-    const int n = threadIdx.x + i * THREADS;
+    const int n = threadIdx.x + i * BLOCK;
     const int r = n / SRC_VECTORS;
     const int v = n - r * SRC_VECTORS;
-    *reinterpret_cast<sj_bytes<16>*>(sh.rows + r * PITCH + 16 * v) = loaded[i];
-    if (DIMS_A > 1 && v == 0) sh.staged_start[r] = r * PITCH + start[i];
+    *reinterpret_cast<sj_bytes<16>*>(sh.rows + ROW0 + r * ROW_PITCH + 16 * v) = loaded[i];
+    if (DIMS_A > 1 && v == 0) sh.staged_start[r] = ROW0 + r * ROW_PITCH + start[i];
   }
   if (DIMS_B > 1)
-    for (int q = threadIdx.x; q < t.valid_b; q += THREADS) {
+    for (int q = threadIdx.x; q < t.valid_b; q += BLOCK) {
       Index src_offset;
       sj_offsets(args, FIRST_B, DIMS_B, t.b0 + q, src_offset, sh.dst_offset[q]);
     }
 }
 
-// Destination run q, aligned word w: item n = q * DST_WORDS + w.
+// Destination run q, aligned word w: item n = q * DST_WORDS + w. A word at a run's ends is gathered
+// whole too (its bytes outside the run come from the padding around the rows or from rows of other
+// runs) and only its bytes inside the run are stored.
 __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSegmentShared& sh) {
   const int dst_runs = MERGE_DST ? 1 : t.valid_b;
-  const int dst_length = MERGE_DST ? SEG * TILE_A * t.valid_b : SEG * t.valid_a;
+  const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
 #pragma unroll
   for (int i = 0; i < STORE_ITEMS; ++i) {
-    const int n = threadIdx.x + i * THREADS;
-    if (DST_RUNS * DST_WORDS % THREADS != 0 && n >= DST_RUNS * DST_WORDS) continue;
+    const int n = threadIdx.x + i * BLOCK;
+    if (DST_RUNS * DST_WORDS % BLOCK != 0 && n >= DST_RUNS * DST_WORDS) continue;
     const int q = n / DST_WORDS;
     const int w = n - q * DST_WORDS;
     if (q >= dst_runs) continue;
@@ -144,23 +150,22 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
                                                   : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
     const int p = 4 * w - (int)((unsigned long long)run & 3);  // run position of the word's byte 0
     if (p >= dst_length) continue;
+    // A run's first word may start up to 3 bytes before it: its row 0, read from 3 bytes earlier.
+    const int inside = max(p, 0);
+    const int g = inside / SEG, s = inside - g * SEG;
+    unsigned word = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside);
+    const int next_row = inside - s + SEG;  // run position where row g + 1 begins
+    if (next_row < p + 4 && next_row < dst_length) {  // the word's last bytes begin row g + 1
+      const int low = 8 * (next_row - p);
+      const unsigned next = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0));
+      word = (word & ((1u << low) - 1)) | (next << low);
+    }
     if (p >= 0 && p + 4 <= dst_length) {
-      const int g = p / SEG, s = p - g * SEG;
-      unsigned word = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s));
-      if (s + 4 > SEG) {  // the word's last bytes begin row g + 1
-        const int low = 8 * (SEG - s);
-        const unsigned next = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0));
-        word = (word & ((1u << low) - 1)) | (next << low);
-      }
       *reinterpret_cast<unsigned*>(run + p) = word;
     } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int pk = p + k;
-        if (pk < 0 || pk >= dst_length) continue;
-        const int g = pk / SEG;
-        run[pk] = sh.rows[sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), pk - g * SEG)];
-      }
+      for (int k = 0; k < 4; ++k)
+        if (p + k >= 0 && p + k < dst_length) run[p + k] = (unsigned char)(word >> (8 * k));
     }
   }
 }

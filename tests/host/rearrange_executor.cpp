@@ -611,37 +611,49 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     std::fill(smem.begin(), smem.end(), 0);
     const std::int64_t src_runs = s.merge_src ? 1 : valid_a;
     const std::int64_t src_length = s.merge_src ? seg * tile_b * valid_a : seg * valid_b;
+    // Rows start 16 bytes into shared memory (padding on both sides).
     for (std::int64_t r = 0; r < src_runs; ++r) {
       const std::uint8_t* run = src_run(r);
       const std::uint8_t* first = run - low4(run, 15);
       for (std::int64_t x = 0; first + 16 * x < run + src_length; ++x) {
         check_vector(first + 16 * x, 16);
-        at(r * s.pitch + 16 * x + 15);  // the vector's last staged byte is in range too
-        std::memcpy(&at(r * s.pitch + 16 * x), first + 16 * x, 16);
+        at(16 + r * s.pitch + 16 * x + 15);  // the vector's last staged byte is in range too
+        std::memcpy(&at(16 + r * s.pitch + 16 * x), first + 16 * x, 16);
       }
     }
     // Staged position of byte j of row (ra, rb).
     auto staged = [&](std::int64_t ra, std::int64_t rb, std::int64_t j) {
-      if (s.merge_src) return low4(src_run(0), 15) + (rb + tile_b * ra) * seg + j;
-      return ra * s.pitch + low4(src_run(ra), 15) + rb * seg + j;
+      if (s.merge_src) return 16 + low4(src_run(0), 15) + (rb + tile_b * ra) * seg + j;
+      return 16 + ra * s.pitch + low4(src_run(ra), 15) + rb * seg + j;
+    };
+    // The 4 staged bytes from `position` on, read as the template's funnel shift reads two words.
+    auto staged_word = [&](std::int64_t position) {
+      at(position & ~std::int64_t{3});
+      at((position & ~std::int64_t{3}) + 7);
+      std::array<std::uint8_t, 4> word;
+      for (std::int64_t k = 0; k < 4; ++k) word[static_cast<std::size_t>(k)] = at(position + k);
+      return word;
     };
     const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
     const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
     for (std::int64_t q = 0; q < dst_runs; ++q) {
       std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
       for (std::int64_t p = -low4(run, 3); p < dst_length; p += 4) {
-        const bool whole = p >= 0 && p + 4 <= dst_length;
-        if (whole) check_vector(run + p, 4);
-        for (std::int64_t k = 0; k < 4; ++k) {
-          const std::int64_t pk = p + k;
-          if (pk < 0 || pk >= dst_length) continue;
-          const std::int64_t g = pk / seg;
-          const std::int64_t ra = s.merge_dst ? g % tile_a : g, rb = s.merge_dst ? g / tile_a : q;
-          const std::int64_t position = staged(ra, rb, pk - g * seg);
-          // A whole word's funnel shifts read the aligned word after each piece's first byte too.
-          if (whole) at((position & ~std::int64_t{3}) + 7);
-          run[pk] = at(position);
+        // The word is gathered whole from row g (from 3 bytes before row 0 at a run's start) and, where
+        // its last bytes begin row g + 1 inside the run, from that row; only bytes in the run are kept.
+        const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
+        auto row_a = [&](std::int64_t row) { return s.merge_dst ? row % tile_a : row; };
+        auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
+        std::array<std::uint8_t, 4> word = staged_word(staged(row_a(g), row_b(g), sg) + p - inside);
+        const std::int64_t next_row = inside - sg + seg;
+        if (next_row < p + 4 && next_row < dst_length) {
+          const std::array<std::uint8_t, 4> next = staged_word(staged(row_a(g + 1), row_b(g + 1), 0));
+          for (std::int64_t k = next_row - p; k < 4; ++k)
+            word[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k - (next_row - p))];
         }
+        if (p >= 0 && p + 4 <= dst_length) check_vector(run + p, 4);
+        for (std::int64_t k = 0; k < 4; ++k)
+          if (p + k >= 0 && p + k < dst_length) run[p + k] = word[static_cast<std::size_t>(k)];
       }
     }
   }

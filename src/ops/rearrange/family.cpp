@@ -1310,7 +1310,7 @@ int shared_bytes(const RearrangeSpec& s) {
   }
   if (s.family == RearrangeFamily::segments) {
     // Staged rows, then the tables of composite groups (SjSegmentShared in the template).
-    const int tables = (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
+    const int tables = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
     return (tables + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {
