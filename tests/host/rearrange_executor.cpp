@@ -38,6 +38,18 @@ void offsets(const RearrangeKernelArgs& a, const RearrangeSpec& s, int first, in
   }
 }
 
+// Source (destination) offset of index n over dims [first, first + count): a group's table entry.
+std::int64_t src_offset(const RearrangeKernelArgs& a, const RearrangeSpec& s, int first, int count, std::int64_t n) {
+  std::int64_t src = 0, dst = 0;
+  offsets(a, s, first, count, n, src, dst);
+  return src;
+}
+std::int64_t dst_offset(const RearrangeKernelArgs& a, const RearrangeSpec& s, int first, int count, std::int64_t n) {
+  std::int64_t src = 0, dst = 0;
+  offsets(a, s, first, count, n, src, dst);
+  return dst;
+}
+
 void copy_units(std::uint8_t* to, const std::uint8_t* from, int units, int unit) {
   std::memcpy(to, from, static_cast<std::size_t>(units) * static_cast<std::size_t>(unit));
 }
@@ -336,16 +348,8 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   // Offsets of A index ai in src and of B index bi in dst: through the groups' dims, as the tables hold.
-  auto src_row = [&](std::int64_t ai) {
-    std::int64_t so, dd;
-    offsets(a, s, 0, s.dims_a, ai, so, dd);
-    return so;
-  };
-  auto dst_row = [&](std::int64_t bi) {
-    std::int64_t so, dd;
-    offsets(a, s, s.dims_a, s.dims_b, bi, so, dd);
-    return dd;
-  };
+  auto src_row = [&](std::int64_t ai) { return src_offset(a, s, 0, s.dims_a, ai); };
+  auto dst_row = [&](std::int64_t bi) { return dst_offset(a, s, s.dims_a, s.dims_b, bi); };
   const int words_a = s.tile_a / w, groups_a = words_a + (s.skew_store ? 1 : 0), words_b = s.tile_b / w;
   const int lanes_b = std::min(words_b, 32 / w), bands_b = (words_b + lanes_b - 1) / lanes_b;
   if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
@@ -566,16 +570,8 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
   if (s.merge_dst && (s.dims_b != 1 || tile_a != a.extent_a || a.dim[first_b].dst_stride != s.segment * a.extent_a))
     throw std::logic_error("segments: a merged destination run needs one B dim, A whole and B next in dst");
   // Source offset of A index i, destination offset of B index j (in units).
-  auto src_of_a = [&](std::int64_t i) {
-    std::int64_t so, dd;
-    offsets(a, s, 1, s.dims_a, i, so, dd);
-    return so;
-  };
-  auto dst_of_b = [&](std::int64_t j) {
-    std::int64_t so, dd;
-    offsets(a, s, first_b, s.dims_b, j, so, dd);
-    return dd;
-  };
+  auto src_of_a = [&](std::int64_t i) { return src_offset(a, s, 1, s.dims_a, i); };
+  auto dst_of_b = [&](std::int64_t j) { return dst_offset(a, s, first_b, s.dims_b, j); };
   const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
   if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
   std::vector<std::uint8_t> smem(static_cast<std::size_t>(plan::shared_bytes(s)));
