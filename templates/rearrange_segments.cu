@@ -128,8 +128,8 @@ __device__ __forceinline__ void sj_stage_tile(const SjArgs& args, const SjSegmen
   }
   if (DIMS_B > 1)
     for (int q = threadIdx.x; q < t.valid_b; q += BLOCK) {
-      Index src_offset;
-      sj_offsets(args, FIRST_B, DIMS_B, t.b0 + q, src_offset, sh.dst_offset[q]);
+      Index unused_src_offset;
+      sj_offsets(args, FIRST_B, DIMS_B, t.b0 + q, unused_src_offset, sh.dst_offset[q]);
     }
 }
 

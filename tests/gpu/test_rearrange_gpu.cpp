@@ -3,6 +3,7 @@
 // random views with element sizes 1 to 32 bytes at misaligned pointers, exact mode, more than 2^31
 // elements, the C API and streams.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -398,6 +399,52 @@ TEST_CASE("rearrange: short shared rows take segment tiles, exact at every point
   const int taken = launches_on_family(cases, plan::RearrangeFamily::segments, 5119);
   MESSAGE(taken << " of " << launches << " launches on segment tiles");
   CHECK(taken >= launches / 2);
+}
+
+TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, exact mode" * test::gpu_only()) {
+  // The innermost dim (3 to 40 elements of 1, 2 or 4 bytes) stays innermost and contiguous on both
+  // sides; the other dims are permuted, padded, stepped and reversed in the source.
+  std::mt19937_64 rng(4243);
+  auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+  int segments = 0;
+  const int cases = 60;
+  for (int i = 0; i < cases; ++i) {
+    const int rank = 3 + pick(4);
+    const int elem = std::array<int, 3>{1, 2, 4}[static_cast<std::size_t>(pick(3))];
+    const std::int64_t row = 3 + pick(38);
+    std::vector<std::int64_t> shape;
+    std::int64_t volume = row;
+    for (int k = 0; k + 1 < rank; ++k) {
+      const std::int64_t e = 2 + pick(rank > 4 ? 12 : 200);
+      shape.push_back(volume * e > (1 << 20) / elem ? 2 : e);
+      volume *= shape.back();
+    }
+    shape.push_back(row);
+    std::vector<int> order(static_cast<std::size_t>(rank - 1));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::int64_t> src_strides(shape.size());
+    src_strides.back() = 1;
+    std::int64_t running = shape.back();
+    for (std::size_t k = order.size(); k-- > 0;) {
+      const auto d = static_cast<std::size_t>(order[k]);
+      const int step = pick(5) == 0 ? 2 : 1;
+      src_strides[d] = running * step * (pick(5) == 0 ? -1 : 1);
+      running *= (shape[d] + (pick(4) == 0 ? 3 : 0)) * step;
+    }
+    const TensorDesc src{shape, src_strides, DType::u8, elem}, dst{shape, {}, DType::u8, elem};
+    const std::size_t misalign[] = {0, 1, 2, 4, 8, static_cast<std::size_t>(elem)};
+    const std::size_t src_shift = misalign[pick(6)], dst_shift = misalign[pick(6)];
+    RearrangeOptions options;
+    options.exact = i % 5 == 0;
+    segments += launched_variant(plan_rearrange(dst, src, options), src_shift | dst_shift).spec.family ==
+                plan::RearrangeFamily::segments;
+    INFO("random case " << i);
+    const std::string failure = check_on_gpu(dst, src, src_shift, dst_shift, static_cast<std::uint64_t>(i) + 700, options);
+    CHECK_MESSAGE(failure.empty(), failure);
+  }
+  MESSAGE(segments << " of " << cases << " launches on segment tiles");
+  CHECK(segments >= cases / 4);
 }
 
 TEST_CASE("rearrange: u8 transposes of word stores beside 2-byte loads take word tiles, at every pointer "

@@ -574,7 +574,8 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
   auto dst_of_b = [&](std::int64_t j) { return dst_offset(a, s, first_b, s.dims_b, j); };
   const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
   if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
-  std::vector<std::uint8_t> smem(static_cast<std::size_t>(plan::shared_bytes(s)));
+  // The staged rows with their padding (the tables after them are not modelled).
+  std::vector<std::uint8_t> smem(static_cast<std::size_t>(16 + (s.merge_src ? 1 : tile_a) * s.pitch + 16));
   auto at = [&](std::int64_t position) -> std::uint8_t& {
     if (position < 0 || position >= static_cast<std::int64_t>(smem.size()))
       throw std::logic_error("segments: shared memory out of range");
@@ -584,21 +585,7 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) & mask);
   };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    std::int64_t a_index, b_index, outer;
-    if (s.a_first) {
-      const std::int64_t rest = divide(t, a.tiles_y, s);
-      a_index = t - rest * a.tiles_y.value;
-      outer = divide(rest, a.tiles_x, s);
-      b_index = rest - outer * a.tiles_x.value;
-    } else {
-      const std::int64_t rest = divide(t, a.tiles_x, s);
-      b_index = t - rest * a.tiles_x.value;
-      outer = divide(rest, a.tiles_y, s);
-      a_index = rest - outer * a.tiles_y.value;
-    }
-    const std::int64_t a0 = a_index * tile_a, b0 = b_index * tile_b;
-    std::int64_t src_base = 0, dst_base = 0;
-    offsets(a, s, first_outer, s.num_dims - first_outer, outer, src_base, dst_base);
+    const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, first_outer, s.a_first);
     const std::int64_t valid_a = std::min(tile_a, a.extent_a - a0), valid_b = std::min(tile_b, a.extent_b - b0);
     if (!s.bounds && (valid_a != tile_a || valid_b != tile_b)) throw std::logic_error("segments: a partial tile without bounds");
     const std::uint8_t* tile_src = src + (src_base + b0 * s.segment) * u;  // A offsets added per run

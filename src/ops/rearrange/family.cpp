@@ -987,10 +987,17 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 // ---- segments -------------------------------------------------------------------------------
 
 constexpr std::int64_t kSegmentTileBytes = 8192;
-// Destination runs of at least this many bytes where the extents allow: a run's two end words are
-// written byte by byte, and short runs lost most (H100, tuning seeds: runs of 66-147 bytes fell 7-25
-// points below rows, runs of 174 bytes and more gained).
+// Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
+// rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
+// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%).
+constexpr std::int64_t kSegmentMaxRowBytes = 160;
+constexpr std::int64_t kSegmentMaxUnit = 4;
+// Destination runs this long where the extents allow (a run's two end words are stored byte by byte);
+// the planner takes a tile only with destination runs of kSegmentMinDstRun bytes or more (H100, tuning
+// seeds: runs of 66-147 bytes fell 7-25 points below rows, runs of 174 bytes and more gained).
 constexpr std::int64_t kSegmentDstRunBytes = 512;
+constexpr std::int64_t kSegmentMinDstRun = 160;
+constexpr std::int64_t kSegmentMinTile = 2048;
 
 // Rows that the innermost dim shares (unit stride on both sides), tiled over group A (the dims that
 // follow the row in the destination) and group B (those that follow it in the source): about
@@ -1002,7 +1009,9 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
-  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3) return std::nullopt;
+  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || seg >= kSegmentMaxRowBytes ||
+      form.unit_bytes > kSegmentMaxUnit)
+    return std::nullopt;
   Groups g;
   auto grow = [&](DimList<std::size_t>& group, std::int64_t& extent, bool dst_side, std::int64_t target) {
     for (bool grown = true; grown && extent < target;) {
@@ -1140,20 +1149,20 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
-// Whether rows that the row family would move in units of 4 bytes or less go faster as segment
-// tiles: rows under 160 bytes, in tiles of 2 KiB or more whose destination runs hold 160 bytes or
-// more. (H100, tuning seeds 40, 41 and 44-53: u8 rows of 13-71 bytes 36-45% -> 52-76% of copy, f16
-// rows of 4-byte units 72-78% -> 85-89%; rows in units of 8 and 16 bytes lost 5-20 points, as did
-// rows of 234 and 236 bytes, and tiles of a few rows fell to 2-29%.) Tiles of one dim per group,
-// which need no tables, are taken first where they hold 4 KiB and source runs of 32 bytes or more;
-// groups of several dims beat smaller ones (u8 [9,17,41,10,94,3,3,3]: source runs of 9 bytes, 24%
-// -> 79% on two B dims) and lost to larger ones by 6-10 points.
+// Whether a segment tile of rows that the row family would move goes faster than rows: a tile of
+// kSegmentMinTile bytes or more whose destination runs hold kSegmentMinDstRun bytes or more. (H100,
+// tuning seeds 40, 41 and 44-53: u8 rows of 13-71 bytes 36-45% -> 52-76% of copy, f16 rows of 4-byte
+// units 72-78% -> 85-89%; tiles of a few rows fell to 2-29%.) Tiles of one dim per group, which need
+// no tables, are taken first where they hold 4 KiB and source runs of 32 bytes or more; else groups
+// grown dim by dim (the same tile where no group can grow), which beat smaller one-dim tiles (u8
+// [9,17,41,10,94,3,3,3]: source runs of 9 bytes, 24% -> 79% on two B dims) and lost to larger ones
+// by 6-10 points.
 bool wants_segments(const RearrangeVariant& segments, bool one_dim_groups) {
   const RearrangeSpec& s = segments.spec;
   const std::int64_t seg = std::int64_t{s.segment} * s.unit_bytes, tile = seg * s.tile_a * s.tile_b;
   const std::int64_t dst_run = s.merge_dst ? tile : seg * s.tile_a, src_run = s.merge_src ? tile : seg * s.tile_b;
-  if (one_dim_groups && (tile < 4096 || src_run < 32)) return false;
-  return seg < 160 && tile >= 2048 && dst_run >= 160;
+  if (one_dim_groups && (tile < 2 * kSegmentMinTile || src_run < 32)) return false;
+  return tile >= kSegmentMinTile && dst_run >= kSegmentMinDstRun;
 }
 
 }  // namespace
@@ -1167,7 +1176,7 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
     return v;
   }
   RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
-  if (v.spec.family == RearrangeFamily::row && v.spec.unit_bytes <= 4) {
+  if (v.spec.family == RearrangeFamily::row) {
     const std::optional<RearrangeVariant> single = plan_segments(units, exact, false);
     if (single && wants_segments(*single, true)) return *single;
     const std::optional<RearrangeVariant> composite = plan_segments(units, exact, true);
@@ -1309,9 +1318,10 @@ int shared_bytes(const RearrangeSpec& s) {
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
   if (s.family == RearrangeFamily::segments) {
-    // Staged rows, then the tables of composite groups (SjSegmentShared in the template).
-    const int tables = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
-    return (tables + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
+    // Staged rows with 16 bytes of padding on each side, then the tables of composite groups, each at
+    // least one entry (SjSegmentShared in the template).
+    const int rows_and_a = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
+    return (rows_and_a + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {
     const std::int64_t word = runs_word_units(s.unit_bytes);
