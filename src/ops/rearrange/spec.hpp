@@ -81,8 +81,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, src_order, 0)         /* runs: tile dims in source order, 4 bits each, innermost lowest */ \
   X(int, tile_runs, 0)         /* runs: destination runs per tile (staged rows of pitch units) */   \
   X(int, segment, 0)           /* segments: units per row (dim[0]'s extent) */                     \
-  X(bool, merge_src, false)    /* segments: the tile is one source run (B whole, A next in src) */ \
-  X(bool, merge_dst, false)    /* segments: the tile is one destination run (A whole, B next in dst) */
+  X(bool, merge_src, false)    /* segments: one source run (one A dim, next after B whole in src) */ \
+  X(bool, merge_dst, false)    /* segments: one destination run (one B dim, next after A whole in dst) */
 
 struct RearrangeSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_REARRANGE_SPEC_FIELDS)
