@@ -28,10 +28,11 @@ constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
 // of straddling rows (a straddled row costs its partial sectors twice) and a thread's rows step by
 // ROWS_PER_PASS (H200, 74 u8 word-tile lines: 46% -> 50% of copy). Otherwise consecutive threads
 // take consecutive words of the tile's rows, every lane busy (rows of 17 to 21 words lost 2 to 8
-// points on whole-row lanes).
-constexpr int ROW_LANES = WORDS_A > 16 ? 32 : WORDS_A > 8 ? 16 : WORDS_A > 4 ? 8 : WORDS_A > 2 ? 4 : WORDS_A > 1 ? 2 : 1;
+// points on whole-row lanes; rows of 22 to 30 words were not measured).
+constexpr int ROW_LANES =
+    WORDS_A > 16 ? 32 : WORDS_A > 8 ? 16 : WORDS_A > 4 ? 8 : WORDS_A > 2 ? 4 : WORDS_A > 1 ? 2 : 1;
 constexpr bool ROW_ALIGNED_STORES = 4 * WORDS_A >= 3 * ROW_LANES;
-constexpr int ROWS_PER_PASS = ROW_ALIGNED_STORES ? THREADS / ROW_LANES : THREADS;
+constexpr int ROWS_PER_PASS = THREADS / ROW_LANES;
 constexpr int STORE_ITEMS = ROW_ALIGNED_STORES ? TILE_B * ROW_LANES : TILE_B * WORDS_A;
 constexpr int STORES_PER_THREAD = (STORE_ITEMS + THREADS - 1) / THREADS;
 constexpr int ROWS_A = GROUPS_A * W;  // source rows a tile reads, from a0 - W when stores are skewed
@@ -219,7 +220,7 @@ template <bool CHECKED>
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
                                          const SjTile& tile, const Index* table_b, const SjWord* smem) {
   const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
-  if (ROW_ALIGNED_STORES && ROW_LANES != WORDS_A && threadIdx.x % ROW_LANES >= WORDS_A) return;
+  if (ROW_ALIGNED_STORES && threadIdx.x % ROW_LANES >= WORDS_A) return;  // idle lanes (no barrier follows here)
 #pragma unroll
   for (int r = 0; r < STORES_PER_THREAD; ++r) {
     const SjStoreItem item = sj_store_item(r);

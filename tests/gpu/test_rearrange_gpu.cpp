@@ -291,26 +291,32 @@ TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every po
   CHECK(words >= launches / 2);
 }
 
-TEST_CASE("rearrange: u8 word tiles store rows of 17 to 32 words, by whole-row lanes or by consecutive words, "
+TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row lanes or by consecutive words, "
           "at every pointer misalignment" * test::gpu_only()) {
-  // Destination rows of 18 and 19 words (consecutive words per thread), 26 words (whole-row lanes,
-  // 6 idle), 31 words with 68 and 76 rows per tile of 256 threads (a ragged last pass).
+  // Destination rows of 18 and 19 words (consecutive threads on consecutive words), 26 words
+  // (whole-row lanes, 6 idle), 31 words with 68 and 76 rows per tile of 256 threads (a ragged last
+  // pass of whole-row lanes).
   const std::vector<PermuteCase> cases = {
       {{135, 2999}, {1, 0}, DType::u8}, {{70, 3001}, {1, 0}, DType::u8},  {{100, 3001}, {1, 0}, DType::u8},
       {{3001, 68}, {1, 0}, DType::u8},  {{2999, 76}, {1, 0}, DType::u8},
   };
   std::set<int> row_words;
+  bool ragged_256 = false;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const plan::RearrangePlanData data =
         plan::with_every_level(plan_rearrange({view.shape, {}, c.dtype, 0}, view).impl().data);
-    for (const plan::RearrangeVariant& v : data.variants)
-      if (v.spec.family == plan::RearrangeFamily::words) row_words.insert(v.spec.tile_a / 4);
+    for (const plan::RearrangeVariant& v : data.variants) {
+      if (v.spec.family != plan::RearrangeFamily::words) continue;
+      row_words.insert(v.spec.tile_a / 4);
+      ragged_256 = ragged_256 || (v.spec.threads == 256 && v.spec.tile_b % 8 != 0);
+    }
   }
   CHECK(row_words.count(18) == 1);
   CHECK(row_words.count(19) == 1);
   CHECK(row_words.count(26) == 1);
   CHECK(row_words.count(31) == 1);
+  CHECK(ragged_256);
   const int launches = static_cast<int>(cases.size()) * 9;
   const int words = launches_on_family(cases, plan::RearrangeFamily::words, 2999);
   MESSAGE(words << " of " << launches << " runs on word tiles");
