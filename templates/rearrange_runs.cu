@@ -101,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
         staged += (int)c * (int)sj_smem_step(k);
         if (BOUNDS && k == PA) ok = ok && (Index)c < valid_a;
       }
-      const Unit* run = s + tile.src_base + offset;
+      const Unit* run = s + (tile.src_base + offset);
       const unsigned first = w * WORD_UNITS - sj_misalignment(run);
       ok = ok && (int)first < (int)src_length;
       first_unit[i] = first;
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
         offset += (Index)c * sj_dst_stride(args, k);
         if (BOUNDS && k == PB) ok = ok && (Index)c < valid_b;
       }
-      Unit* run = d + tile.dst_base + offset;
+      Unit* run = d + (tile.dst_base + offset);
       const unsigned first = w * WORD_UNITS - sj_misalignment(run);
       if (!ok || (int)first >= (int)dst_length) continue;
       if (WORD_UNITS == 1) {

@@ -49,7 +49,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
     Index a, row, c0;
     if (!sj_load_item(args, src_misalignment, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
     if (c0 >= 0 && c0 + VEC_A <= extent_b) {
-      in[r].v = *reinterpret_cast<const Vec*>(s + row + c0);
+      in[r].v = *reinterpret_cast<const Vec*>(s + (row + c0));
     } else {
 #pragma unroll
       for (int u = 0; u < VEC_A; ++u)
@@ -92,7 +92,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     Pack out;
     out.v = *reinterpret_cast<const Vec*>(&smem[sj_skew_pos(lb, j * VEC_A)]);
     if (x >= 0 && x + VEC_A <= extent_a) {
-      *reinterpret_cast<Vec*>(d + row + x) = out.v;
+      *reinterpret_cast<Vec*>(d + (row + x)) = out.v;
     } else {
 #pragma unroll
       for (int u = 0; u < VEC_A; ++u)

@@ -124,7 +124,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
                                         const SjTables& table, SjLoaded& in) {
   if (LOAD_LINEAR) {
     // The tile's rows are back to back in src (A's stride is TILE_B == extent_b): one run.
-    const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
+    const Unit* run = s + (tile.src_base + tile.a0 * TILE_B);
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
         sj_linear_count(args, tile), [&](int r, int l) { in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l); },
         [](int) {});  // the ragged end is read in sj_stage
@@ -140,7 +140,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
       for (int i = 0; i < VEC_A; ++i) {
         const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
         if ((!MICRO_RAGGED || m < MICRO) && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
-          in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + tile.src_base + src_a + src_b);
+          in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + (tile.src_base + src_a + src_b));
       }
     }
   }
@@ -151,7 +151,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
                                          const SjLoaded& in, Unit* smem) {
   if (LOAD_LINEAR) {
-    const Unit* run = s + tile.src_base + tile.a0 * TILE_B;
+    const Unit* run = s + (tile.src_base + tile.a0 * TILE_B);
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
         sj_linear_count(args, tile), [&](int r, int l) { *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r]; },
         [&](int i) { smem[i] = run[i]; });
@@ -179,7 +179,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
                                          const SjTables& table, const Unit* smem) {
   if (STORE_LINEAR) {
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
-    Unit* run = d + tile.dst_base + tile.b0 * TILE_A;
+    Unit* run = d + (tile.dst_base + tile.b0 * TILE_A);
     sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
         count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
         [&](int i) { run[i] = smem[i]; });
@@ -207,7 +207,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
         const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
         const Index dst_b = DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
         if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
-          *reinterpret_cast<VecA*>(d + tile.dst_base + tile.a0 + la + dst_b) = out[r - r0].v;
+          *reinterpret_cast<VecA*>(d + (tile.dst_base + tile.a0 + la + dst_b)) = out[r - r0].v;
       }
     }
   }

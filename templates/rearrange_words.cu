@@ -164,7 +164,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 #pragma unroll
     for (int i = 0; i < W; ++i) {
       const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
-      const SjWord* at = reinterpret_cast<const SjWord*>(s + lb.row[i] + lb.b - from.m);
+      const SjWord* at = reinterpret_cast<const SjWord*>(s + (lb.row[i] + lb.b - from.m));
       if (lb.row_valid[i] && from.whole) in[r][i][0] = at[0];
       if (SKEW_LOAD && lb.row_valid[i] && from.whole && from.m) in[r][i][SKEW_LOAD ? 1 : 0] = at[1];
     }
@@ -233,7 +233,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     SjWordUnits out;
     out.word = SKEW_STORE ? sj_funnel(words[0], words[1], W - skew) : words[0];
     if (!CHECKED || (x >= 0 && x + W <= extent_a)) {
-      *reinterpret_cast<SjWord*>(d + row + x) = out.word;
+      *reinterpret_cast<SjWord*>(d + (row + x)) = out.word;
     } else {
 #pragma unroll
       for (int u = 0; u < W; ++u)
