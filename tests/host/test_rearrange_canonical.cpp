@@ -347,3 +347,20 @@ TEST_CASE("blocks: slab tiles whose table-looked-up addresses overrun the regist
   CHECK(light.spec.threads == 128);
   CHECK(light.spec.min_blocks == 6);
 }
+
+TEST_CASE("slab dims: a small whole tile grows by them rather than storing as one run, at every alignment") {
+  // f16, innermost dims 2 x 2: A (3 dims, 60 units) x B (2 units). At 16 bytes the tile would store
+  // as one 16-byte run and stay 60 x 2, under a unit per thread, so it was walked as gathers; at
+  // 8 bytes it already grew by slab dims. Both alignments now take the grown tile.
+  const plan::RearrangePlanData p = permute_plan({2, 3, 7, 5, 3, 7, 7, 2, 6, 5, 2, 2, 6, 2, 2},
+                                                 {0, 4, 7, 1, 2, 11, 5, 12, 6, 10, 9, 14, 8, 3, 13}, DType::f16);
+  const auto& at16 = plan::variant_for_pointers(p, 0);
+  const auto& at8 = plan::variant_for_pointers(p, 8);
+  for (const plan::RearrangeVariant* v : {&at16, &at8}) {
+    CHECK(v->spec.family == RearrangeFamily::packed);
+    CHECK(v->spec.tile_a == 60);
+    CHECK(v->spec.tile_b == 120);
+    CHECK(v->spec.b_chain == 2);
+    CHECK(v->spec.store_linear == 0);
+  }
+}
