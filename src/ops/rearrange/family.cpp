@@ -27,6 +27,7 @@ constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
 constexpr std::int64_t kRegistersPerSm = 65536;
 constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
+constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under which slab dims beat linear stores
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -568,13 +569,16 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
     s.min_blocks = small_min_blocks;
   }
   if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
-    // Slab dims before linear stores: a small tile stored as one run still leaves most of its
-    // block idle (H200, f16 [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20%
-    // of copy; grown to 60 x 120 with 8-byte stores, 90%).
+    // Slab dims before linear stores where the tile holds under kSlabOverLinearUnits units per
+    // thread: stored as one run, it still leaves most of its block idle (H200, f16
+    // [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20% of copy; grown to 60 x
+    // 120 with 8-byte stores, 89%). Of 34 more lines of linear tiles grown so (two rounds each), 18
+    // of 22 rose under 5 units per thread (by up to 47 points) and 9 of 12 fell from 5 up (by up to 12).
     RearrangeSpec grown = s;
     grown.store_linear = 0;
     Groups grown_groups = g;
-    add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
+    const bool few_units = std::int64_t{s.tile_a} * s.tile_b < kSlabOverLinearUnits * s.threads;
+    if (!s.store_linear || few_units) add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
     if (grown.tile_b > s.tile_b) {
       s = grown;
       g = grown_groups;
