@@ -348,7 +348,7 @@ TEST_CASE("blocks: slab tiles whose table-looked-up addresses overrun the regist
   CHECK(light.spec.min_blocks == 6);
 }
 
-TEST_CASE("slab dims: a small whole tile grows by them rather than storing as one run, at every alignment") {
+TEST_CASE("slab dims: a small whole tile grows by them rather than moving as one run, at 16 and 8 bytes") {
   // f16, innermost dims 2 x 2: A (3 dims, 60 units) x B (2 units). At 16 bytes the tile would store
   // as one 16-byte run and stay 60 x 2, under a unit per thread, so it was walked as gathers; at
   // 8 bytes it already grew by slab dims. Both alignments now take the grown tile.
@@ -363,4 +363,14 @@ TEST_CASE("slab dims: a small whole tile grows by them rather than storing as on
     CHECK(v->spec.b_chain == 2);
     CHECK(v->spec.store_linear == 0);
   }
+  // u8, a 4 x 30 tile that would load as one run (walked as gathers before): it grows along B by
+  // slab dims and loads 2-byte micro-tile vectors instead.
+  const auto& loads = aligned(permute_plan({2, 2, 5, 4, 8, 2, 2, 2, 5, 2, 5, 6, 4, 5, 6},
+                                           {7, 6, 13, 9, 11, 10, 5, 0, 1, 4, 2, 8, 3, 14, 12}, DType::u8));
+  CHECK(loads.spec.family == RearrangeFamily::packed);
+  CHECK(loads.spec.load_linear == 0);
+  CHECK(loads.spec.tile_a == 4);
+  CHECK(loads.spec.b_chain == 30);
+  CHECK(loads.spec.tile_b > 30);
+  CHECK(loads.spec.vec_b == 2);
 }

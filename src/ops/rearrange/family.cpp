@@ -317,6 +317,7 @@ void choose_rows(RearrangeSpec& s) {
 struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
+  int micro_vec_b = 1;  // the micro-tiles' load width, kept where linear loads replace them
 };
 
 // Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units).
@@ -405,6 +406,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
     const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_src, src_align / unit);
     if (v > s.vec_b) {
       s.load_linear = static_cast<int>(v);
+      c.micro_vec_b = s.vec_b;
       s.vec_b = 1;  // the micro-tile loads are not used
     }
   }
@@ -515,7 +517,6 @@ std::int64_t slab_registers(const RearrangeSpec& s) {
 // [2,2,8,2,6,4,3,4,7,9,8,2,2,2,2] 17% -> 62% of copy on a 168 x 2 tile grown to 168 x 32; tiles
 // too small for a thread each, walked as gathers before, f16 29% -> 89%, f32 48% -> 93%).
 void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::int64_t budget) {
-  if (s.load_linear) return;
   DimList<std::size_t> outer;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) outer.push_back(i);
@@ -569,16 +570,21 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
     s.min_blocks = small_min_blocks;
   }
   if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
-    // Slab dims before linear stores where the tile holds under kSlabOverLinearUnits units per
-    // thread: stored as one run, it still leaves most of its block idle (H200, f16
+    // Slab dims before linear stores or loads where the tile holds under kSlabOverLinearUnits units
+    // per thread: moved as one run, it still leaves most of its block idle (H200, f16
     // [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20% of copy; grown to 60 x
     // 120 with 8-byte stores, 89%). Of 34 more lines of linear tiles grown so (two rounds each), 18
     // of 22 rose under 5 units per thread (by up to 47 points) and 9 of 12 fell from 5 up (by up to 12).
+    // Grown past linear loads, with the micro-tiles' load width: 4 lines of tuning seeds rose by 22
+    // to 45 points (u8 [2,2,5,4,8,2,2,2,5,2,5,6,4,5,6], a 4 x 30 tile walked as gathers: 11% -> 56%).
     RearrangeSpec grown = s;
     grown.store_linear = 0;
+    grown.load_linear = 0;
+    if (s.load_linear) grown.vec_b = c.micro_vec_b;
     Groups grown_groups = g;
     const bool few_units = std::int64_t{s.tile_a} * s.tile_b < kSlabOverLinearUnits * s.threads;
-    if (!s.store_linear || few_units) add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
+    if (!(s.store_linear || s.load_linear) || few_units)
+      add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
     if (grown.tile_b > s.tile_b) {
       s = grown;
       g = grown_groups;
