@@ -453,3 +453,23 @@ TEST_CASE("small whole tiles of many small dims take slab dims and fixed tables,
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
 }
+
+TEST_CASE("small whole tiles that would load as one run grow by slab dims with micro-tile loads, at every alignment") {
+  std::mt19937_64 rng(29);
+  const PermuteCase cases[] = {
+      {{12, 10, 10, 3}, {2, 0, 3, 1}, 1},                 // 10 x 30 tile, 2-unit loads
+      {{7, 12, 12, 4, 23, 3}, {2, 4, 0, 1, 5, 3}, 1},     // 4 x 69 tile: an odd chain, 1-unit loads
+      {{3, 30, 7, 10, 7, 3, 3}, {4, 1, 0, 5, 2, 6, 3}, 2},  // f16, 10 x 63 tile
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.load_linear == 0);
+    CHECK(s.b_chain > 0);
+    CHECK(s.tile_b > s.b_chain);
+    CHECK(s.b_chain % s.vec_b == 0);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}

@@ -27,7 +27,7 @@ constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
 constexpr std::int64_t kRegistersPerSm = 65536;
 constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
-constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under which slab dims beat linear stores
+constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under which slab dims beat linear moves
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -517,6 +517,8 @@ std::int64_t slab_registers(const RearrangeSpec& s) {
 // [2,2,8,2,6,4,3,4,7,9,8,2,2,2,2] 17% -> 62% of copy on a 168 x 2 tile grown to 168 x 32; tiles
 // too small for a thread each, walked as gathers before, f16 29% -> 89%, f32 48% -> 93%).
 void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::int64_t budget) {
+  // A linear load or store assumes the tile is one run on that side: the caller clears them first.
+  if (s.load_linear || s.store_linear) fail(ErrorCode::internal, "slab dims asked of a tile moved as one run");
   DimList<std::size_t> outer;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) outer.push_back(i);
