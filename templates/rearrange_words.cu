@@ -1,5 +1,5 @@
-// rearrange words: a transpose of 1-byte units that moves aligned 32-bit words on both sides
-// whatever the row pitches, so odd extents and strides cost no narrow accesses.
+// rearrange words: a transpose of 1- and 2-byte units that moves aligned 32-bit words on both
+// sides whatever the row pitches, so odd extents and strides cost no narrow accesses.
 // dim[0, DIMS_A) = group A (contiguous in dst from its stride-1 dim), then DIMS_B dims of group B
 // (contiguous in src from its stride-1 dim), then the outer dims, each innermost first. A range of
 // A indices is one run in dst and a range of B indices one run in src, so a composite group only
@@ -12,13 +12,13 @@
 // [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < W is the row's misalignment (0 without
 // SKEW_STORE); its words are aligned in dst, and each is funnel-shifted out of two shared words.
 // So a tile loads one extra group of W rows before a0 when stores are skewed.
-static_assert(UNIT_BYTES == 1, "word tiles move 1-byte units");
-constexpr int W = 4;                                 // units per word
+static_assert(UNIT_BYTES == 1 || UNIT_BYTES == 2, "word tiles move 1- and 2-byte units");
+constexpr int W = 4 / UNIT_BYTES;                    // units per word
 constexpr int WORDS_A = TILE_A / W;                  // store words per destination row of a tile
 constexpr int GROUPS_A = WORDS_A + (SKEW_STORE ? 1 : 0);  // groups of W source rows a tile loads
 constexpr int WORDS_B = TILE_B / W;                  // load words per source row of a tile
 // Threads of a warp cover LANES_B words of W rows and 32 / LANES_B row groups: each row is read in
-// 32-unit runs (whole sectors), and with an odd PITCH the shared-memory writes hit distinct banks.
+// runs of 32 units (whole sectors), and with an odd PITCH the shared-memory writes hit distinct banks.
 constexpr int LANES_B = WORDS_B < 32 / W ? WORDS_B : 32 / W;
 constexpr int BANDS_B = (WORDS_B + LANES_B - 1) / LANES_B;
 constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;
@@ -56,15 +56,20 @@ __device__ __forceinline__ SjWord sj_funnel(SjWord low, SjWord high, int shift) 
   return __funnelshift_rc(low, high, (unsigned)(shift * UNIT_BYTES * 8));
 }
 
-// Row-major 4 x 4 byte block (w[i] = the 4 bytes of row i) -> column-major (out[j] = byte j of
+// Row-major W x W block of units (w[i] = the units of row i) -> column-major (out[j] = unit j of
 // every row), by byte permutes.
 __device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord (&out)[W]) {
-  const SjWord lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
-  const SjWord lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
-  out[0] = __byte_perm(lo01, lo23, 0x5410);
-  out[1] = __byte_perm(lo01, lo23, 0x7632);
-  out[2] = __byte_perm(hi01, hi23, 0x5410);
-  out[3] = __byte_perm(hi01, hi23, 0x7632);
+  if constexpr (W == 2) {
+    out[0] = __byte_perm(w[0], w[1], 0x5410);
+    out[1] = __byte_perm(w[0], w[1], 0x7632);
+  } else {
+    const SjWord lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+    const SjWord lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+    out[0] = __byte_perm(lo01, lo23, 0x5410);
+    out[1] = __byte_perm(lo01, lo23, 0x7632);
+    out[2] = __byte_perm(hi01, hi23, 0x5410);
+    out[3] = __byte_perm(hi01, hi23, 0x7632);
+  }
 }
 
 // Composite groups: the source offsets of the rows a tile reads (A index sj_first_row + i) and the
@@ -118,10 +123,10 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 }
 
 // Whether every access of the tile lies inside the tensor: then the loads, staging and stores take
-// no per-row or per-word range checks (the edge tiles take them). Only for up to two load blocks
-// per thread: with four, the unchecked path's loads, all issued at once, spill (sm_90: 240 bytes of
-// stack at the 80-register cap, against none with checks).
-constexpr bool SPLIT_INTERIOR = LOADS_PER_THREAD <= 2;
+// no per-row or per-word range checks (the edge tiles take them). Only for up to 8 loaded rows per
+// thread: with 16 (four blocks of 1-byte units), the unchecked path's loads, all issued at once,
+// spill (sm_90: 240 bytes of stack at the 80-register cap, against none with checks).
+constexpr bool SPLIT_INTERIOR = LOADS_PER_THREAD * W <= 8;
 __device__ __forceinline__ bool sj_interior(const SjArgs& args, const SjTile& tile) {
   return SPLIT_INTERIOR && sj_first_row(tile) >= 0 && tile.a0 + TILE_A <= sj_extent_a(args) && tile.b0 >= (SKEW_LOAD ? W : 0) &&
          tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);

@@ -115,17 +115,26 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
   CHECK(covered.size() == 40);
-  // Skewed tiles: transposes with odd row pitches on both sides, units of 2 and 4 bytes.
+  // Skewed tiles: transposes with odd row pitches on both sides, units of 4 bytes by default; units
+  // of 2 bytes take word tiles of two units there, and skewed tiles as a tuning candidate.
   for (int elem : {2, 4})
     for (bool big : {false, true}) {
       const std::int64_t r = big ? (1 << 17) + 1 : 301, c = big ? (1 << 15) + 1 : 501;
-      const plan::RearrangePlanData p = swap_first_two({r, c}, elem, !big && elem == 4);
+      const plan::RearrangePlanData p = swap_first_two({r, c}, elem, !big);
       const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
       INFO(plan::describe(p));
-      CHECK(v.spec.family == RearrangeFamily::skewed);
+      CHECK(v.spec.family == (elem == 4 ? RearrangeFamily::skewed : RearrangeFamily::words));
       CHECK(v.spec.unit_bytes == elem);
       CHECK(v.spec.index64 == big);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
+      if (elem == 4) continue;
+      int skewed = 0;
+      for (const plan::RearrangeVariant& candidate : plan::candidate_variants(v.form, !big, 16, 16))
+        if (candidate.spec.family == RearrangeFamily::skewed) {
+          variants.emplace(plan::kernel_label(candidate.spec, candidate.args), candidate);
+          ++skewed;
+        }
+      CHECK(skewed > 0);
     }
   // Word tiles: 1-byte transposes with odd pitches, each skew mode (pointer alignment 16: rows
   // skewed where the pitch is odd; alignment 1: both sides), both index widths, and exact mode.
@@ -141,8 +150,10 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
     }
-  // Word tiles over composite groups: u8 [5, 61, 517] -> [517, 61, 5] (A = 5 x 61 in dst, skewed
-  // stores) and [131, 5, 3, 37] -> [3, 5, 37, 131] (B = 37 x 3 x 5 in src), both index widths, exact.
+  // Word tiles over composite groups: [5, 61, 517] -> [517, 61, 5] (A = 5 x 61 in dst, skewed stores)
+  // and [131, 5, 3, 37] -> [3, 5, 37, 131] (B = 37 x 3 x 5 in src), 1- and 2-byte units, both index
+  // widths, exact.
+  for (int elem : {1, 2})
   for (bool big : {false, true})
     for (const auto& [shape, order] :
          {std::pair{std::vector<std::int64_t>{5, 61, 517}, std::vector<std::size_t>{2, 1, 0}},
@@ -155,10 +166,11 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         out_shape.push_back(sized[k]);
         out_strides.push_back(strides[k]);
       }
-      const plan::RearrangePlanData p = make(out_shape, out_strides, 1, !big);
+      const plan::RearrangePlanData p = make(out_shape, out_strides, elem, !big);
       const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
       INFO(plan::describe(p));
       CHECK(v.spec.family == RearrangeFamily::words);
+      CHECK(v.spec.unit_bytes == elem);
       CHECK(v.spec.dims_a + v.spec.dims_b > 2);
       CHECK(v.spec.index64 == big);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);

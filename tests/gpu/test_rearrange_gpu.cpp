@@ -345,6 +345,24 @@ TEST_CASE("rearrange: u8 transposes whose groups span several dims take word til
   CHECK(words == launches);
 }
 
+TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a time take words of two, at every "
+          "pointer misalignment" * test::gpu_only()) {
+  // Odd destination pitches over odd and even source pitches, plain and over composite groups (A =
+  // 5 x 61, A = 49 x 19 in dst; B = 37 x 3 x 5 in src), and a 2-D transpose of pairs on both sides
+  // that counts along B ([6002, 130]: skewed tiles before).
+  const std::vector<PermuteCase> cases = {
+      {{1029, 1021}, {1, 0}, DType::f16},       {{1029, 1022}, {1, 0}, DType::f16},
+      {{97, 38, 3879}, {2, 1, 0}, DType::f16},  {{5, 61, 1037}, {2, 1, 0}, DType::f16},
+      {{3, 49, 19, 37}, {0, 3, 2, 1}, DType::f16}, {{531, 5, 3, 37}, {2, 1, 3, 0}, DType::f16},
+      {{6002, 130}, {1, 0}, DType::f16},
+  };
+  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 6151);
+  MESSAGE(words << " of " << launches << " runs on word tiles");
+  CHECK(words >= launches / 2);
+}
+
 TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at every pointer misalignment" *
           test::gpu_only()) {
   const std::vector<PermuteCase> cases = {

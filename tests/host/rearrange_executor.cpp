@@ -341,8 +341,9 @@ using Word = std::array<std::uint8_t, 4>;
 void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
-  const int u = s.unit_bytes, w = 4;
-  if (u != 1) throw std::logic_error("words: units must be bytes");
+  const int u = s.unit_bytes;
+  if (u != 1 && u != 2) throw std::logic_error("words: units must be 1 or 2 bytes");
+  const int w = 4 / u;  // units per word
   if (a.dim[0].dst_stride != 1 || a.dim[s.dims_a].src_stride != 1)
     throw std::logic_error("words: A must be unit-stride in dst and B in src");
   if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");

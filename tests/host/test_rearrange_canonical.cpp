@@ -117,6 +117,19 @@ TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only w
   CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);
 }
 
+TEST_CASE("families: f16 tiles that would store single units take words of two; single-unit loads stay tiled") {
+  auto family_of = [](std::vector<std::int64_t> shape, std::vector<int> perm) {
+    return aligned(permute_plan(std::move(shape), std::move(perm), DType::f16)).spec.family;
+  };
+  // Single units on both sides of a packed tile, single-unit stores beside 8-byte loads, and a 2-D
+  // transpose with odd pitches (skewed tiles before).
+  CHECK(family_of({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}) == RearrangeFamily::words);
+  CHECK(family_of({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}) == RearrangeFamily::words);
+  CHECK(family_of({5699, 34561}, {1, 0}) == RearrangeFamily::words);
+  // Single-unit loads beside 16-byte stores keep the packed tile.
+  CHECK(family_of({40, 4, 36, 2, 5, 35, 3, 33}, {3, 5, 2, 7, 4, 6, 1, 0}) == RearrangeFamily::packed);
+}
+
 TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {
   auto spec_of = [](std::vector<std::int64_t> shape, std::vector<int> perm, DType dtype) {
     return aligned(permute_plan(std::move(shape), std::move(perm), dtype)).spec;

@@ -310,51 +310,56 @@ TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
   }
 }
 
-TEST_CASE("odd row pitches take skewed tiles whose vectors are all aligned") {
+TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-byte units), all accesses aligned") {
   std::mt19937_64 rng(8191);
   const PermuteCase cases[] = {
       {{131, 197}, {1, 0}, 4}, {{197, 131}, {1, 0}, 4}, {{65, 64}, {1, 0}, 4},     {{3, 131, 67}, {0, 2, 1}, 4},
       {{201, 135}, {1, 0}, 2}, {{257, 129}, {1, 0}, 1}, {{67, 5, 93}, {2, 1, 0}, 2}, {{129, 255}, {1, 0}, 2},
   };
-  int skewed = 0;
+  int skewed = 0, words = 0;
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true})
-      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) skewed += f == plan::RearrangeFamily::skewed;
-  // Every run with pointers aligned to the element (4-byte elements: 16, 8 and 4 bytes; 2-byte ones
-  // down to 2), except the 2-byte transpose with an outer dim ([67, 5, 93]), which stays tiled: 20
-  // runs per mode. Narrower pointers split elements into units that stay tiled, as do 1-byte
+      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) {
+        skewed += f == plan::RearrangeFamily::skewed;
+        words += c.elem == 2 && f == plan::RearrangeFamily::words;
+      }
+  // Skewed: every run of 4-byte elements with pointers aligned to them (16, 8 and 4 bytes), 12 per
+  // mode. Words of two: the 2-byte elements down to 2-byte pointers, [67, 5, 93] (an outer dim)
+  // included, 12 per mode. Narrower pointers split elements into units that stay tiled, as do 1-byte
   // elements ([257, 129]).
-  CHECK(skewed == 40);
+  CHECK(skewed == 24);
+  CHECK(words == 24);
   // Narrow loads alone keep fixed tiles: an odd source pitch under an even destination pitch, with
-  // pointers aligned for 8- and 16-byte vectors, and a 2-byte transpose with an outer dim.
+  // pointers aligned for 8- and 16-byte vectors.
   const TensorDesc odd_source{{65, 64}, {1, 65}, DType::f32, 0};
   const plan::RearrangePlanData narrow_loads = plan::plan_rearrange_data({{65, 64}, {}, DType::f32, 0}, odd_source, {});
   for (std::uintptr_t alignment : {16u, 8u})
     CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
-  for (plan::RearrangeFamily f : check_permute({{67, 5, 93}, {2, 1, 0}, 2}, rng, false))
-    CHECK(f != plan::RearrangeFamily::skewed);
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
   const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))
     CHECK(f != plan::RearrangeFamily::skewed);
 }
 
-TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those count along A") {
+TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "
+          "A, else words of two") {
   std::mt19937_64 rng(1283);
-  // [641, 1282]: 11 tiles along A, 21 along B; [6001, 130]: 94 along A, 3 along B (counted along B,
-  // so skewed); [5699, 3457]: single units on both sides shrink fixed tiles to 32 x 64 (skewed).
-  const PermuteCase fixed{{641, 1282}, {1, 0}, 2}, along_b{{6001, 130}, {1, 0}, 2}, single{{5699, 3457}, {1, 0}, 2};
+  // [642, 1282]: pairs on both sides, 11 tiles along A, 21 along B; [6002, 130]: pairs, 94 tiles along
+  // A, 3 along B (counted along B, so words); [641, 1282] and [5699, 3457]: single units stored.
+  const PermuteCase fixed{{642, 1282}, {1, 0}, 2}, along_b{{6002, 130}, {1, 0}, 2}, single_store{{641, 1282}, {1, 0}, 2},
+      single{{5699, 3457}, {1, 0}, 2};
   const auto aligned = [](const PermuteCase& c) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
   };
   const plan::RearrangeSpec s = aligned(fixed);
   CHECK(s.family == plan::RearrangeFamily::transpose);
-  CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64));
-  CHECK(aligned(along_b).family == plan::RearrangeFamily::skewed);
+  CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64 && s.vec_a == 2));
+  CHECK(aligned(along_b).family == plan::RearrangeFamily::words);
   CHECK(!aligned(along_b).a_first);
-  CHECK(aligned(single).family == plan::RearrangeFamily::skewed);
-  for (const PermuteCase& c : {fixed, along_b, single}) check_permute(c, rng, false);
+  CHECK(aligned(single_store).family == plan::RearrangeFamily::words);
+  CHECK(aligned(single).family == plan::RearrangeFamily::words);
+  for (const PermuteCase& c : {fixed, along_b, single_store, single}) check_permute(c, rng, false);
 }
 
 TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and funnel-shifted") {
@@ -409,6 +414,54 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
     CHECK(skews[{load, store}] > 0);
   }
+}
+
+TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time move words of two") {
+  std::mt19937_64 rng(4111);
+  // Odd destination pitches (single-unit stores) over even and odd source pitches, groups of one dim
+  // and composite ones (A = 49 x 19, A = 5 x 31, B = 37 x 3 x 5), outer dims on either side.
+  const PermuteCase cases[] = {
+      {{201, 135}, {1, 0}, 2},        {{129, 256}, {1, 0}, 2},        {{97, 38, 387}, {2, 1, 0}, 2},
+      {{3, 49, 19, 37}, {0, 3, 2, 1}, 2}, {{5, 31, 137}, {2, 1, 0}, 2}, {{131, 5, 3, 37}, {2, 1, 3, 0}, 2},
+      {{67, 5, 93}, {2, 1, 0}, 2},
+  };
+  std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> 2-byte word-tile variants
+  int composite = 0, taken = 0;
+  for (const PermuteCase& c : cases)
+    for (bool exact : {false, true}) {
+      RearrangeOptions options;
+      options.exact = exact;
+      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) taken += f == plan::RearrangeFamily::words;
+      const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+      for (const plan::RearrangeVariant& v :
+           plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, options).variants)
+        if (v.spec.family == plan::RearrangeFamily::words && v.spec.unit_bytes == 2) {
+          ++skews[{v.spec.skew_load, v.spec.skew_store}];
+          composite += v.spec.dims_a + v.spec.dims_b > 2;
+        }
+    }
+  MESSAGE(taken << " runs on word tiles, " << composite << " 2-byte word-tile variants over composite groups");
+  CHECK(taken >= 40);
+  CHECK(composite >= 6);
+  for (auto [load, store] : {std::pair{true, true}, std::pair{false, true}}) {
+    MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
+    CHECK(skews[{load, store}] > 0);
+  }
+  // Random views: two dims long enough for word tiles, up to two short ones, any permutation.
+  int random_taken = 0;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::int64_t> shape = {32 + static_cast<std::int64_t>(rng() % 150), 32 + static_cast<std::int64_t>(rng() % 150)};
+    for (std::uint64_t extra = rng() % 3; extra > 0; --extra) shape.push_back(1 + static_cast<std::int64_t>(rng() % 5));
+    std::shuffle(shape.begin(), shape.end(), rng);
+    std::vector<int> perm(shape.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    INFO("random 2-byte words case " << i);
+    for (plan::RearrangeFamily f : check_permute({shape, perm, 2}, rng, i % 5 == 0))
+      random_taken += f == plan::RearrangeFamily::words;
+  }
+  MESSAGE(random_taken << " runs of random views on word tiles");
+  CHECK(random_taken > 0);
 }
 
 TEST_CASE("wide tensors exercise multi-tile transposes, partial tiles and composite groups") {

@@ -654,7 +654,8 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // seeds 7, 8). Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
 // (35-59% against 53-71%): eight 2-byte units per vector cost more shared-memory writes than the
 // narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
-// writes per vector), so 1-byte units stay tiled.
+// writes per vector), so 1-byte units stay tiled. 2-byte units that pass take word tiles instead
+// (plan_fixed_family); skewed tiles stay their tuning candidate.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
@@ -707,41 +708,54 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 
 // ---- words ----------------------------------------------------------------------------------
 
-constexpr std::int64_t kWordBytes = 4;  // = units per word: word tiles move 1-byte units
+constexpr std::int64_t kWordBytes = 4;  // word tiles move 1- and 2-byte units in 32-bit words
 constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words along B a tile holds at most
 // Threads per SM a word kernel asks for: 80 registers each; at 1024 (64 registers) the loaded words
 // spill.
 constexpr std::int64_t kWordThreadsPerSm = 768;
 // Shorter groups leave most of a tile's lanes idle: on an H100, u8 lines with a B group of 12 to 50
-// units fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
-constexpr std::int64_t kWordTileMinExtent = 64;
+// bytes fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
+constexpr std::int64_t kWordTileMinBytes = 64;
 
-// Whether every row of one side (1-byte units) starts word-aligned: the pointer is, and so is every
-// stride but those of the group the rows run along.
+std::int64_t units_per_word(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
+
+// Whether every row of one side starts word-aligned: the pointer is, and so is every stride (in
+// units) but those of the group the rows run along.
 bool rows_word_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side,
-                       std::int64_t align_bytes) {
+                       std::int64_t align_bytes, std::int64_t unit) {
   if (align_bytes < kWordBytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (std::find(along.begin(), along.end(), i) == along.end() &&
-        !divides(kWordBytes, src_side ? dims[i].src_stride : dims[i].dst_stride))
+        !divides(units_per_word(unit), src_side ? dims[i].src_stride : dims[i].dst_stride))
       return false;
   return true;
 }
 
 // Groups A and B for word tiles: each grown along its contiguous chain to fill a tile.
-Groups word_groups(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_dim) {
-  Groups g = single_dims(dims, a_dim, b_dim);
-  grow_a(dims, g, kWordTileWords * kWordBytes);
-  grow_b(dims, g, kWordTileWords * kWordBytes);
+Groups word_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim) {
+  Groups g = single_dims(form.dims, a_dim, b_dim);
+  const std::int64_t tile_units = kWordTileWords * units_per_word(form.unit_bytes);
+  grow_a(form.dims, g, tile_units);
+  grow_b(form.dims, g, tile_units);
   return g;
 }
 
 // A transpose of 1-byte units that fixed tiles would store narrower than a word or load byte by
-// byte (odd row pitches, misaligned pointers, short inner dims), with B unit-stride in the source
-// and both groups long enough to fill a tile. A group may span several dims: a range of its indices
-// is still one run on its side. (2-byte units in words of two lost on an H100: f16 [222, 4953, 168]
-// 0,2,1 went from 75% to 67% of copy; their fixed tiles already move pairs.)
+// byte (odd row pitches, misaligned pointers, short inner dims), or of 2-byte units that they would
+// store one at a time, with B unit-stride in the source and both groups long enough to fill a tile.
+// A group may span several dims: a range of its indices is still one run on its side.
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
+  const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
+  const bool b_unit_stride = form.dims[g.b.front()].src_stride == 1;
+  const std::int64_t min_units = kWordTileMinBytes / form.unit_bytes;
+  // 2-byte units: H200, the 85 f16 lines of tuning seeds 40, 41 and 44-53 with a single-unit side
+  // (besides the skewed ones, see plan_fixed_family). Single-unit stores: 36 lines 48.8% -> 55.9% of
+  // copy (24 up by up to 27 points, 4 down by up to 11). Single-unit loads beside stores of pairs or
+  // wider lost (36 lines, 23 down by up to 43 points: the fixed tiles already store 4 bytes or
+  // more), as did pairs on both sides (f16 [222, 4953, 168] 0,2,1, H100: 75% -> 67%).
+  if (form.unit_bytes == 2)
+    return tiled_family && tiled.vec_a == 1 && tiled.store_linear == 0 && b_unit_stride && g.extent_a >= min_units &&
+           g.extent_b >= min_units;
   // Stores narrower than a word, or single-byte loads: 2-byte loads beside stores of 8 bytes or more
   // keep fixed tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on
   // words; at 4-byte aligned pointers its stores are words and it takes word tiles).
@@ -752,14 +766,13 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // [583,6,2,122,174] 2,0,4,3,1: 83% on its packed tile, 57% on words).
   const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
                              tiled.load_linear == 0 && tiled.vec_a == kWordBytes && tiled.vec_b == 2;
-  const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
   // Beside word stores or wider, narrow loads (single bytes, or pairs above) pay for word tiles only
   // on long groups: of eight u8 lines with single-byte loads on an H100, the four that rose (4-20
   // points) had both groups of 128 units or more; two of the four that fell (6-19 points) had a group
   // of 80 or 103 units.
-  const std::int64_t min_extent = narrow_a ? kWordTileMinExtent : 2 * kWordTileMinExtent;
-  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) &&
-         form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_extent && g.extent_b >= min_extent;
+  const std::int64_t min_extent = narrow_a ? min_units : 2 * min_units;
+  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) && b_unit_stride &&
+         g.extent_a >= min_extent && g.extent_b >= min_extent;
 }
 
 // A tile of 128 threads is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W
@@ -768,18 +781,18 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 // composite groups); one of 256 threads, kept where it spans the whole B group, twice that along B.
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align) {
-  const std::int64_t word = kWordBytes;  // units per word
+  const std::int64_t word = units_per_word(form.unit_bytes);
   RearrangeSpec s;
   s.family = RearrangeFamily::words;
-  s.unit_bytes = 1;
+  s.unit_bytes = static_cast<int>(form.unit_bytes);
   s.num_dims = static_cast<int>(form.dims.size());
   s.index64 = needs_index64(form.dims);
   s.bounds = true;
   s.exact = exact;
   s.dims_a = static_cast<int>(g.a.size());
   s.dims_b = static_cast<int>(g.b.size());
-  s.skew_load = !rows_word_aligned(form.dims, g.b, true, src_align);
-  s.skew_store = !rows_word_aligned(form.dims, g.a, false, dst_align);
+  s.skew_load = !rows_word_aligned(form.dims, g.b, true, src_align, form.unit_bytes);
+  s.skew_store = !rows_word_aligned(form.dims, g.a, false, dst_align, form.unit_bytes);
   // A tile's owned ranges start up to word - 1 units before a skewed row; tiles that would leave 30%
   // or more idle split A evenly (153 units: two tiles of 80, not 124 + 32).
   const std::int64_t lead = s.skew_store ? word - 1 : 0;
@@ -790,7 +803,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // offsets: half as many words per thread, or they spill (sm_90: 128 bytes of stack at 80 registers
   // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
-  const std::int64_t max_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
+  const std::int64_t max_words_b = (s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords);
   // Blocks of 128 threads take half the B words: a thread's load blocks stay as many, and an SM holds
   // twice the tiles (H200, the 22 word-tile lines of tuning seeds 40 and 44: geomean 42% -> 47% of
   // copy, every line 1 to 11 points higher; quarter tiles at eight blocks per SM 45%, half tiles of
@@ -816,7 +829,6 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
 constexpr std::int64_t kRunsTileBytes = 8192;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
 
-std::int64_t runs_word_units(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
 DimList<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
@@ -933,7 +945,7 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   if (unit > kWordBytes) return std::nullopt;
-  const std::int64_t word = runs_word_units(unit);
+  const std::int64_t word = units_per_word(unit);
   const Chains chains = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
   for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
     const RunsTile tile = choose_runs(dims, chains, unit, budget);
@@ -1142,12 +1154,15 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_tiled(units, inner, *b, exact, src_align, dst_align, tile_volume(units.unit_bytes));
+      const Groups words = word_groups(units, inner, *b);
+      if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
+        // 2-byte units in words of two beat skewed tiles: H200, all 13 such lines of tuning seeds 40,
+        // 41 and 44-53, 50.1% -> 59.1% of copy (2 to 22 points up).
+        if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align);
         return plan_skewed(units, inner, *b, exact);
       }
-      const Groups words = word_groups(dims, inner, *b);
-      if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
       // A tile smaller than a unit per thread is better walked in destination order.
       if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
     }
@@ -1235,9 +1250,10 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       const bool long_dims = dims[inner].extent >= kSkewedTile && dims[*b].extent >= kSkewedTile;
       if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
         add(plan_skewed(units, inner, *b, exact));
-      const Groups words = word_groups(dims, inner, *b);
-      const bool long_groups = words.extent_a >= kWordTileMinExtent && words.extent_b >= kWordTileMinExtent;
-      if (long_groups && dims[*b].src_stride == 1 && units.unit_bytes == 1)
+      const Groups words = word_groups(units, inner, *b);
+      const std::int64_t min_units = kWordTileMinBytes / units.unit_bytes;
+      const bool long_groups = words.extent_a >= min_units && words.extent_b >= min_units;
+      if (long_groups && dims[*b].src_stride == 1 && units.unit_bytes <= 2)
         add(plan_words(units, words, exact, src_align, dst_align));
     }
   }
@@ -1335,7 +1351,7 @@ int shared_bytes(const RearrangeSpec& s) {
   const int index_bytes = s.index64 ? 8 : 4;
   if (s.family == RearrangeFamily::words) {
     // Composite-group tables, one per tile: the rows a tile reads along A, its B indices.
-    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(kWordBytes) : 0);
+    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) : 0);
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
@@ -1346,7 +1362,7 @@ int shared_bytes(const RearrangeSpec& s) {
     return (rows_and_a + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {
-    const std::int64_t word = runs_word_units(s.unit_bytes);
+    const std::int64_t word = units_per_word(s.unit_bytes);
     return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);
   }
   if (s.family != RearrangeFamily::transpose && s.family != RearrangeFamily::packed) return 0;
