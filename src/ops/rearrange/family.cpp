@@ -749,10 +749,11 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   const bool b_unit_stride = form.dims[g.b.front()].src_stride == 1;
   const std::int64_t min_units = kWordTileMinBytes / form.unit_bytes;
   // 2-byte units: H200, the 85 f16 lines of tuning seeds 40, 41 and 44-53 with a single-unit side
-  // (besides the skewed ones, see plan_fixed_family). Single-unit stores: 36 lines 48.8% -> 55.9% of
-  // copy (24 up by up to 27 points, 4 down by up to 11). Single-unit loads beside stores of pairs or
-  // wider lost (36 lines, 23 down by up to 43 points: the fixed tiles already store 4 bytes or
-  // more), as did pairs on both sides (f16 [222, 4953, 168] 0,2,1, H100: 75% -> 67%).
+  // on fixed tiles, moved on word tiles instead. Single-unit stores (36 lines; the skewed ones aside,
+  // see plan_fixed_family): 48.8% -> 55.9% of copy in one round, 48.9% -> 56.0% in another (23 up by
+  // up to 27 points, 4 down by up to 12). Single-unit loads beside stores of pairs or wider (36
+  // lines): 23 down by up to 43 points, the fixed tiles already store 4 bytes or more. Pairs on both
+  // sides lost too outside the skewed 2-D case (f16 [222, 4953, 168] 0,2,1, H100: 75% -> 67%).
   if (form.unit_bytes == 2)
     return tiled_family && tiled.vec_a == 1 && tiled.store_linear == 0 && b_unit_stride && g.extent_a >= min_units &&
            g.extent_b >= min_units;
@@ -1158,8 +1159,8 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
-        // 2-byte units in words of two beat skewed tiles: H200, all 13 such lines of tuning seeds 40,
-        // 41 and 44-53, 50.1% -> 59.1% of copy (2 to 22 points up).
+        // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
+        // 41 and 44-53, 47.5% -> 59.7% of copy (13 up by 3 to 42 points, one by 2).
         if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align);
         return plan_skewed(units, inner, *b, exact);
       }
