@@ -171,6 +171,19 @@ std::vector<plan::RearrangeFamily> check_permute(const PermuteCase& c, std::mt19
   return check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, exact);
 }
 
+// A random view for word tiles: two dims of `shortest` to `shortest + spread - 1` elements, up to
+// two of 1 to 5, in random order, under a random permutation.
+PermuteCase random_word_view(std::mt19937_64& rng, std::int64_t shortest, std::uint64_t spread, int elem) {
+  std::vector<std::int64_t> shape = {shortest + static_cast<std::int64_t>(rng() % spread),
+                                     shortest + static_cast<std::int64_t>(rng() % spread)};
+  for (std::uint64_t extra = rng() % 3; extra > 0; --extra) shape.push_back(1 + static_cast<std::int64_t>(rng() % 5));
+  std::shuffle(shape.begin(), shape.end(), rng);
+  std::vector<int> perm(shape.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  return {shape, perm, elem};
+}
+
 }  // namespace
 
 TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive copy on every family") {
@@ -389,15 +402,8 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
           composite += v.spec.dims_a + v.spec.dims_b > 2;
         }
     }
-  // Random views: two dims long enough for word tiles, up to two short ones, any permutation.
   for (int i = 0; i < 60; ++i) {
-    std::vector<std::int64_t> shape = {64 + static_cast<std::int64_t>(rng() % 200), 64 + static_cast<std::int64_t>(rng() % 200)};
-    for (std::uint64_t extra = rng() % 3; extra > 0; --extra) shape.push_back(1 + static_cast<std::int64_t>(rng() % 5));
-    std::shuffle(shape.begin(), shape.end(), rng);
-    std::vector<int> perm(shape.size());
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    const PermuteCase c{shape, perm, 1};
+    const PermuteCase c = random_word_view(rng, 64, 200, 1);
     INFO("random words case " << i);
     check_permute(c, rng, i % 5 == 0);
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
@@ -447,17 +453,10 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
     CHECK(skews[{load, store}] > 0);
   }
-  // Random views: two dims long enough for word tiles, up to two short ones, any permutation.
   int random_taken = 0;
   for (int i = 0; i < 40; ++i) {
-    std::vector<std::int64_t> shape = {32 + static_cast<std::int64_t>(rng() % 150), 32 + static_cast<std::int64_t>(rng() % 150)};
-    for (std::uint64_t extra = rng() % 3; extra > 0; --extra) shape.push_back(1 + static_cast<std::int64_t>(rng() % 5));
-    std::shuffle(shape.begin(), shape.end(), rng);
-    std::vector<int> perm(shape.size());
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
     INFO("random 2-byte words case " << i);
-    for (plan::RearrangeFamily f : check_permute({shape, perm, 2}, rng, i % 5 == 0))
+    for (plan::RearrangeFamily f : check_permute(random_word_view(rng, 32, 150, 2), rng, i % 5 == 0))
       random_taken += f == plan::RearrangeFamily::words;
   }
   MESSAGE(random_taken << " runs of random views on word tiles");
