@@ -18,7 +18,8 @@ constexpr int WORDS_A = TILE_A / W;                  // store words per destinat
 constexpr int GROUPS_A = WORDS_A + (SKEW_STORE ? 1 : 0);  // groups of W source rows a tile loads
 constexpr int WORDS_B = TILE_B / W;                  // load words per source row of a tile
 // Threads of a warp cover LANES_B words of W rows and 32 / LANES_B row groups: each row is read in
-// runs of 32 units (whole sectors), and with an odd PITCH the shared-memory writes hit distinct banks.
+// runs of 32 units (whole sectors). With an odd PITCH the shared-memory writes hit distinct banks,
+// except for 2-byte units with fewer than 16 words along B (2-way conflicts).
 constexpr int LANES_B = WORDS_B < 32 / W ? WORDS_B : 32 / W;
 constexpr int BANDS_B = (WORDS_B + LANES_B - 1) / LANES_B;
 constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;

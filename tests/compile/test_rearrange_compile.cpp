@@ -151,30 +151,30 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       }
     }
   // Word tiles over composite groups: [5, 61, 517] -> [517, 61, 5] (A = 5 x 61 in dst, skewed stores)
-  // and [131, 5, 3, 37] -> [3, 5, 37, 131] (B = 37 x 3 x 5 in src), 1- and 2-byte units, both index
-  // widths, exact.
+  // and [131, 5, 3, 37] -> [3, 5, 37, 131] (B = 37 x 3 x 5 in src for 1-byte units, 37 x 3 for
+  // 2-byte ones), 1- and 2-byte units, both index widths, exact.
   for (int elem : {1, 2})
-  for (bool big : {false, true})
-    for (const auto& [shape, order] :
-         {std::pair{std::vector<std::int64_t>{5, 61, 517}, std::vector<std::size_t>{2, 1, 0}},
-          std::pair{std::vector<std::int64_t>{131, 5, 3, 37}, std::vector<std::size_t>{2, 1, 3, 0}}}) {
-      std::vector<std::int64_t> sized = shape;
-      if (big) sized[1] += std::int64_t{1} << 26;  // past 32-bit indices, groups unchanged
-      const std::vector<std::int64_t> strides = contiguous_strides(sized);
-      std::vector<std::int64_t> out_shape, out_strides;
-      for (std::size_t k : order) {
-        out_shape.push_back(sized[k]);
-        out_strides.push_back(strides[k]);
+    for (bool big : {false, true})
+      for (const auto& [shape, order] :
+           {std::pair{std::vector<std::int64_t>{5, 61, 517}, std::vector<std::size_t>{2, 1, 0}},
+            std::pair{std::vector<std::int64_t>{131, 5, 3, 37}, std::vector<std::size_t>{2, 1, 3, 0}}}) {
+        std::vector<std::int64_t> sized = shape;
+        if (big) sized[1] += std::int64_t{1} << 26;  // past 32-bit indices, groups unchanged
+        const std::vector<std::int64_t> strides = contiguous_strides(sized);
+        std::vector<std::int64_t> out_shape, out_strides;
+        for (std::size_t k : order) {
+          out_shape.push_back(sized[k]);
+          out_strides.push_back(strides[k]);
+        }
+        const plan::RearrangePlanData p = make(out_shape, out_strides, elem, !big);
+        const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+        INFO(plan::describe(p));
+        CHECK(v.spec.family == RearrangeFamily::words);
+        CHECK(v.spec.unit_bytes == elem);
+        CHECK(v.spec.dims_a + v.spec.dims_b > 2);
+        CHECK(v.spec.index64 == big);
+        variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
-      const plan::RearrangePlanData p = make(out_shape, out_strides, elem, !big);
-      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
-      INFO(plan::describe(p));
-      CHECK(v.spec.family == RearrangeFamily::words);
-      CHECK(v.spec.unit_bytes == elem);
-      CHECK(v.spec.dims_a + v.spec.dims_b > 2);
-      CHECK(v.spec.index64 == big);
-      variants.emplace(plan::kernel_label(v.spec, v.args), v);
-    }
   // Runs tiles (a tuning candidate; the default for u8 tiles that move single bytes on both sides): a
   // short shared inner dim (rows of 5 units) under a transpose, for 1-, 2- and 4-byte units, both
   // index widths (bounds checked: 301 and 501 are tiled unevenly) and exact mode.

@@ -335,7 +335,7 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   }
 }
 
-// The words template: 1-byte units in 4-byte words; misalignments come from the real addresses.
+// The words template: 1- or 2-byte units in 4-byte words; misalignments come from the real addresses.
 using Word = std::array<std::uint8_t, 4>;
 
 void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {

@@ -425,11 +425,13 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
 TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time move words of two") {
   std::mt19937_64 rng(4111);
   // Odd destination pitches (single-unit stores) over even and odd source pitches, groups of one dim
-  // and composite ones (A = 49 x 19, A = 5 x 31, B = 37 x 3 x 5), outer dims on either side.
+  // and composite ones (A = 49 x 19, A = 5 x 31, B = 37 x 3), outer dims on either side; pairs on
+  // both sides of a 2-D transpose that counts along B, over an odd source pitch ([6002, 131]: skewed
+  // loads beside aligned stores).
   const PermuteCase cases[] = {
       {{201, 135}, {1, 0}, 2},        {{129, 256}, {1, 0}, 2},        {{97, 38, 387}, {2, 1, 0}, 2},
       {{3, 49, 19, 37}, {0, 3, 2, 1}, 2}, {{5, 31, 137}, {2, 1, 0}, 2}, {{131, 5, 3, 37}, {2, 1, 3, 0}, 2},
-      {{67, 5, 93}, {2, 1, 0}, 2},
+      {{67, 5, 93}, {2, 1, 0}, 2},    {{6002, 131}, {1, 0}, 2},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> 2-byte word-tile variants
   int composite = 0, taken = 0;
@@ -449,7 +451,7 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
   MESSAGE(taken << " runs on word tiles, " << composite << " 2-byte word-tile variants over composite groups");
   CHECK(taken >= 40);
   CHECK(composite >= 6);
-  for (auto [load, store] : {std::pair{true, true}, std::pair{false, true}}) {
+  for (auto [load, store] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
     CHECK(skews[{load, store}] > 0);
   }

@@ -654,8 +654,9 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // seeds 7, 8). Narrow loads alone lost (f32 86-92% -> 59-82%, f16 79-94% -> 50-58%), as did f16 with outer dims
 // (35-59% against 53-71%): eight 2-byte units per vector cost more shared-memory writes than the
 // narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
-// writes per vector), so 1-byte units stay tiled. 2-byte units that pass take word tiles instead
-// (plan_fixed_family); skewed tiles stay their tuning candidate.
+// writes per vector), so 1-byte units stay tiled. 2-byte units that pass take word tiles instead,
+// unless fixed tiles of pairs count along A (fixed_tiles_along_a; plan_fixed_family): skewed tiles
+// stay their tuning candidate.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
@@ -670,6 +671,8 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
 // 52% -> 67-68% on 2 of 3; seeds 46-49: H100 67-68% -> 67-81% (3 of 4 up), H200 51-52% -> 64-70%),
 // where tiles of 64 x 128 lost (seeds 41 and 45, H200: 52% -> 35-36%) and so did tiles of 32 x 64,
 // which single units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
+// Since word tiles take 2-byte single-unit stores first (wants_word_tiles), only tiles that store
+// pairs reach here: forced onto word tiles, those 2-D lines lost (H200, tuning seeds: 70-71% -> 59-64%).
 std::optional<RearrangeVariant> fixed_tiles_along_a(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
                                                     bool exact, std::int64_t src_align, std::int64_t dst_align) {
   if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
@@ -804,7 +807,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // offsets: half as many words per thread, or they spill (sm_90: 128 bytes of stack at 80 registers
   // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
-  const std::int64_t max_words_b = (s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords);
+  const std::int64_t max_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
   // Blocks of 128 threads take half the B words: a thread's load blocks stay as many, and an SM holds
   // twice the tiles (H200, the 22 word-tile lines of tuning seeds 40 and 44: geomean 42% -> 47% of
   // copy, every line 1 to 11 points higher; quarter tiles at eight blocks per SM 45%, half tiles of
@@ -829,7 +832,6 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
 
 constexpr std::int64_t kRunsTileBytes = 8192;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
-
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
 DimList<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
@@ -1160,7 +1162,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
-        // 41 and 44-53, 47.5% -> 59.7% of copy (13 up by 3 to 42 points, one by 2).
+        // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
         if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align);
         return plan_skewed(units, inner, *b, exact);
       }

@@ -20,7 +20,7 @@ enum class RearrangeFamily {
   packed,     ///< transpose whose tile spans several small dims, or a whole small dim read/written linearly
   gather,     ///< anything else: walked in destination order, so writes stay coalesced
   skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
-  words,      ///< transpose of 1-byte units (groups of any dims) moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
+  words,      ///< transpose of 1- and 2-byte units (groups of any dims) moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
   runs,       ///< tile over several dims, read along its source run and written along its destination run in aligned words
   segments,   ///< short rows (innermost dim shared) tiled over the dims that follow them on each side: 16-byte loads, words gathered per row
 };
@@ -38,8 +38,9 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
 // src, then with b_chain its slab dims: outer dims the tile spans whole), then the outer dims, each
 // innermost first. skewed: one dim in each group, tile_a and
-// tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1-byte units, dims_a and dims_b dims,
-// tile_a and tile_b in units (multiples of 4), pitch in words, skew_load and skew_store. segments:
+// tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
+// dims, tile_a and tile_b in units (multiples of the units per word), pitch in words, skew_load and
+// skew_store. segments:
 // dim[0] = the shared row (segment units), then group A (dims_a dims that follow it in dst), group B
 // (dims_b dims that follow it in src) and the outer dims; tile_a x tile_b rows, pitch in bytes.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
