@@ -743,23 +743,26 @@ Groups word_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_d
   return g;
 }
 
+// Whether word tiles can move groups `g`: B unit-stride in the source, both groups `min_bytes` or longer.
+bool word_groups_fit(const CanonicalForm& form, const Groups& g, std::int64_t min_bytes) {
+  const std::int64_t min_units = min_bytes / form.unit_bytes;
+  return form.dims[g.b.front()].src_stride == 1 && g.extent_a >= min_units && g.extent_b >= min_units;
+}
+
 // A transpose of 1-byte units that fixed tiles would store narrower than a word or load byte by
 // byte (odd row pitches, misaligned pointers, short inner dims), or of 2-byte units that they would
 // store one at a time, with B unit-stride in the source and both groups long enough to fill a tile.
 // A group may span several dims: a range of its indices is still one run on its side.
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
-  const bool b_unit_stride = form.dims[g.b.front()].src_stride == 1;
-  const std::int64_t min_units = kWordTileMinBytes / form.unit_bytes;
   // 2-byte units: H200, the 85 f16 lines of tuning seeds 40, 41 and 44-53 with a single-unit side
   // on fixed tiles, moved on word tiles instead. Single-unit stores (36 lines; the skewed ones aside,
   // see plan_fixed_family): 48.8% -> 55.9% of copy in one round, 48.9% -> 56.0% in another (23 up by
   // up to 27 points, 4 down by up to 12). Single-unit loads beside stores of pairs or wider (36
-  // lines): 23 down by up to 43 points, the fixed tiles already store 4 bytes or more. Pairs on both
+  // lines): 29 down by up to 43 points, 4 up, the fixed tiles already store 4 bytes or more. Pairs on both
   // sides lost too outside the skewed 2-D case (f16 [222, 4953, 168] 0,2,1, H100: 75% -> 67%).
   if (form.unit_bytes == 2)
-    return tiled_family && tiled.vec_a == 1 && tiled.store_linear == 0 && b_unit_stride && g.extent_a >= min_units &&
-           g.extent_b >= min_units;
+    return tiled_family && tiled.vec_a == 1 && tiled.store_linear == 0 && word_groups_fit(form, g, kWordTileMinBytes);
   // Stores narrower than a word, or single-byte loads: 2-byte loads beside stores of 8 bytes or more
   // keep fixed tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on
   // words; at 4-byte aligned pointers its stores are words and it takes word tiles).
@@ -774,9 +777,8 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // on long groups: of eight u8 lines with single-byte loads on an H100, the four that rose (4-20
   // points) had both groups of 128 units or more; two of the four that fell (6-19 points) had a group
   // of 80 or 103 units.
-  const std::int64_t min_extent = narrow_a ? min_units : 2 * min_units;
-  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) && b_unit_stride &&
-         g.extent_a >= min_extent && g.extent_b >= min_extent;
+  return form.unit_bytes == 1 && tiled_family && (narrow_a || narrow_b || word_and_pair) &&
+         word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
 // A tile of 128 threads is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W
@@ -1254,9 +1256,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
         add(plan_skewed(units, inner, *b, exact));
       const Groups words = word_groups(units, inner, *b);
-      const std::int64_t min_units = kWordTileMinBytes / units.unit_bytes;
-      const bool long_groups = words.extent_a >= min_units && words.extent_b >= min_units;
-      if (long_groups && dims[*b].src_stride == 1 && units.unit_bytes <= 2)
+      if (units.unit_bytes <= 2 && word_groups_fit(units, words, kWordTileMinBytes))
         add(plan_words(units, words, exact, src_align, dst_align));
     }
   }
