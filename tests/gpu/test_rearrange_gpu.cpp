@@ -392,6 +392,32 @@ TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at ev
   CHECK(packed >= launches / 2);
 }
 
+TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every pointer misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{18, 2, 2, 3, 5, 4, 3, 3, 24, 2, 2, 2}, {1, 8, 11, 2, 9, 4, 3, 5, 0, 6, 10, 7}, DType::f64},
+      {{3, 4, 3, 2, 2, 8, 8, 10, 3, 3, 2, 3, 2, 2, 3}, {4, 11, 9, 14, 5, 10, 1, 0, 8, 13, 6, 7, 3, 2, 12}, DType::f32},
+      {{2, 2, 2, 6, 11, 7, 2, 2, 4, 10, 2, 8, 2, 3, 2}, {0, 11, 10, 9, 13, 5, 8, 4, 7, 6, 14, 1, 3, 12, 2}, DType::f16},
+      {{4, 5, 5, 2, 2, 3, 6, 2, 4, 9, 2, 13, 3, 2, 2}, {4, 1, 7, 6, 3, 8, 11, 0, 14, 5, 9, 10, 2, 13, 12}, DType::bf16},
+      {{3, 13, 4, 7, 18, 5, 2, 2}, {5, 4, 7, 1, 0, 2, 6, 3}, DType::u8},
+      {{2, 2, 24, 18, 22, 3, 3, 2, 3, 20, 2, 2}, {9, 7, 0, 3, 8, 11, 1, 4, 2, 5, 10, 6}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    // An A dim continues B's source-contiguous units, and B's next dim lies past it.
+    const bool passes = std::any_of(v.args.dim, v.args.dim + v.spec.dims_a,
+                                    [&](const plan::KernelDim& d) { return d.src_stride == v.spec.b_chain; });
+    CHECK(v.spec.family == plan::RearrangeFamily::packed);
+    CHECK(passes);
+    CHECK(v.spec.dims_b >= 2);
+  }
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int packed = launches_on_family(cases, plan::RearrangeFamily::packed, 7151);
+  MESSAGE(packed << " of " << launches << " launches on packed tiles");
+  CHECK(packed >= launches / 2);
+}
+
 TEST_CASE("rearrange: tiles whose registers spill without their low-register variant are exact at every "
           "pointer misalignment" * test::gpu_only()) {
   // The shapes of the compile test that checks their kernels' variants spill less.

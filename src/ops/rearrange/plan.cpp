@@ -36,7 +36,7 @@ std::string variant_text(const RearrangeVariant& v) {
       out += fmt::format("  family {}: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, {}) units, "
                          "{} outer dims, {} threads{}\n",
                          family_name(s.family), s.tile_a, s.dims_a, s.tile_b, s.dims_b,
-                         s.b_chain ? fmt::format("src-contiguous over {} units, then slabs", s.b_chain)
+                         s.b_chain ? fmt::format("src-contiguous over {} units, then dims past them", s.b_chain)
                                    : "src-contiguous",
                          s.num_dims - s.dims_a - s.dims_b, s.threads,
                          s.fixed_a || s.fixed_b

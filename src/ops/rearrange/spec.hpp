@@ -36,7 +36,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
 // split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
-// src, then with b_chain its slab dims: outer dims the tile spans whole), then the outer dims, each
+// src; with b_chain, b_chain units contiguous in src and then dims past them: slab dims, outer dims
+// the tile spans whole, or the source chain's dims past A dims it passes), then the outer dims, each
 // innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
 // dims, tile_a and tile_b in units (multiples of the units per word), pitch in words, skew_load and
@@ -70,7 +71,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
   X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
-  X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B also holds slab dims */ \
+  X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B holds dims past them */ \
   X(bool, fixed_a, false)      /* tiled: group A's table is the same for every tile (filled once) */ \
   X(bool, fixed_b, false)      /* tiled: group B's table is the same for every tile (filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
