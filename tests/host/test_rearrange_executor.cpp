@@ -538,6 +538,26 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
   }
 }
 
+TEST_CASE("tiles of a long A over a short B take a quarter of the volume in blocks of 128 threads, at every alignment") {
+  std::mt19937_64 rng(37);
+  const PermuteCase cases[] = {
+      {{3, 1500, 2}, {2, 0, 1}, 4},
+      {{5, 2100, 2}, {0, 2, 1}, 4},
+      {{3, 2100, 3}, {2, 0, 1}, 2},
+      {{3, 4100, 3}, {0, 2, 1}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.tile_b <= 4);
+    CHECK(s.tile_a <= 1024);
+    CHECK(s.threads == 128);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("small whole tiles that would load as one run grow by slab dims with micro-tile loads, at every alignment") {
   std::mt19937_64 rng(29);
   const PermuteCase cases[] = {
