@@ -436,7 +436,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
       outer_dst.push_back(dims[i].dst_stride);
     }
   if (passed_a > 1) s.b_chain = static_cast<int>(source_run_units(dims, g.b));
-  if (s.vec_b * unit < 4 && passed_a == 1 && g.a.size() == 1 && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
+  if (s.vec_b * unit < 4 && g.a.size() == 1 && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
       dims[a_dim].src_stride == g.extent_b) {
     const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_src, src_align / unit);
     if (v > s.vec_b) {
@@ -532,7 +532,8 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
   return loads_fit && (s.store_linear || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
 }
 
-// Registers a thread of a slab tile needs: loaded units and store vectors (twice: the next tile's
+// Registers a thread of a slab tile (or any tile whose B source offsets come from a table, b_chain)
+// needs: loaded units and store vectors (twice: the next tile's
 // loads stay in flight beside the stores), plus an address looked up in a table per micro-tile row
 // and per store vector, which tile_fits does not count. Where they exceed the block's budget the
 // tile takes fewer blocks per SM: ptxas spilled 100-220 bytes at six blocks of 128 threads on u8
@@ -661,7 +662,7 @@ struct TileDim {
 
 // The dims of a tiled variant's groups: each group's tile spans its inner dims whole while it holds
 // them, then a piece of the next.
-DimList<TileDim> tile_dims(const RearrangeVariant& v) {
+DimList<TileDim> tile_group_dims(const RearrangeVariant& v) {
   DimList<TileDim> out;
   auto add_group = [&](int first, int count, std::int64_t tile) {
     std::int64_t inner = 1;
@@ -699,7 +700,7 @@ std::int64_t tile_run_units(const DimList<TileDim>& dims, bool src_side) {
 // How well a tile moves memory, from 0 to 1: each side's contiguous run against the sector-sized
 // waste at its ends (as runs_score).
 double tile_footprint_score(const RearrangeVariant& v) {
-  const DimList<TileDim> dims = tile_dims(v);
+  const DimList<TileDim> dims = tile_group_dims(v);
   const double d = static_cast<double>(tile_run_units(dims, false) * v.spec.unit_bytes);
   const double s = static_cast<double>(tile_run_units(dims, true) * v.spec.unit_bytes);
   return d / (d + 64) * s / (s + 64);
@@ -715,11 +716,11 @@ constexpr std::int64_t kPassingMinRunBytes = 32;
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
-  RearrangeVariant chain = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, false);
-  const std::int64_t src_run = tile_run_units(tile_dims(chain), true);
-  if (src_run >= kPassingMinRunUnits && src_run * form.unit_bytes >= kPassingMinRunBytes) return chain;
+  RearrangeVariant plain = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, false);
+  const std::int64_t src_run = tile_run_units(tile_group_dims(plain), true);
+  if (src_run >= kPassingMinRunUnits && src_run * form.unit_bytes >= kPassingMinRunBytes) return plain;
   RearrangeVariant passing = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, true);
-  return tile_footprint_score(passing) > tile_footprint_score(chain) ? passing : chain;
+  return tile_footprint_score(passing) > tile_footprint_score(plain) ? passing : plain;
 }
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
@@ -730,7 +731,7 @@ constexpr std::int64_t kShortTileB = 4;
 // The fixed tiles of a transpose: of the unit's default volume, or of a quarter of it for a long A
 // over a short B where that keeps both groups and their vectors; the smaller tile then fits blocks of
 // 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to
-// 80.2% of copy, 10 up by up to 19 points and 2 down by up to 7. Quarter tiles that changed the groups
+// 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter tiles that changed the groups
 // lost: 3 of 5 such lines fell by 9 to 21 points.)
 RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align) {

@@ -36,9 +36,9 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
 // split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
-// src; with b_chain, b_chain units contiguous in src and then dims past them: slab dims, outer dims
-// the tile spans whole, or the source chain's dims past A dims it passes), then the outer dims, each
-// innermost first. skewed: one dim in each group, tile_a and
+// src; with b_chain, b_chain units contiguous in src and then dims past them: slab dims, that is
+// outer dims the tile spans whole, or the source chain's dims past A dims it passes), then the outer
+// dims, each innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
 // dims, tile_a and tile_b in units (multiples of the units per word), pitch in words, skew_load and
 // skew_store. segments:
