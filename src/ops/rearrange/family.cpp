@@ -533,12 +533,12 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
 }
 
 // Registers a thread of a slab tile (or any tile whose B source offsets come from a table, b_chain)
-// needs: loaded units and store vectors (twice: the next tile's
-// loads stay in flight beside the stores), plus an address looked up in a table per micro-tile row
-// and per store vector, which tile_fits does not count. Where they exceed the block's budget the
-// tile takes fewer blocks per SM: ptxas spilled 100-220 bytes at six blocks of 128 threads on u8
-// [4,12,3,4,6,12,6,4,3,3,10] and [8,12,2,2,7,5,2,2,3,12,6,2,3,2] (H100: 37% and 52% of copy; 64% and
-// 64% at four blocks), while tiles within the budget lost 1-3 points at four.
+// needs: loaded units and store vectors (twice: the next tile's loads stay in flight beside the
+// stores), plus an address looked up in a table per micro-tile row and per store vector, which
+// tile_fits does not count. Where they exceed the block's budget the tile takes fewer blocks per
+// SM: ptxas spilled 100-220 bytes at six blocks of 128 threads on u8 [4,12,3,4,6,12,6,4,3,3,10] and
+// [8,12,2,2,7,5,2,2,3,12,6,2,3,2] (H100: 37% and 52% of copy; 64% and 64% at four blocks), while
+// tiles within the budget lost 1-3 points at four.
 std::int64_t slab_registers(const RearrangeSpec& s) {
   const ThreadShare share = thread_share(s, s.threads);
   const std::int64_t addresses = share.micro_tiles * ((s.dims_a > 1 ? s.vec_a : 0) + 1) + share.stores;
