@@ -697,13 +697,17 @@ std::int64_t tile_run_units(const DimList<TileDim>& dims, bool src_side) {
   return run;
 }
 
-// How well a tile moves memory, from 0 to 1: each side's contiguous run against the sector-sized
-// waste at its ends (as runs_score).
+// How well runs of these lengths (bytes) move memory, from 0 to 1: each side's run against the
+// sector-sized waste at its ends.
+double run_pair_score(double dst_bytes, double src_bytes) {
+  return dst_bytes / (dst_bytes + 64) * src_bytes / (src_bytes + 64);
+}
+
+// How well a tiled variant's tile moves memory: run_pair_score of its contiguous runs.
 double tile_footprint_score(const RearrangeVariant& v) {
   const DimList<TileDim> dims = tile_group_dims(v);
-  const double d = static_cast<double>(tile_run_units(dims, false) * v.spec.unit_bytes);
-  const double s = static_cast<double>(tile_run_units(dims, true) * v.spec.unit_bytes);
-  return d / (d + 64) * s / (s + 64);
+  return run_pair_score(static_cast<double>(tile_run_units(dims, false) * v.spec.unit_bytes),
+                        static_cast<double>(tile_run_units(dims, true) * v.spec.unit_bytes));
 }
 
 // Tiles of source-contiguous groups that read source runs under kPassingMinRunUnits units or
@@ -1041,8 +1045,8 @@ RunsTile grow_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t
   return tile;
 }
 
-// How well a tile moves memory, from 0 to 1: each side's runs against the sector-sized waste at their
-// ends, and the tile's fill of the budget (small tiles leave too few units per thread).
+// How well a runs tile moves memory, from 0 to 1: run_pair_score of its runs, and the tile's fill of
+// the budget (small tiles leave too few units per thread).
 double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) {
   auto run_bytes = [&](const DimList<std::size_t>& run) {
     std::int64_t n = unit;
@@ -1052,7 +1056,7 @@ double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) 
   std::int64_t volume = 1;
   for (std::int64_t e : tile.extent) volume *= std::max<std::int64_t>(e, 1);
   const double d = run_bytes(tile.dst_run), s = run_bytes(tile.src_run);
-  return d / (d + 64) * s / (s + 64) * std::min(1.0, 2.0 * static_cast<double>(volume) / static_cast<double>(budget));
+  return run_pair_score(d, s) * std::min(1.0, 2.0 * static_cast<double>(volume) / static_cast<double>(budget));
 }
 
 // The best-scoring tile over run caps from the square root of the budget up to the budget.
