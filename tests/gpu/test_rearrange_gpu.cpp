@@ -418,6 +418,27 @@ TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every p
   CHECK(packed >= launches / 2);
 }
 
+TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer misalignment" * test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{3, 1500, 2}, {2, 0, 1}, DType::f32},                 // a long A over a short B
+      {{3, 4100, 3}, {0, 2, 1}, DType::u8},
+      {{2, 5, 38, 40, 45}, {4, 2, 1, 3, 0}, DType::u8},      // short sides moved 1 or 2 bytes at a time
+      {{8, 30, 2, 2, 8, 41}, {2, 4, 3, 0, 5, 1}, DType::u8},
+      {{2, 5, 12, 64, 25}, {4, 2, 1, 3, 0}, DType::f16},
+      {{2, 5, 12, 64, 25}, {4, 2, 1, 3, 0}, DType::bf16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK(v.spec.threads == 128);
+  }
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int tiled =
+      launches_on_families(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8111);
+  MESSAGE(tiled << " of " << launches << " launches on tiled kernels");
+  CHECK(tiled >= launches / 2);
+}
+
 TEST_CASE("rearrange: tiles whose registers spill without their low-register variant are exact at every "
           "pointer misalignment" * test::gpu_only()) {
   // The shapes of the compile test that checks their kernels' variants spill less.

@@ -588,6 +588,27 @@ TEST_CASE("tiles of a long A over a short B take a quarter of the volume in bloc
   }
 }
 
+TEST_CASE("tiles whose short side moves 1 or 2 bytes per access take a quarter of the volume in blocks of 128 threads, at every alignment") {
+  std::mt19937_64 rng(41);
+  const PermuteCase cases[] = {
+      {{2, 5, 38, 40, 45}, {4, 2, 1, 3, 0}, 1},      // B of 45 units, single-byte loads
+      {{8, 30, 2, 2, 8, 41}, {2, 4, 3, 0, 5, 1}, 1},  // A of 30 units, 2-byte stores
+      {{2, 5, 12, 64, 25}, {4, 2, 1, 3, 0}, 2},      // f16, B of 25 units, single-unit loads
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    const bool a_short = s.tile_a <= s.tile_b;
+    CHECK(std::int64_t{s.tile_a} * s.tile_b <= 16384 / 4);
+    CHECK((a_short ? s.tile_a : s.tile_b) <= 45);
+    CHECK((a_short ? s.vec_a : s.vec_b) * c.elem <= 2);
+    CHECK(s.threads == 128);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("small whole tiles that would load as one run grow by slab dims with micro-tile loads, at every alignment") {
   std::mt19937_64 rng(29);
   const PermuteCase cases[] = {

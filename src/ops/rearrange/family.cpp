@@ -731,21 +731,46 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 // tile_b of at most kShortTileB.
 constexpr std::int64_t kLongTileA = 1024;
 constexpr std::int64_t kShortTileB = 4;
+// Fixed tiles of 256 threads whose short side spans kNarrowSideMinUnits to kNarrowSideMaxUnits units
+// in accesses of at most kNarrowSideMaxBytes bytes.
+constexpr std::int64_t kNarrowSideMinUnits = 8;
+constexpr std::int64_t kNarrowSideMaxUnits = 45;
+constexpr std::int64_t kNarrowSideMaxBytes = 2;
 
-// The fixed tiles of a transpose: of the unit's default volume, or of a quarter of it for a long A
-// over a short B where that keeps both groups and their vectors; the smaller tile then fits blocks of
-// 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to
-// 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter tiles that changed the groups
-// lost: 3 of 5 such lines fell by 9 to 21 points.)
+// Whether a tile's shorter side is moved in narrow accesses: kNarrowSideMinUnits to
+// kNarrowSideMaxUnits units, each access (its vector, or its linear piece) of at most
+// kNarrowSideMaxBytes bytes.
+bool narrow_short_side(const RearrangeSpec& s) {
+  const bool a_short = s.tile_a <= s.tile_b;
+  const std::int64_t units = a_short ? s.tile_a : s.tile_b;
+  const std::int64_t linear = a_short ? s.store_linear : s.load_linear;
+  const std::int64_t access = linear > 0 ? linear : (a_short ? s.vec_a : s.vec_b);
+  return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
+}
+
+// The fixed tiles of a transpose: of the unit's default volume, or of a quarter of it where that
+// keeps both groups and their vectors, for two shapes of tile. A long A over a short B: the smaller
+// tile then fits blocks of 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21
+// such lines from 76.8% to 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter
+// tiles that changed the groups lost: 3 of 5 such lines fell by 9 to 21 points.) A tile of 256
+// threads whose short side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads:
+// many narrow accesses per byte, and smaller blocks keep more of them in flight between barriers.
+// (H200, 1- and 2-byte lines of tuning seeds 41, 45, 46 and 47, measured planning's timings of every
+// candidate: 9 of 224 lines change, each up, by 4% to 32% in time. Quarters these bounds leave out
+// fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and of 50 units by 13%, 4-byte
+// accesses along a 36-unit side by 7%.)
 RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
-  if (v.spec.tile_a < kLongTileA || v.spec.tile_b > kShortTileB) return v;
+  const RearrangeSpec& s = v.spec;
+  const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
+  const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
+  if (!long_over_short && !narrow_side) return v;
   RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4);
-  const RearrangeSpec &q = quarter.spec, &s = v.spec;
+  const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
-  return same ? quarter : v;
+  return same && (long_over_short || q.threads == kSmallBlockThreads) ? quarter : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
