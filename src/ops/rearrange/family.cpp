@@ -753,12 +753,15 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // tile then fits blocks of 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21
 // such lines from 76.8% to 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter
 // tiles that changed the groups lost: 3 of 5 such lines fell by 9 to 21 points.) A tile of 256
-// threads whose short side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads:
-// many narrow accesses per byte, and smaller blocks keep more of them in flight between barriers.
-// (H200, 1- and 2-byte lines of tuning seeds 41, 45, 46 and 47, measured planning's timings of every
-// candidate: 9 of 224 lines change, each up, by 4% to 32% in time. Quarters these bounds leave out
-// fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and of 50 units by 13%, 4-byte
-// accesses along a 36-unit side by 7%.)
+// threads whose short side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads
+// and keeps half the units or more: twice the blocks per SM hold as many bytes in flight, in smaller
+// blocks between barriers. (H200: measured planning's timings of every candidate on the 1- and 2-byte
+// lines of tuning seeds 41 and 45-47 chose the bounds, 9 of 224 lines changing, each faster by 4% to
+// 32%; quarters they leave out fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and
+// of 50 units by 13%, 4-byte accesses along a 36-unit side by 7%. Without the half-the-units bound,
+// 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
+// to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
+// 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up and 1-2 down.)
 RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
@@ -770,7 +773,9 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
-  return same && (long_over_short || q.threads == kSmallBlockThreads) ? quarter : v;
+  // Narrow sides keep at least half the tile: twice the blocks per SM then hold as many bytes in flight.
+  const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
+  return same && (long_over_short || (q.threads == kSmallBlockThreads && half_or_more)) ? quarter : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
