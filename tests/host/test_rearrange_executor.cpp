@@ -588,24 +588,32 @@ TEST_CASE("tiles of a long A over a short B take a quarter of the volume in bloc
   }
 }
 
-TEST_CASE("tiles whose short side moves 1 or 2 bytes per access take a quarter of the volume in blocks of 128 threads, at every alignment") {
+TEST_CASE("tiles whose short side moves 1 or 2 bytes per access take a quarter of the volume in 128 threads "
+          "where it keeps half the units, at every alignment") {
   std::mt19937_64 rng(41);
-  const PermuteCase cases[] = {
-      {{2, 5, 38, 40, 45}, {4, 2, 1, 3, 0}, 1},      // B of 45 units, single-byte loads
-      {{8, 30, 2, 2, 8, 41}, {2, 4, 3, 0, 5, 1}, 1},  // A of 30 units, 2-byte stores
-      {{2, 5, 12, 64, 25}, {4, 2, 1, 3, 0}, 2},      // f16, B of 25 units, single-unit loads
+  struct NarrowCase {
+    PermuteCase permute;
+    bool quarter;  // whether the quarter tile keeps half the units or more
   };
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+  const NarrowCase cases[] = {
+      {{{2, 5, 38, 40, 45}, {4, 2, 1, 3, 0}, 1}, true},          // B of 45 units, single-byte loads
+      {{{8, 30, 2, 2, 8, 41}, {2, 4, 3, 0, 5, 1}, 1}, true},     // A of 30 units, 2-byte stores
+      {{{2, 5, 12, 64, 25}, {4, 2, 1, 3, 0}, 2}, true},         // f16, B of 25 units, single-unit loads
+      {{{2, 4, 3, 7, 4, 40, 18}, {0, 3, 1, 6, 4, 5, 2}, 1}, false},  // 480 x 18: its quarter is 128 x 18
+  };
+  const std::int64_t default_volume = 16384;  // units, for 1- and 2-byte units
+  for (const NarrowCase& c : cases) {
+    const PermuteCase& pc = c.permute;
+    const TensorDesc view = permuted({pc.shape, {}, DType::u8, pc.elem}, pc.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, pc.elem}, view, {});
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     const bool a_short = s.tile_a <= s.tile_b;
-    CHECK(std::int64_t{s.tile_a} * s.tile_b <= 16384 / 4);
     CHECK((a_short ? s.tile_a : s.tile_b) <= 45);
-    CHECK((a_short ? s.vec_a : s.vec_b) * c.elem <= 2);
-    CHECK(s.threads == 128);
-    for (bool exact : {false, true}) check_permute(c, rng, exact);
+    CHECK((a_short ? s.vec_a : s.vec_b) * pc.elem <= 2);
+    CHECK((std::int64_t{s.tile_a} * s.tile_b <= default_volume / 4) == c.quarter);
+    CHECK(s.threads == (c.quarter ? 128 : 256));
+    for (bool exact : {false, true}) check_permute(pc, rng, exact);
   }
 }
 

@@ -731,8 +731,6 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 // tile_b of at most kShortTileB.
 constexpr std::int64_t kLongTileA = 1024;
 constexpr std::int64_t kShortTileB = 4;
-// Fixed tiles of 256 threads whose short side spans kNarrowSideMinUnits to kNarrowSideMaxUnits units
-// in accesses of at most kNarrowSideMaxBytes bytes.
 constexpr std::int64_t kNarrowSideMinUnits = 8;
 constexpr std::int64_t kNarrowSideMaxUnits = 45;
 constexpr std::int64_t kNarrowSideMaxBytes = 2;
@@ -756,7 +754,7 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // threads whose short side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads
 // and keeps half the units or more: twice the blocks per SM hold as many bytes in flight, in smaller
 // blocks between barriers. (H200: measured planning's timings of every candidate on the 1- and 2-byte
-// lines of tuning seeds 41 and 45-47 chose the bounds, 9 of 224 lines changing, each faster by 4% to
+// lines of tuning seeds 41 and 45-47 chose the bounds, 8 of 224 lines changing, each faster by 4% to
 // 32%; quarters they leave out fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and
 // of 50 units by 13%, 4-byte accesses along a 36-unit side by 7%. Without the half-the-units bound,
 // 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
@@ -773,7 +771,6 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
-  // Narrow sides keep at least half the tile: twice the blocks per SM then hold as many bytes in flight.
   const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
   return same && (long_over_short || (q.threads == kSmallBlockThreads && half_or_more)) ? quarter : v;
 }
