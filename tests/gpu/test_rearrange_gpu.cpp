@@ -143,8 +143,17 @@ int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer
   return taken;
 }
 
-int launches_on_family(const std::vector<PermuteCase>& cases, plan::RearrangeFamily family, std::uint64_t seed) {
-  return launches_on_families(cases, {family}, seed);
+// Launches every case as launches_on_families does and checks that at least half of the launches
+// (all of them with `every`) ran on `families`, named `what` in the output.
+void check_launch_share(const std::vector<PermuteCase>& cases, std::initializer_list<plan::RearrangeFamily> families,
+                        std::uint64_t seed, const char* what, bool every = false) {
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int taken = launches_on_families(cases, families, seed);
+  MESSAGE(taken << " of " << launches << " launches on " << what);
+  if (every)
+    CHECK(taken == launches);
+  else
+    CHECK(taken >= launches / 2);
 }
 
 }  // namespace
@@ -290,10 +299,7 @@ TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every po
       {{575, 1972}, {1, 0}, DType::u8},     {{1029, 1021}, {1, 0}, DType::u8},     {{200, 1031}, {1, 0}, DType::u8},
       {{3, 301, 517}, {0, 2, 1}, DType::u8}, {{65, 7, 1249, 154}, {3, 2, 0, 1}, DType::u8}, {{4099, 65}, {1, 0}, DType::u8},
   };
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 4099);
-  MESSAGE(words << " of " << launches << " runs on word tiles");
-  CHECK(words >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::words}, 4099, "word tiles");
 }
 
 TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row lanes or by consecutive words, "
@@ -322,10 +328,7 @@ TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row l
   CHECK(row_words.count(26) == 1);
   CHECK(row_words.count(31) == 1);
   CHECK(ragged_256);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 2999);
-  MESSAGE(words << " of " << launches << " runs on word tiles");
-  CHECK(words >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::words}, 2999, "word tiles");
 }
 
 TEST_CASE("rearrange: u8 transposes whose groups span several dims take word tiles over them" * test::gpu_only()) {
@@ -344,10 +347,7 @@ TEST_CASE("rearrange: u8 transposes whose groups span several dims take word til
     composite += v.spec.family == plan::RearrangeFamily::words && v.spec.dims_a + v.spec.dims_b > 2;
   }
   CHECK(composite == static_cast<int>(cases.size()));
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 8191);
-  MESSAGE(words << " of " << launches << " runs on word tiles");
-  CHECK(words == launches);
+  check_launch_share(cases, {plan::RearrangeFamily::words}, 8191, "word tiles", true);
 }
 
 TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a time take words of two, at every "
@@ -362,10 +362,7 @@ TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a 
       {{6002, 130}, {1, 0}, DType::f16},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int words = launches_on_family(cases, plan::RearrangeFamily::words, 6151);
-  MESSAGE(words << " of " << launches << " runs on word tiles");
-  CHECK(words == launches);
+  check_launch_share(cases, {plan::RearrangeFamily::words}, 6151, "word tiles", true);
 }
 
 TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at every pointer misalignment" *
@@ -386,10 +383,7 @@ TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at ev
   }
   MESSAGE(slabs << " of " << cases.size() << " cases take slab dims at aligned pointers");
   CHECK(slabs >= static_cast<int>(cases.size()) - 1);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int packed = launches_on_family(cases, plan::RearrangeFamily::packed, 6151);
-  MESSAGE(packed << " of " << launches << " launches on packed tiles");
-  CHECK(packed >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 6151, "packed tiles");
 }
 
 TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every pointer misalignment" *
@@ -412,10 +406,7 @@ TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every p
     CHECK(passes);
     CHECK(v.spec.dims_b >= 2);
   }
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int packed = launches_on_family(cases, plan::RearrangeFamily::packed, 7151);
-  MESSAGE(packed << " of " << launches << " launches on packed tiles");
-  CHECK(packed >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 7151, "packed tiles");
 }
 
 TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer misalignment" * test::gpu_only()) {
@@ -432,11 +423,7 @@ TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer m
     const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
     CHECK(v.spec.threads == 128);
   }
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int tiled =
-      launches_on_families(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8111);
-  MESSAGE(tiled << " of " << launches << " launches on tiled kernels");
-  CHECK(tiled >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8111, "tiled kernels");
 }
 
 TEST_CASE("rearrange: tiles whose registers spill without their low-register variant are exact at every "
@@ -449,11 +436,7 @@ TEST_CASE("rearrange: tiles whose registers spill without their low-register var
       {{2, 19, 45, 6, 17, 6, 12}, {0, 4, 5, 3, 6, 2, 1}, DType::f32},
       {{3, 5, 236, 8, 28, 17}, {4, 5, 0, 1, 3, 2}, DType::u8},
   };
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int tiled =
-      launches_on_families(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 7919);
-  MESSAGE(tiled << " of " << launches << " launches on tiled kernels");
-  CHECK(tiled >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 7919, "tiled kernels");
 }
 
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
@@ -463,10 +446,7 @@ TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every 
       {{51, 2, 231, 5}, {1, 3, 2, 0}, DType::u8},
       {{37, 6, 51, 4, 3, 7, 33}, {4, 0, 3, 1, 5, 6, 2}, DType::u8},
   };
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int taken = launches_on_family(cases, plan::RearrangeFamily::runs, 5101);
-  MESSAGE(taken << " of " << launches << " launches on runs");
-  CHECK(taken >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5101, "runs");
 }
 
 TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte loads take runs, at every pointer "
@@ -477,10 +457,7 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
       {{24, 53, 3, 37, 9, 37, 2}, {0, 3, 6, 2, 1, 4, 5}, DType::u8},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::runs);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int taken = launches_on_family(cases, plan::RearrangeFamily::runs, 5107);
-  MESSAGE(taken << " of " << launches << " launches on runs");
-  CHECK(taken >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5107, "runs");
 }
 
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
@@ -498,10 +475,7 @@ TEST_CASE("rearrange: short shared rows take segment tiles, exact at every point
       {{40, 5, 9, 5, 9, 3}, {0, 4, 3, 2, 1, 5}, DType::f32},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int taken = launches_on_family(cases, plan::RearrangeFamily::segments, 5119);
-  MESSAGE(taken << " of " << launches << " launches on segment tiles");
-  CHECK(taken >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::segments}, 5119, "segment tiles");
 }
 
 TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, exact mode" * test::gpu_only()) {
@@ -557,10 +531,7 @@ TEST_CASE("rearrange: u8 transposes of word stores beside 2-byte loads take word
       {{340, 5458}, {1, 0}, DType::u8},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
-  const int launches = static_cast<int>(cases.size()) * 9;
-  const int taken = launches_on_family(cases, plan::RearrangeFamily::words, 5113);
-  MESSAGE(taken << " of " << launches << " launches on word tiles");
-  CHECK(taken >= launches / 2);
+  check_launch_share(cases, {plan::RearrangeFamily::words}, 5113, "word tiles");
 }
 
 TEST_CASE("rearrange: tiled kernels counting their tiles along A first and along B first are both exact" *
@@ -580,7 +551,7 @@ TEST_CASE("rearrange: tiled kernels counting their tiles along A first and along
   CHECK(a_first >= 3);
   CHECK(b_first >= 3);
   const int launches = static_cast<int>(cases.size()) * 9;
-  const int transposes = launches_on_family(cases, plan::RearrangeFamily::transpose, 6007);
+  const int transposes = launches_on_families(cases, {plan::RearrangeFamily::transpose}, 6007);
   MESSAGE(a_first << " cases along A first, " << b_first << " along B first; " << transposes << " of " << launches
                   << " checked launches on transpose tiles");
 }
