@@ -8,14 +8,20 @@
 // A word holds W units. A thread loads a block of W source rows x one word along B (SKEW_LOAD: the
 // two aligned words around a misaligned row's word, funnel-shifted together), transposes it in
 // registers into W words of W rows each, and writes them to shared memory: row b of the tile holds
-// its A units in words. Stores: destination row b owns, in the tile at (a0, b0), the A range
-// [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < W is the row's misalignment (0 without
-// SKEW_STORE); its words are aligned in dst, and each is funnel-shifted out of two shared words.
-// So a tile loads one extra group of W rows before a0 when stores are skewed.
+// its A units in words. Stores move vectors of STORE_WORDS words (V units): destination row b owns,
+// in the tile at (a0, b0), the A range [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < V is the row's
+// misalignment to V units (0 without SKEW_STORE); its vectors are aligned in dst, each word
+// funnel-shifted out of two shared words. So a tile loads STORE_WORDS extra groups of W rows before
+// a0 when stores are skewed.
 static_assert(UNIT_BYTES == 1 || UNIT_BYTES == 2, "word tiles move 1- and 2-byte units");
+static_assert(STORE_WORDS == 1 || STORE_WORDS == 2 || STORE_WORDS == 4, "stores of 4, 8 or 16 bytes");
 constexpr int W = 4 / UNIT_BYTES;                    // units per word
-constexpr int WORDS_A = TILE_A / W;                  // store words per destination row of a tile
-constexpr int GROUPS_A = WORDS_A + (SKEW_STORE ? 1 : 0);  // groups of W source rows a tile loads
+constexpr int V = STORE_WORDS * W;                   // units per store vector
+constexpr int LEAD_A = SKEW_STORE ? V : 0;           // units a tile reads before a0
+constexpr int WORDS_A = TILE_A / W;                  // words per destination row of a tile
+constexpr int VECS_A = TILE_A / V;                   // store vectors per destination row of a tile
+static_assert(TILE_A % V == 0, "a tile's rows hold whole store vectors");
+constexpr int GROUPS_A = (LEAD_A + TILE_A) / W;      // groups of W source rows a tile loads
 constexpr int WORDS_B = TILE_B / W;                  // load words per source row of a tile
 // Threads of a warp cover LANES_B words of W rows and 32 / LANES_B row groups: each row is read in
 // runs of 32 units (whole sectors). With an odd PITCH the shared-memory writes hit distinct banks,
@@ -24,28 +30,42 @@ constexpr int LANES_B = WORDS_B < 32 / W ? WORDS_B : 32 / W;
 constexpr int BANDS_B = (WORDS_B + LANES_B - 1) / LANES_B;
 constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;
 constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
-// Stores: where a destination row's words nearly fill a power of two of lanes (ROW_LANES, at most a
-// quarter idle), those lanes take one row each, so a warp's store covers whole row segments instead
-// of straddling rows (a straddled row costs its partial sectors twice) and a thread's rows step by
-// ROWS_PER_PASS (H200, 74 u8 word-tile lines: 46% -> 50% of copy). Otherwise consecutive threads
-// take consecutive words of the tile's rows, every lane busy (rows of 17 to 21 words lost 2 to 8
-// points on whole-row lanes; rows of 22 to 30 words were not measured).
+// Stores: where a destination row's vectors nearly fill a power of two of lanes (ROW_LANES, at most
+// a quarter idle), those lanes take one row each, so a warp's store covers whole row segments
+// instead of straddling rows (a straddled row costs its partial sectors twice) and a thread's rows
+// step by ROWS_PER_PASS (H200, 74 u8 word-tile lines: 46% -> 50% of copy). Otherwise consecutive
+// threads take consecutive vectors of the tile's rows, every lane busy (rows of 17 to 21 words lost
+// 2 to 8 points on whole-row lanes; rows of 22 to 30 words were not measured).
 constexpr int ROW_LANES =
-    WORDS_A > 16 ? 32 : WORDS_A > 8 ? 16 : WORDS_A > 4 ? 8 : WORDS_A > 2 ? 4 : WORDS_A > 1 ? 2 : 1;
-constexpr bool ROW_ALIGNED_STORES = 4 * WORDS_A >= 3 * ROW_LANES;
+    VECS_A > 16 ? 32 : VECS_A > 8 ? 16 : VECS_A > 4 ? 8 : VECS_A > 2 ? 4 : VECS_A > 1 ? 2 : 1;
+constexpr bool ROW_ALIGNED_STORES = 4 * VECS_A >= 3 * ROW_LANES;
 constexpr int ROWS_PER_PASS = THREADS / ROW_LANES;
-constexpr int STORE_ITEMS = ROW_ALIGNED_STORES ? TILE_B * ROW_LANES : TILE_B * WORDS_A;
+constexpr int STORE_ITEMS = ROW_ALIGNED_STORES ? TILE_B * ROW_LANES : TILE_B * VECS_A;
 constexpr int STORES_PER_THREAD = (STORE_ITEMS + THREADS - 1) / THREADS;
-constexpr int ROWS_A = GROUPS_A * W;  // source rows a tile reads, from a0 - W when stores are skewed
+constexpr int ROWS_A = GROUPS_A * W;  // source rows a tile reads, from a0 - LEAD_A
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 constexpr bool TABLES = DIMS_A > 1 || DIMS_B > 1;
 static_assert(PITCH >= GROUPS_A && PITCH % 2 == 1, "shared rows hold every row group, in an odd number of words");
 
 typedef unsigned SjWord;
-union SjWordUnits {
-  SjWord word;
-  Unit u[W];
+typedef sj_bytes<4 * STORE_WORDS> SjStoreVector;
+union SjStoreWords {
+  SjStoreVector vector;
+  SjWord word[STORE_WORDS];
 };
+
+// Unit u of a word, and a word's unit u set: shifts, so that the words that move whole stay in one
+// register (a union of units made nvcc split every stored word into bytes and join them again).
+__device__ __forceinline__ Unit sj_word_unit(SjWord w, int u) {
+  Unit out;
+  out.v = (decltype(out.v))(w >> (u * UNIT_BYTES * 8));
+  return out;
+}
+__device__ __forceinline__ SjWord sj_with_unit(SjWord w, int u, Unit unit) {
+  const int shift = u * UNIT_BYTES * 8;
+  const SjWord mask = (UNIT_BYTES == 1 ? 0xffu : 0xffffu) << shift;
+  return (w & ~mask) | ((SjWord)unit.v << shift);
+}
 
 // Misalignment in units, below W, of unit offset `offset` from a base of misalignment `base`.
 __device__ __forceinline__ int sj_word_misalignment(unsigned base, Index offset) {
@@ -75,7 +95,7 @@ __device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord 
 
 // Composite groups: the source offsets of the rows a tile reads (A index sj_first_row + i) and the
 // destination offsets of its B indices, computed by the whole block.
-__device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.a0 - (SKEW_STORE ? W : 0); }
+__device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.a0 - LEAD_A; }
 
 __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a, Index* table_b) {
   Index src_offset, dst_offset;
@@ -195,12 +215,11 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
       const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
       rows[i] = from.m ? sj_funnel(in[r][i][0], in[r][i][SKEW_LOAD ? 1 : 0], from.m) : in[r][i][0];
       if (lb.row_valid[i] && !from.whole) {
-        SjWordUnits w;
-        w.word = 0;
+        SjWord w = 0;
 #pragma unroll
         for (int u = 0; u < W; ++u)
-          if (lb.b + u < extent_b) w.u[u] = s[lb.row[i] + lb.b + u];
-        rows[i] = w.word;
+          if (lb.b + u < extent_b) w = sj_with_unit(w, u, s[lb.row[i] + lb.b + u]);
+        rows[i] = w;
       }
     }
     SjWord out[W];
@@ -211,7 +230,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
   }
 }
 
-// Store item (lb, j): the j-th aligned word of destination row b0 + lb in this tile.
+// Store item (lb, j): the j-th aligned vector of destination row b0 + lb in this tile.
 struct SjStoreItem {
   int lb, j;
 };
@@ -219,31 +238,44 @@ __device__ __forceinline__ SjStoreItem sj_store_item(int r) {
   if (ROW_ALIGNED_STORES)
     return {(int)(threadIdx.x / ROW_LANES) + r * ROWS_PER_PASS, (int)(threadIdx.x % ROW_LANES)};
   const int item = (int)threadIdx.x + r * THREADS;
-  return {item / WORDS_A, item % WORDS_A};
+  return {item / VECS_A, item % VECS_A};
 }
 
 template <bool CHECKED>
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
                                          const SjTile& tile, const Index* table_b, const SjWord* smem) {
   const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
-  if (ROW_ALIGNED_STORES && threadIdx.x % ROW_LANES >= WORDS_A) return;  // idle lanes (no barrier follows here)
+  if (ROW_ALIGNED_STORES && threadIdx.x % ROW_LANES >= VECS_A) return;  // idle lanes (no barrier follows here)
 #pragma unroll
   for (int r = 0; r < STORES_PER_THREAD; ++r) {
     const SjStoreItem item = sj_store_item(r);
     const int lb = item.lb, j = item.j;
     if ((STORE_ITEMS % THREADS != 0 && lb >= TILE_B) || (CHECKED && tile.b0 + lb >= extent_b)) continue;
     const Index row = sj_dst_row(args, tile, table_b, lb);
-    const int skew = SKEW_STORE ? sj_word_misalignment(dst_misalignment, row) : 0;
-    const Index x = tile.a0 - skew + j * W;
-    const SjWord* words = smem + lb * PITCH + j;
-    SjWordUnits out;
-    out.word = SKEW_STORE ? sj_funnel(words[0], words[1], W - skew) : words[0];
-    if (!CHECKED || (x >= 0 && x + W <= extent_a)) {
-      *reinterpret_cast<SjWord*>(d + (row + x)) = out.word;
+    const int skew = SKEW_STORE ? (int)((dst_misalignment + (unsigned)row) & (V - 1)) : 0;
+    const Index x = tile.a0 - skew + j * V;
+    // The shared row starts LEAD_A units before a0: the vector's word i is word first + i shifted by
+    // `shift` units (W: the next word whole), whole skewed words moving `first` back.
+    const int first = SKEW_STORE ? j * STORE_WORDS + STORE_WORDS - 1 - skew / W : j * STORE_WORDS;
+    const int shift = W - skew % W;
+    const SjWord* words = smem + lb * PITCH + first;
+    SjStoreWords out;
+#pragma unroll
+    for (int i = 0; i < STORE_WORDS; ++i) out.word[i] = SKEW_STORE ? sj_funnel(words[i], words[i + 1], shift) : words[i];
+    if (!CHECKED || (x >= 0 && x + V <= extent_a)) {
+      *reinterpret_cast<SjStoreVector*>(d + (row + x)) = out.vector;
     } else {
 #pragma unroll
-      for (int u = 0; u < W; ++u)
-        if (x + u >= 0 && x + u < extent_a) d[row + x + u] = out.u[u];
+      for (int i = 0; i < STORE_WORDS; ++i) {
+        const Index xi = x + i * W;
+        if (STORE_WORDS > 1 && xi >= 0 && xi + W <= extent_a) {
+          *reinterpret_cast<SjWord*>(d + (row + xi)) = out.word[i];
+        } else {
+#pragma unroll
+          for (int u = 0; u < W; ++u)
+            if (xi + u >= 0 && xi + u < extent_a) d[row + xi + u] = sj_word_unit(out.word[i], u);
+        }
+      }
     }
   }
 }

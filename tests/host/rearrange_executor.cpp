@@ -335,7 +335,8 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   }
 }
 
-// The words template: 1- or 2-byte units in 4-byte words; misalignments come from the real addresses.
+// The words template: 1- or 2-byte units loaded in 4-byte words and stored in vectors of store_words
+// words; misalignments come from the real addresses.
 using Word = std::array<std::uint8_t, 4>;
 
 void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
@@ -346,18 +347,20 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const int w = 4 / u;  // units per word
   if (a.dim[0].dst_stride != 1 || a.dim[s.dims_a].src_stride != 1)
     throw std::logic_error("words: A must be unit-stride in dst and B in src");
-  if (s.tile_a % w != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole words");
+  const int vec = w * s.store_words;  // units per store vector
+  if (s.tile_a % vec != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole vectors and words");
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   // Offsets of A index ai in src and of B index bi in dst: through the groups' dims, as the tables hold.
   auto src_row = [&](std::int64_t ai) { return src_offset(a, s, 0, s.dims_a, ai); };
   auto dst_row = [&](std::int64_t bi) { return dst_offset(a, s, s.dims_a, s.dims_b, bi); };
-  const int words_a = s.tile_a / w, groups_a = words_a + (s.skew_store ? 1 : 0), words_b = s.tile_b / w;
+  const int lead = s.skew_store ? vec : 0;  // units a tile reads before a0
+  const int vecs_a = s.tile_a / vec, groups_a = (lead + s.tile_a) / w, words_b = s.tile_b / w;
   const int lanes_b = std::min(words_b, 32 / w), bands_b = (words_b + lanes_b - 1) / lanes_b;
   if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
-  auto misalignment = [&](const std::uint8_t* base, std::int64_t offset) {
+  auto misalignment = [&](const std::uint8_t* base, std::int64_t offset, int units) {
     return static_cast<int>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
                              static_cast<std::uintptr_t>(offset)) %
-                            static_cast<std::uintptr_t>(w));
+                            static_cast<std::uintptr_t>(units));
   };
   auto read_word = [](const std::uint8_t* at) {
     check_vector(at, 4);
@@ -374,7 +377,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     return out;
   };
   auto load_word = [&](std::int64_t row, std::int64_t b) {
-    const int m = s.skew_load ? misalignment(src, row + b) : 0;
+    const int m = s.skew_load ? misalignment(src, row + b, w) : 0;
     if (b - m >= 0 && b - m + (m ? 2 : 1) * w <= eb) {
       const std::uint8_t* at = src + (row + b - m) * u;
       return m ? funnel(read_word(at), read_word(at + 4), m) : read_word(at);
@@ -392,7 +395,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
     const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, s.dims_a + s.dims_b, s.a_first);
     std::fill(smem.begin(), smem.end(), Word{0xee, 0xee, 0xee, 0xee});
-    const std::int64_t a_base = a0 - (s.skew_store ? w : 0);
+    const std::int64_t a_base = a0 - lead;
     for (int item = 0; item < lanes_b * groups_a * bands_b; ++item) {
       const int lane = item % lanes_b, rest = item / lanes_b;
       const int g = rest % groups_a, k = rest / groups_a * lanes_b + lane;
@@ -410,20 +413,30 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         shared((k * w + j) * s.pitch + g) = column;
       }
     }
-    for (int item = 0; item < s.tile_b * words_a; ++item) {
-      const int lb = item / words_a, j = item % words_a;
+    for (int item = 0; item < s.tile_b * vecs_a; ++item) {
+      const int lb = item / vecs_a, j = item % vecs_a;
       if (b0 + lb >= eb) continue;
       const std::int64_t row = dst_base + dst_row(b0 + lb);
-      const int skew = s.skew_store ? misalignment(dst, row) : 0;
-      const std::int64_t x = a0 - skew + std::int64_t{j} * w;
-      const int at = lb * s.pitch + j;
-      const Word out = s.skew_store ? funnel(shared(at), shared(at + 1), w - skew) : shared(at);
-      if (x >= 0 && x + w <= ea) {
-        check_vector(dst + (row + x) * u, 4);
-        std::memcpy(dst + (row + x) * u, out.data(), 4);
-      } else {
-        for (int y = 0; y < w; ++y)
-          if (x + y >= 0 && x + y < ea) copy_units(dst + (row + x + y) * u, out.data() + y * u, 1, u);
+      const int skew = s.skew_store ? misalignment(dst, row, vec) : 0;
+      const std::int64_t x = a0 - skew + std::int64_t{j} * vec;
+      // The vector starts `offset` units into the staged row: word `first`, shifted by 1..w when skewed.
+      const int offset = lead - skew + j * vec;
+      const int first = s.skew_store ? (offset - 1) / w : offset / w;
+      const int shift = offset - first * w, at = lb * s.pitch + first;
+      std::vector<Word> out(static_cast<std::size_t>(s.store_words));
+      for (int i = 0; i < s.store_words; ++i)
+        out[static_cast<std::size_t>(i)] = s.skew_store ? funnel(shared(at + i), shared(at + i + 1), shift) : shared(at + i);
+      if (x >= 0 && x + vec <= ea) check_vector(dst + (row + x) * u, 4 * s.store_words);
+      for (int i = 0; i < s.store_words; ++i) {
+        const std::int64_t xi = x + std::int64_t{i} * w;
+        const Word& word = out[static_cast<std::size_t>(i)];
+        if (xi >= 0 && xi + w <= ea) {
+          check_vector(dst + (row + xi) * u, 4);
+          std::memcpy(dst + (row + xi) * u, word.data(), 4);
+        } else {
+          for (int y = 0; y < w; ++y)
+            if (xi + y >= 0 && xi + y < ea) copy_units(dst + (row + xi + y) * u, word.data() + y * u, 1, u);
+        }
       }
     }
   }

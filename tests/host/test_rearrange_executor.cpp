@@ -383,11 +383,15 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       {{35, 17, 22}, {1, 2, 0}, 1}, {{201, 135}, {1, 0}, 2},       {{130, 97}, {1, 0}, 2},
       {{16, 8}, {1, 0}, 1},        {{1000, 9}, {1, 0}, 1},          {{9, 1000}, {1, 0}, 1},
       {{177, 8, 50, 19}, {2, 0, 3, 1}, 1}, {{200, 1031}, {1, 0}, 1},   {{3, 120, 517}, {0, 2, 1}, 1},
+      {{144, 517}, {1, 0}, 1},  // destination rows aligned to the 16-byte stores, source rows odd
+      // Rows long enough for 16-byte stores: odd, and aligned to them.
+      {{1031, 200}, {1, 0}, 1}, {{1040, 131}, {1, 0}, 1},
       // Composite groups: A = 5 x 31 in dst; B = 37 x 3 x 5 in src; both, with outer dims.
       {{5, 31, 137}, {2, 1, 0}, 1},     {{131, 5, 3, 37}, {2, 1, 3, 0}, 1},
       {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, 1},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> runs
+  std::map<int, int> store_words;               // words per store vector -> variants
   int composite = 0;  // word-tile variants whose groups span several dims
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) {
@@ -399,6 +403,7 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       for (const plan::RearrangeVariant& v : p.variants)
         if (v.spec.family == plan::RearrangeFamily::words) {
           ++skews[{v.spec.skew_load, v.spec.skew_store}];
+          ++store_words[v.spec.store_words];
           composite += v.spec.dims_a + v.spec.dims_b > 2;
         }
     }
@@ -415,6 +420,9 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
   }
   MESSAGE(composite << " word-tile variants over composite groups");
   CHECK(composite >= 6);
+  MESSAGE(store_words[1] << " word-tile variants storing words, " << store_words[4] << " storing 16-byte vectors");
+  CHECK(store_words[1] > 0);
+  CHECK(store_words[4] > 0);
   // Rows aligned on both sides with narrow tiles needs padded strides.
   for (auto [load, store] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
@@ -426,12 +434,12 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
   std::mt19937_64 rng(4111);
   // Odd destination pitches (single-unit stores) over even and odd source pitches, groups of one dim
   // and composite ones (A = 49 x 19, A = 5 x 31, B = 37 x 3), outer dims on either side; pairs on
-  // both sides of a 2-D transpose that counts along B, over an odd source pitch ([6002, 131]: skewed
-  // loads beside aligned stores).
+  // both sides of 2-D transposes over an odd source pitch: [6002, 131] counts along B and stores its
+  // long rows in 16-byte vectors, [602, 131] stores words, its rows aligned to them.
   const PermuteCase cases[] = {
       {{201, 135}, {1, 0}, 2},        {{129, 256}, {1, 0}, 2},        {{97, 38, 387}, {2, 1, 0}, 2},
       {{3, 49, 19, 37}, {0, 3, 2, 1}, 2}, {{5, 31, 137}, {2, 1, 0}, 2}, {{131, 5, 3, 37}, {2, 1, 3, 0}, 2},
-      {{67, 5, 93}, {2, 1, 0}, 2},    {{6002, 131}, {1, 0}, 2},
+      {{67, 5, 93}, {2, 1, 0}, 2},    {{6002, 131}, {1, 0}, 2},       {{602, 131}, {1, 0}, 2},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> 2-byte word-tile variants
   int composite = 0, taken = 0;

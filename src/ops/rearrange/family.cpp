@@ -876,17 +876,25 @@ constexpr std::int64_t kWordThreadsPerSm = 768;
 // Shorter groups leave most of a tile's lanes idle: on an H100, u8 lines with a B group of 12 to 50
 // bytes fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
 constexpr std::int64_t kWordTileMinBytes = 64;
+// Word tiles whose A group holds this many units or more store 16-byte vectors, shorter ones words: a
+// vector takes about a quarter of the instructions of four word stores, but a tile reads three more
+// groups of source rows ahead of a0. (H200, the word-tile lines of tuning seeds 40, 41 and 44-47,
+// 16-byte against word stores: A groups of 1024 units or more, u8 65.3% -> 65.8% of copy (12 up, 6
+// down), f16 63.8% -> 64.3%; shorter u8 groups fell, 47.8% -> 45.2%, 17 of 29 lines down.)
+constexpr std::int64_t kWordVectorStoreMinUnits = 1024;
+
+int word_store_words(const Groups& g) { return g.extent_a >= kWordVectorStoreMinUnits ? 4 : 1; }
 
 std::int64_t units_per_word(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
-// Whether every row of one side starts word-aligned: the pointer is, and so is every stride (in
-// units) but those of the group the rows run along.
-bool rows_word_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side,
-                       std::int64_t align_bytes, std::int64_t unit) {
-  if (align_bytes < kWordBytes) return false;
+// Whether every row of one side starts aligned to `bytes`: the pointer is, and so is every stride
+// (in units) but those of the group the rows run along.
+bool rows_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side, std::int64_t align_bytes,
+                  std::int64_t unit, std::int64_t bytes) {
+  if (align_bytes < bytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (std::find(along.begin(), along.end(), i) == along.end() &&
-        !divides(units_per_word(unit), src_side ? dims[i].src_stride : dims[i].dst_stride))
+        !divides(bytes / unit, src_side ? dims[i].src_stride : dims[i].dst_stride))
       return false;
   return true;
 }
@@ -943,7 +951,7 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 // 512 blocks of W x W units, four per thread (half as many along B with funnel-shifted loads or
 // composite groups); one of 256 threads, kept where it spans the whole B group, twice that along B.
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
-                            std::int64_t dst_align) {
+                            std::int64_t dst_align, int store_words) {
   const std::int64_t word = units_per_word(form.unit_bytes);
   RearrangeSpec s;
   s.family = RearrangeFamily::words;
@@ -954,14 +962,16 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   s.exact = exact;
   s.dims_a = static_cast<int>(g.a.size());
   s.dims_b = static_cast<int>(g.b.size());
-  s.skew_load = !rows_word_aligned(form.dims, g.b, true, src_align, form.unit_bytes);
-  s.skew_store = !rows_word_aligned(form.dims, g.a, false, dst_align, form.unit_bytes);
-  // A tile's owned ranges start up to word - 1 units before a skewed row; tiles that would leave 30%
-  // or more idle split A evenly (153 units: two tiles of 80, not 124 + 32).
-  const std::int64_t lead = s.skew_store ? word - 1 : 0;
-  const std::int64_t max_tile_a = (kWordTileWords - (s.skew_store ? 1 : 0)) * word;
-  const std::int64_t words_a = std::min(ceil_div(g.extent_a + lead, word), max_tile_a / word);
-  s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, words_a * word, word));
+  s.store_words = store_words;
+  const std::int64_t vector = word * store_words;  // units per store
+  s.skew_load = !rows_aligned(form.dims, g.b, true, src_align, form.unit_bytes, kWordBytes);
+  s.skew_store = !rows_aligned(form.dims, g.a, false, dst_align, form.unit_bytes, kWordBytes * store_words);
+  // A tile's owned ranges start up to vector - 1 units before a skewed row; tiles that would leave
+  // 30% or more idle split A evenly (153 units: two tiles of 80, not 124 + 32).
+  const std::int64_t lead = s.skew_store ? vector - 1 : 0;
+  const std::int64_t max_tile_a = (kWordTileWords - (s.skew_store ? store_words : 0)) * word / vector * vector;
+  const std::int64_t vectors_a = std::min(ceil_div(g.extent_a + lead, vector), max_tile_a / vector);
+  s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, vectors_a * vector, vector));
   // Funnel-shifted loads hold two words per row until staging, and composite groups keep table
   // offsets: half as many words per thread, or they spill (sm_90: 128 bytes of stack at 80 registers
   // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
@@ -977,7 +987,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
   const std::int64_t words_b = whole_b_needs_256 ? group_words_b : std::min(max_words_b / 2, group_words_b);
   s.tile_b = static_cast<int>(even_tile(g.extent_b, words_b * word, word));
-  s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? 1 : 0)) | 1);
+  s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? store_words : 0)) | 1);
   s.min_blocks = static_cast<int>(kWordThreadsPerSm / s.threads);
 
   RearrangeVariant v{form, s, {}, 0, 0};
@@ -1317,12 +1327,13 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
     if (const auto b = source_inner_dim(dims, inner)) {
       RearrangeVariant v = plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align);
       const Groups words = word_groups(units, inner, *b);
-      if (wants_word_tiles(v.spec, units, words)) return plan_words(units, words, exact, src_align, dst_align);
+      if (wants_word_tiles(v.spec, units, words))
+        return plan_words(units, words, exact, src_align, dst_align, word_store_words(words));
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
         // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
-        if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align);
+        if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align, word_store_words(words));
         return plan_skewed(units, inner, *b, exact);
       }
       // A tile smaller than a unit per thread is better walked in destination order.
@@ -1414,7 +1425,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
         add(plan_skewed(units, inner, *b, exact));
       const Groups words = word_groups(units, inner, *b);
       if (units.unit_bytes <= 2 && word_groups_fit(units, words, kWordTileMinBytes))
-        add(plan_words(units, words, exact, src_align, dst_align));
+        for (int store_words : {1, 4}) add(plan_words(units, words, exact, src_align, dst_align, store_words));
     }
   }
   add(plan_rows(units, exact));
@@ -1481,8 +1492,9 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::words:
-      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
-                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "", s.a_first ? "" : ".bf");
+      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
+                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "",
+                         s.store_words > 1 ? fmt::format(".sv{}", kWordBytes * s.store_words) : "", s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::segments:
       key += fmt::format(".r{}.a{}x{}.b{}x{}.p{}{}{}{}", s.segment, s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch,
@@ -1511,7 +1523,7 @@ int shared_bytes(const RearrangeSpec& s) {
   const int index_bytes = s.index64 ? 8 : 4;
   if (s.family == RearrangeFamily::words) {
     // Composite-group tables, one per tile: the rows a tile reads along A, its B indices.
-    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) : 0);
+    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) * s.store_words : 0);
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }

@@ -57,11 +57,11 @@ std::string variant_text(const RearrangeVariant& v) {
       break;
     case RearrangeFamily::words:
       out += fmt::format("  family words: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, src-contiguous) units "
-                         "moved as aligned 32-bit words on both sides{}{}, {} outer dims, {} threads, shared memory {} "
-                         "bytes\n",
-                         s.tile_a, s.dims_a, s.tile_b, s.dims_b, s.skew_load ? ", source rows funnel-shifted" : "",
-                         s.skew_store ? ", destination rows skewed" : "", s.num_dims - s.dims_a - s.dims_b, s.threads,
-                         shared_bytes(s));
+                         "loaded as aligned 32-bit words and stored in aligned {}-byte vectors{}{}, {} outer dims, {} "
+                         "threads, shared memory {} bytes\n",
+                         s.tile_a, s.dims_a, s.tile_b, s.dims_b, 4 * s.store_words,
+                         s.skew_load ? ", source rows funnel-shifted" : "", s.skew_store ? ", destination rows skewed" : "",
+                         s.num_dims - s.dims_a - s.dims_b, s.threads, shared_bytes(s));
       break;
     case RearrangeFamily::runs:
       out += fmt::format("  family runs: tile {} units over {} dims (destination order), destination runs over the first "

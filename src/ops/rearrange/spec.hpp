@@ -40,8 +40,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // outer dims the tile spans whole, or the source chain's dims past A dims it passes), then the outer
 // dims, each innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
-// dims, tile_a and tile_b in units (multiples of the units per word), pitch in words, skew_load and
-// skew_store. segments:
+// dims, tile_a and tile_b in units (tile_a a multiple of the units per store vector, tile_b of the
+// units per word), pitch in words, skew_load, skew_store and store_words. segments:
 // dim[0] = the shared row (segment units), then group A (dims_a dims that follow it in dst), group B
 // (dims_b dims that follow it in src) and the outer dims; tile_a x tile_b rows, pitch in bytes.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
@@ -77,6 +77,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
+  X(int, store_words, 1)       /* words: 32-bit words per destination store vector (1, 2 or 4) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
   X(int, src_run_dims, 0)      /* runs: leading dims of src_order contiguous in src */              \
