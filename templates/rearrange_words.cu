@@ -14,11 +14,10 @@
 // funnel-shifted out of two shared words. So a tile loads STORE_WORDS extra groups of W rows before
 // a0 when stores are skewed.
 static_assert(UNIT_BYTES == 1 || UNIT_BYTES == 2, "word tiles move 1- and 2-byte units");
-static_assert(STORE_WORDS == 1 || STORE_WORDS == 2 || STORE_WORDS == 4, "stores of 4, 8 or 16 bytes");
+static_assert(STORE_WORDS == 1 || STORE_WORDS == 4, "stores of 4 or 16 bytes");
 constexpr int W = 4 / UNIT_BYTES;                    // units per word
 constexpr int V = STORE_WORDS * W;                   // units per store vector
 constexpr int LEAD_A = SKEW_STORE ? V : 0;           // units a tile reads before a0
-constexpr int WORDS_A = TILE_A / W;                  // words per destination row of a tile
 constexpr int VECS_A = TILE_A / V;                   // store vectors per destination row of a tile
 static_assert(TILE_A % V == 0, "a tile's rows hold whole store vectors");
 constexpr int GROUPS_A = (LEAD_A + TILE_A) / W;      // groups of W source rows a tile loads
@@ -35,7 +34,8 @@ constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
 // instead of straddling rows (a straddled row costs its partial sectors twice) and a thread's rows
 // step by ROWS_PER_PASS (H200, 74 u8 word-tile lines: 46% -> 50% of copy). Otherwise consecutive
 // threads take consecutive vectors of the tile's rows, every lane busy (rows of 17 to 21 words lost
-// 2 to 8 points on whole-row lanes; rows of 22 to 30 words were not measured).
+// 2 to 8 points on whole-row lanes; rows of 22 to 30 words were not measured, nor rows of 16-byte
+// vectors apart from word rows).
 constexpr int ROW_LANES =
     VECS_A > 16 ? 32 : VECS_A > 8 ? 16 : VECS_A > 4 ? 8 : VECS_A > 2 ? 4 : VECS_A > 1 ? 2 : 1;
 constexpr bool ROW_ALIGNED_STORES = 4 * VECS_A >= 3 * ROW_LANES;
@@ -54,8 +54,8 @@ union SjStoreWords {
   SjWord word[STORE_WORDS];
 };
 
-// Unit u of a word, and a word's unit u set: shifts, so that the words that move whole stay in one
-// register (a union of units made nvcc split every stored word into bytes and join them again).
+// Units move in and out of words by shifts, so that words that move whole stay in one register (a
+// union of units made nvcc split every stored word into bytes and join them again).
 __device__ __forceinline__ Unit sj_word_unit(SjWord w, int u) {
   Unit out;
   out.v = (decltype(out.v))(w >> (u * UNIT_BYTES * 8));
@@ -67,9 +67,10 @@ __device__ __forceinline__ SjWord sj_with_unit(SjWord w, int u, Unit unit) {
   return (w & ~mask) | ((SjWord)unit.v << shift);
 }
 
-// Misalignment in units, below W, of unit offset `offset` from a base of misalignment `base`.
-__device__ __forceinline__ int sj_word_misalignment(unsigned base, Index offset) {
-  return (int)((base + (unsigned)offset) & (W - 1));
+// Misalignment in units, below `units` (a power of two), of unit offset `offset` from a base of
+// misalignment `base`.
+__device__ __forceinline__ int sj_misalignment(unsigned base, Index offset, int units) {
+  return (int)((base + (unsigned)offset) & (units - 1));
 }
 
 // Units [shift, shift + W) of the pair (low, high): shift = W gives `high`.
@@ -139,7 +140,7 @@ struct SjSource {
 };
 template <bool CHECKED>
 __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
-  const int m = SKEW_LOAD ? sj_word_misalignment(src_misalignment, row + b) : 0;
+  const int m = SKEW_LOAD ? sj_misalignment(src_misalignment, row + b, W) : 0;
   return {m, !CHECKED || (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b)};
 }
 
@@ -252,16 +253,17 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     const int lb = item.lb, j = item.j;
     if ((STORE_ITEMS % THREADS != 0 && lb >= TILE_B) || (CHECKED && tile.b0 + lb >= extent_b)) continue;
     const Index row = sj_dst_row(args, tile, table_b, lb);
-    const int skew = SKEW_STORE ? (int)((dst_misalignment + (unsigned)row) & (V - 1)) : 0;
+    const int skew = SKEW_STORE ? sj_misalignment(dst_misalignment, row, V) : 0;
     const Index x = tile.a0 - skew + j * V;
-    // The shared row starts LEAD_A units before a0: the vector's word i is word first + i shifted by
-    // `shift` units (W: the next word whole), whole skewed words moving `first` back.
+    // The vector starts at staged unit LEAD_A - skew + j * V = first * W + shift (shift 1..W when
+    // skewed): its word i is funnel-shifted out of staged words first + i and first + i + 1.
     const int first = SKEW_STORE ? j * STORE_WORDS + STORE_WORDS - 1 - skew / W : j * STORE_WORDS;
     const int shift = W - skew % W;
     const SjWord* words = smem + lb * PITCH + first;
     SjStoreWords out;
 #pragma unroll
-    for (int i = 0; i < STORE_WORDS; ++i) out.word[i] = SKEW_STORE ? sj_funnel(words[i], words[i + 1], shift) : words[i];
+    for (int i = 0; i < STORE_WORDS; ++i)
+      out.word[i] = SKEW_STORE ? sj_funnel(words[i], words[i + 1], shift) : words[i];
     if (!CHECKED || (x >= 0 && x + V <= extent_a)) {
       *reinterpret_cast<SjStoreVector*>(d + (row + x)) = out.vector;
     } else {

@@ -306,13 +306,15 @@ TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row l
           "and long rows in 16-byte vectors, at every pointer misalignment" * test::gpu_only()) {
   // Destination rows of 18 and 19 words (consecutive threads on consecutive words), 26 words
   // (whole-row lanes, 6 idle), 31 words with 68 and 76 rows per tile of 256 threads (a ragged last
-  // pass of whole-row lanes); rows of 3001 units, stored in 16-byte vectors.
+  // pass of whole-row lanes); rows of 3001 units stored in 16-byte vectors, and of 1040 units, at
+  // 16-byte pointers aligned to them.
   const std::vector<PermuteCase> cases = {
       {{135, 2999}, {1, 0}, DType::u8}, {{70, 3001}, {1, 0}, DType::u8}, {{100, 3001}, {1, 0}, DType::u8},
       {{1001, 68}, {1, 0}, DType::u8},  {{999, 76}, {1, 0}, DType::u8},  {{3001, 68}, {1, 0}, DType::u8},
+      {{1040, 1031}, {1, 0}, DType::u8},
   };
   std::set<int> row_words;
-  bool ragged_256 = false, vector_stores = false;
+  bool ragged_256 = false, vector_stores = false, aligned_vector_stores = false;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const plan::RearrangePlanData data =
@@ -320,6 +322,7 @@ TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row l
     for (const plan::RearrangeVariant& v : data.variants) {
       if (v.spec.family != plan::RearrangeFamily::words) continue;
       vector_stores = vector_stores || v.spec.store_words == 4;
+      aligned_vector_stores = aligned_vector_stores || (v.spec.store_words == 4 && !v.spec.skew_store);
       if (v.spec.store_words != 1) continue;
       row_words.insert(v.spec.tile_a / 4);
       ragged_256 = ragged_256 || (v.spec.threads == 256 && v.spec.tile_b % 8 != 0);
@@ -331,6 +334,7 @@ TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row l
   CHECK(row_words.count(31) == 1);
   CHECK(ragged_256);
   CHECK(vector_stores);
+  CHECK(aligned_vector_stores);
   check_launch_share(cases, {plan::RearrangeFamily::words}, 2999, "word tiles");
 }
 

@@ -348,7 +348,8 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   if (a.dim[0].dst_stride != 1 || a.dim[s.dims_a].src_stride != 1)
     throw std::logic_error("words: A must be unit-stride in dst and B in src");
   const int vec = w * s.store_words;  // units per store vector
-  if (s.tile_a % vec != 0 || s.tile_b % w != 0) throw std::logic_error("words: tiles must hold whole vectors and words");
+  if (s.tile_a % vec != 0 || s.tile_b % w != 0)
+    throw std::logic_error("words: tiles must hold whole vectors and words");
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   // Offsets of A index ai in src and of B index bi in dst: through the groups' dims, as the tables hold.
   auto src_row = [&](std::int64_t ai) { return src_offset(a, s, 0, s.dims_a, ai); };
@@ -419,13 +420,17 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       const std::int64_t row = dst_base + dst_row(b0 + lb);
       const int skew = s.skew_store ? misalignment(dst, row, vec) : 0;
       const std::int64_t x = a0 - skew + std::int64_t{j} * vec;
-      // The vector starts `offset` units into the staged row: word `first`, shifted by 1..w when skewed.
+      // The vector starts `offset` units into the staged row: word `first`, shifted by 1..w when skewed
+      // (derived here from the offset; the template computes first and shift from the skew).
       const int offset = lead - skew + j * vec;
       const int first = s.skew_store ? (offset - 1) / w : offset / w;
       const int shift = offset - first * w, at = lb * s.pitch + first;
+      if (first < 0 || first + s.store_words + (s.skew_store ? 1 : 0) > groups_a)
+        throw std::logic_error("words: a store reads past its staged row");
       std::vector<Word> out(static_cast<std::size_t>(s.store_words));
       for (int i = 0; i < s.store_words; ++i)
-        out[static_cast<std::size_t>(i)] = s.skew_store ? funnel(shared(at + i), shared(at + i + 1), shift) : shared(at + i);
+        out[static_cast<std::size_t>(i)] =
+            s.skew_store ? funnel(shared(at + i), shared(at + i + 1), shift) : shared(at + i);
       if (x >= 0 && x + vec <= ea) check_vector(dst + (row + x) * u, 4 * s.store_words);
       for (int i = 0; i < s.store_words; ++i) {
         const std::int64_t xi = x + std::int64_t{i} * w;

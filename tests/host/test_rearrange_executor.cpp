@@ -383,15 +383,16 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       {{35, 17, 22}, {1, 2, 0}, 1}, {{201, 135}, {1, 0}, 2},       {{130, 97}, {1, 0}, 2},
       {{16, 8}, {1, 0}, 1},        {{1000, 9}, {1, 0}, 1},          {{9, 1000}, {1, 0}, 1},
       {{177, 8, 50, 19}, {2, 0, 3, 1}, 1}, {{200, 1031}, {1, 0}, 1},   {{3, 120, 517}, {0, 2, 1}, 1},
-      {{144, 517}, {1, 0}, 1},  // destination rows aligned to the 16-byte stores, source rows odd
-      // Rows long enough for 16-byte stores: odd, and aligned to them.
-      {{1031, 200}, {1, 0}, 1}, {{1040, 131}, {1, 0}, 1},
+      {{144, 517}, {1, 0}, 1},  // destination rows word-aligned, source rows odd
+      // Rows long enough for 16-byte stores: odd (skewed), and aligned to them at 16-byte pointers.
+      {{1031, 200}, {1, 0}, 1}, {{1040, 1031}, {1, 0}, 1},
       // Composite groups: A = 5 x 31 in dst; B = 37 x 3 x 5 in src; both, with outer dims.
       {{5, 31, 137}, {2, 1, 0}, 1},     {{131, 5, 3, 37}, {2, 1, 3, 0}, 1},
       {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, 1},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> runs
   std::map<int, int> store_words;               // words per store vector -> variants
+  int aligned_vectors = 0;  // variants storing 16-byte vectors into rows aligned to them
   int composite = 0;  // word-tile variants whose groups span several dims
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) {
@@ -404,6 +405,7 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
         if (v.spec.family == plan::RearrangeFamily::words) {
           ++skews[{v.spec.skew_load, v.spec.skew_store}];
           ++store_words[v.spec.store_words];
+          aligned_vectors += v.spec.store_words == 4 && !v.spec.skew_store;
           composite += v.spec.dims_a + v.spec.dims_b > 2;
         }
     }
@@ -423,6 +425,7 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
   MESSAGE(store_words[1] << " word-tile variants storing words, " << store_words[4] << " storing 16-byte vectors");
   CHECK(store_words[1] > 0);
   CHECK(store_words[4] > 0);
+  CHECK(aligned_vectors > 0);
   // Rows aligned on both sides with narrow tiles needs padded strides.
   for (auto [load, store] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
@@ -442,6 +445,7 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
       {{67, 5, 93}, {2, 1, 0}, 2},    {{6002, 131}, {1, 0}, 2},       {{602, 131}, {1, 0}, 2},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> 2-byte word-tile variants
+  std::map<int, int> store_words;               // words per store vector -> 2-byte word-tile variants
   int composite = 0, taken = 0;
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) {
@@ -453,12 +457,15 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
            plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, options).variants)
         if (v.spec.family == plan::RearrangeFamily::words && v.spec.unit_bytes == 2) {
           ++skews[{v.spec.skew_load, v.spec.skew_store}];
+          ++store_words[v.spec.store_words];
           composite += v.spec.dims_a + v.spec.dims_b > 2;
         }
     }
   MESSAGE(taken << " runs on word tiles, " << composite << " 2-byte word-tile variants over composite groups");
   CHECK(taken >= 40);
   CHECK(composite >= 6);
+  CHECK(store_words[1] > 0);
+  CHECK(store_words[4] > 0);
   for (auto [load, store] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     MESSAGE("skew_load " << load << ", skew_store " << store << ": " << skews[{load, store}] << " variants");
     CHECK(skews[{load, store}] > 0);

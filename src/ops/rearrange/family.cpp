@@ -876,14 +876,20 @@ constexpr std::int64_t kWordThreadsPerSm = 768;
 // Shorter groups leave most of a tile's lanes idle: on an H100, u8 lines with a B group of 12 to 50
 // bytes fell from 31-74% of copy on packed tiles to 10-35% on word tiles.
 constexpr std::int64_t kWordTileMinBytes = 64;
-// Word tiles whose A group holds this many units or more store 16-byte vectors, shorter ones words: a
-// vector takes about a quarter of the instructions of four word stores, but a tile reads three more
-// groups of source rows ahead of a0. (H200, the word-tile lines of tuning seeds 40, 41 and 44-47,
-// 16-byte against word stores: A groups of 1024 units or more, u8 65.3% -> 65.8% of copy (12 up, 6
-// down), f16 63.8% -> 64.3%; shorter u8 groups fell, 47.8% -> 45.2%, 17 of 29 lines down.)
+// Word tiles whose A group holds this many units or more store 16-byte vectors, shorter ones words.
+// A vector takes about a quarter of the instructions of four word stores, but with skewed stores a
+// tile reads three more groups of source rows ahead of a0. (H200, 16-byte against word stores on the
+// word-tile lines of tuning seeds 40, 41 and 44-47: A groups of 1024 units or more, u8 65.3% -> 65.8%
+// of copy (12 up, 6 down), f16 63.8% -> 64.3%; on seeds 86-91, u8 64.5% -> 68.9%. Shorter u8 groups
+// fell on the tuning seeds, 47.8% -> 45.2%, 17 of 29 lines down.) 1-byte tiles with 64-bit indices
+// spill with 16-byte stores (sm_90: 108 bytes at 80 registers), so 64-bit indices keep word stores.
 constexpr std::int64_t kWordVectorStoreMinUnits = 1024;
 
-int word_store_words(const Groups& g) { return g.extent_a >= kWordVectorStoreMinUnits ? 4 : 1; }
+bool vector_stores_fit(const CanonicalForm& form) { return !needs_index64(form.dims); }
+
+int word_store_words(const CanonicalForm& form, const Groups& g) {
+  return g.extent_a >= kWordVectorStoreMinUnits && vector_stores_fit(form) ? 4 : 1;
+}
 
 std::int64_t units_per_word(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
@@ -947,7 +953,8 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 }
 
 // A tile of 128 threads is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W
-// rows) and 32 row groups along A (31 store words when stores are skewed: one group is read ahead):
+// rows) and 32 row groups along A (32 - store_words words when stores are skewed: store_words groups
+// are read ahead):
 // 512 blocks of W x W units, four per thread (half as many along B with funnel-shifted loads or
 // composite groups); one of 256 threads, kept where it spans the whole B group, twice that along B.
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
@@ -969,7 +976,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // A tile's owned ranges start up to vector - 1 units before a skewed row; tiles that would leave
   // 30% or more idle split A evenly (153 units: two tiles of 80, not 124 + 32).
   const std::int64_t lead = s.skew_store ? vector - 1 : 0;
-  const std::int64_t max_tile_a = (kWordTileWords - (s.skew_store ? store_words : 0)) * word / vector * vector;
+  const std::int64_t max_tile_a = (kWordTileWords / store_words - (s.skew_store ? 1 : 0)) * vector;
   const std::int64_t vectors_a = std::min(ceil_div(g.extent_a + lead, vector), max_tile_a / vector);
   s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, vectors_a * vector, vector));
   // Funnel-shifted loads hold two words per row until staging, and composite groups keep table
@@ -1328,12 +1335,13 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       RearrangeVariant v = plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align);
       const Groups words = word_groups(units, inner, *b);
       if (wants_word_tiles(v.spec, units, words))
-        return plan_words(units, words, exact, src_align, dst_align, word_store_words(words));
+        return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
         // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
-        if (units.unit_bytes == 2) return plan_words(units, words, exact, src_align, dst_align, word_store_words(words));
+        if (units.unit_bytes == 2)
+          return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
         return plan_skewed(units, inner, *b, exact);
       }
       // A tile smaller than a unit per thread is better walked in destination order.
@@ -1425,7 +1433,9 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
         add(plan_skewed(units, inner, *b, exact));
       const Groups words = word_groups(units, inner, *b);
       if (units.unit_bytes <= 2 && word_groups_fit(units, words, kWordTileMinBytes))
-        for (int store_words : {1, 4}) add(plan_words(units, words, exact, src_align, dst_align, store_words));
+        for (int store_words : {1, 4})
+          if (store_words == 1 || vector_stores_fit(units))
+            add(plan_words(units, words, exact, src_align, dst_align, store_words));
     }
   }
   add(plan_rows(units, exact));
@@ -1492,9 +1502,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::words:
-      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch, s.min_blocks,
-                         s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "",
-                         s.store_words > 1 ? fmt::format(".sv{}", kWordBytes * s.store_words) : "", s.a_first ? "" : ".bf");
+      key += fmt::format(".a{}x{}.b{}x{}.p{}.mb{}{}{}{}{}", s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch,
+                         s.min_blocks, s.skew_load ? ".sl" : "", s.skew_store ? ".ss" : "",
+                         s.store_words > 1 ? fmt::format(".sv{}", kWordBytes * s.store_words) : "",
+                         s.a_first ? "" : ".bf");
       break;
     case RearrangeFamily::segments:
       key += fmt::format(".r{}.a{}x{}.b{}x{}.p{}{}{}{}", s.segment, s.dims_a, s.tile_a, s.dims_b, s.tile_b, s.pitch,

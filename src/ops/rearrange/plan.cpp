@@ -60,7 +60,8 @@ std::string variant_text(const RearrangeVariant& v) {
                          "loaded as aligned 32-bit words and stored in aligned {}-byte vectors{}{}, {} outer dims, {} "
                          "threads, shared memory {} bytes\n",
                          s.tile_a, s.dims_a, s.tile_b, s.dims_b, 4 * s.store_words,
-                         s.skew_load ? ", source rows funnel-shifted" : "", s.skew_store ? ", destination rows skewed" : "",
+                         s.skew_load ? ", source rows funnel-shifted" : "",
+                         s.skew_store ? ", destination rows skewed" : "",
                          s.num_dims - s.dims_a - s.dims_b, s.threads, shared_bytes(s));
       break;
     case RearrangeFamily::runs:
