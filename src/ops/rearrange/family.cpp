@@ -1534,7 +1534,8 @@ int shared_bytes(const RearrangeSpec& s) {
   const int index_bytes = s.index64 ? 8 : 4;
   if (s.family == RearrangeFamily::words) {
     // Composite-group tables, one per tile: the rows a tile reads along A, its B indices.
-    const int rows_a = s.tile_a + (s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) * s.store_words : 0);
+    const int lead = s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) * s.store_words : 0;
+    const int rows_a = s.tile_a + lead;
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }

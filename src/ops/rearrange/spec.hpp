@@ -77,7 +77,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
-  X(int, store_words, 1)       /* words: 32-bit words per destination store vector (1, 2 or 4) */ \
+  X(int, store_words, 1)       /* words: 32-bit words per destination store vector (1 or 4) */   \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
   X(int, src_run_dims, 0)      /* runs: leading dims of src_order contiguous in src */              \
