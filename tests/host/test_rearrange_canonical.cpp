@@ -211,6 +211,14 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
   check_words(aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8)), 256, 88, 3);
+  // 2-byte units over composite groups hold twice the load blocks: 32 B units, not 16; a plain 2-D
+  // transpose keeps 16, and a short A group (39 units) lengthens B to 24.
+  check_words(aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)), 128, 32, 6);
+  check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 16, 6);
+  check_words(aligned(permute_plan({39, 3123589}, {1, 0}, DType::f16)), 128, 24, 6);
+  // A B group of 37 units longer than a 128-thread tile stays split: 256 threads span only the
+  // groups of up to 16 words that rule was measured on.
+  check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);
 }
 
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {

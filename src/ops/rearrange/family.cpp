@@ -869,7 +869,7 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 // ---- words ----------------------------------------------------------------------------------
 
 constexpr std::int64_t kWordBytes = 4;  // word tiles move 1- and 2-byte units in 32-bit words
-constexpr std::int64_t kWordTileWords = 32;  // row groups along A and words along B a tile holds at most
+constexpr std::int64_t kWordTileWords = 32;  // row groups along A a tile holds at most; groups grow to fill it
 // Threads per SM a word kernel asks for: 80 registers each; at 1024 (64 registers) the loaded words
 // spill.
 constexpr std::int64_t kWordThreadsPerSm = 768;
@@ -952,11 +952,22 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
-// A tile of 128 threads is at most 16 words along B (a warp's loads cover whole 32-byte sectors of W
-// rows) and 32 row groups along A (32 - store_words words when stores are skewed: store_words groups
-// are read ahead):
-// 512 blocks of W x W units, four per thread (half as many along B with funnel-shifted loads or
-// composite groups); one of 256 threads, kept where it spans the whole B group, twice that along B.
+// Load blocks (W x W units) a thread of a word tile holds: four, or two where each row takes two
+// words (funnel-shifted loads) or composite groups keep table offsets, or they spill (sm_90: 128
+// bytes of stack at 80 registers for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1). A block of 2-byte
+// units holds half the registers of a 1-byte one, so over composite groups, whose tiles start with
+// filling offset tables, they take four: twice the tile for the same tables (H200, f16 over
+// composite groups on tuning seeds 40-53 and seeds 99-105, 36 lines: 50.5% -> 54.8% of copy, 25 up
+// by more than 2 points and none down; plain 2-D transposes with four lost 5 to 10 points).
+int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite) {
+  return (skew_load || composite) && !(composite && word == 2) ? 2 : 4;
+}
+
+// A tile is at most 32 row groups along A (32 - store_words when stores are skewed: store_words
+// groups are read ahead) and as many words along B as its threads' load blocks fill. For 2-byte
+// units a short A group makes a longer B side (f16 [39, 3123589] 1,0: 33% -> 38% with 24 units along
+// B, not 16); 1-byte tiles keep the B side of a full A (the one u8 line it changed on those seeds,
+// [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes and fell from 44% to 38%).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align, int store_words) {
   const std::int64_t word = units_per_word(form.unit_bytes);
@@ -979,20 +990,28 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t max_tile_a = (kWordTileWords / store_words - (s.skew_store ? 1 : 0)) * vector;
   const std::int64_t vectors_a = std::min(ceil_div(g.extent_a + lead, vector), max_tile_a / vector);
   s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, vectors_a * vector, vector));
-  // Funnel-shifted loads hold two words per row until staging, and composite groups keep table
-  // offsets: half as many words per thread, or they spill (sm_90: 128 bytes of stack at 80 registers
-  // for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1).
+  const std::int64_t budget_groups =  // row groups that share the threads' load blocks
+      form.unit_bytes == 1 ? kWordTileWords : (s.tile_a + (s.skew_store ? vector : 0)) / word;
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
-  const std::int64_t max_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
-  // Blocks of 128 threads take half the B words: a thread's load blocks stay as many, and an SM holds
-  // twice the tiles (H200, the 22 word-tile lines of tuning seeds 40 and 44: geomean 42% -> 47% of
-  // copy, every line 1 to 11 points higher; quarter tiles at eight blocks per SM 45%, half tiles of
-  // 256 threads 43%). A B group that one tile of 256 threads spans stays whole: split in two it lost
-  // (H200, u8 [2117473, 88] 1,0: 59% -> 49%).
+  const std::int64_t loads = word_loads_per_thread(word, s.skew_load, composite);
+  // A warp's lanes walk a row group's words in runs of up to 32 / W, so beyond one run the words
+  // along B come in whole runs (the kernel counts a partial run's idle lanes as load blocks).
+  const std::int64_t run_words = 32 / word;
+  const auto max_words_b = [&](int threads) {
+    const std::int64_t words = threads * loads / budget_groups;
+    return words > run_words ? words / run_words * run_words : words;
+  };
+  // Blocks of 128 threads: an SM holds twice the tiles of 256 (H200, the 22 word-tile lines of
+  // tuning seeds 40 and 44: geomean 42% -> 47% of copy, every line 1 to 11 points higher; quarter
+  // tiles at eight blocks per SM 45%, half tiles of 256 threads 43%). A B group that one tile of 256
+  // threads spans stays whole, up to the 16 words (32 with aligned loads over single dims) it was
+  // measured on: split in two it lost (H200, u8 [2117473, 88] 1,0: 59% -> 49%); longer groups
+  // spanned by 256 threads lost 4 to 12 points (f16 [13,4,60,49,19,37] 0,1,2,5,4,3: 38% -> 27%).
   const std::int64_t group_words_b = ceil_div(g.extent_b, word);
-  const bool whole_b_needs_256 = group_words_b > max_words_b / 2 && group_words_b <= max_words_b;
+  const std::int64_t max_whole_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
+  const bool whole_b_needs_256 = group_words_b > max_words_b(kSmallBlockThreads) && group_words_b <= max_whole_words_b;
   s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
-  const std::int64_t words_b = whole_b_needs_256 ? group_words_b : std::min(max_words_b / 2, group_words_b);
+  const std::int64_t words_b = std::min(max_words_b(s.threads), group_words_b);
   s.tile_b = static_cast<int>(even_tile(g.extent_b, words_b * word, word));
   s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? store_words : 0)) | 1);
   s.min_blocks = static_cast<int>(kWordThreadsPerSm / s.threads);
