@@ -216,6 +216,13 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)), 128, 32, 6);
   check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 16, 6);
   check_words(aligned(permute_plan({39, 3123589}, {1, 0}, DType::f16)), 128, 24, 6);
+  // 1-byte units over composite groups: four blocks where the tile stays within 6 KB (A = 76 units:
+  // 64 B units), two over a full A group (112 units plus a skew vector: 32), and two with 64-bit indices.
+  check_words(aligned(permute_plan({143, 12, 133, 12, 41}, {2, 1, 4, 3, 0}, DType::u8)), 128, 64, 6);
+  check_words(aligned(permute_plan({4583, 4151, 2, 4}, {2, 3, 1, 0}, DType::u8)), 128, 32, 6);
+  const auto& wide = aligned(permute_plan({480, 5, 35, 4, 33, 2, 3, 36}, {7, 6, 5, 0, 3, 2, 1, 4}, DType::u8));
+  CHECK(wide.spec.index64);
+  check_words(wide, 128, 32, 6);
   // A B group of 37 units longer than a 128-thread tile stays split: 256 threads span only the
   // groups of up to 16 words that rule was measured on.
   check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);

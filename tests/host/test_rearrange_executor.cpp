@@ -389,11 +389,14 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       // Composite groups: A = 5 x 31 in dst; B = 37 x 3 x 5 in src; both, with outer dims.
       {{5, 31, 137}, {2, 1, 0}, 1},     {{131, 5, 3, 37}, {2, 1, 3, 0}, 1},
       {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, 1},
+      // A short A group (143 units, tiles of 76) over composite B: four load blocks a thread, two runs of lanes along B.
+      {{143, 2, 3, 12, 41}, {2, 1, 4, 3, 0}, 1},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> runs
   std::map<int, int> store_words;               // words per store vector -> variants
   int aligned_vectors = 0;  // variants storing 16-byte vectors into rows aligned to them
   int composite = 0;  // word-tile variants whose groups span several dims
+  int composite_four_loads = 0;  // ... with four load blocks a thread (64 B units)
   for (const PermuteCase& c : cases)
     for (bool exact : {false, true}) {
       RearrangeOptions options;
@@ -407,8 +410,10 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
           ++store_words[v.spec.store_words];
           aligned_vectors += v.spec.store_words == 4 && !v.spec.skew_store;
           composite += v.spec.dims_a + v.spec.dims_b > 2;
+          composite_four_loads += v.spec.dims_a + v.spec.dims_b > 2 && !v.spec.skew_load && v.spec.tile_b == 64;
         }
     }
+  CHECK(composite_four_loads > 0);
   for (int i = 0; i < 60; ++i) {
     const PermuteCase c = random_word_view(rng, 64, 200, 1);
     INFO("random words case " << i);

@@ -952,15 +952,20 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
-// Load blocks (W x W units) a thread of a word tile holds: four, or two where each row takes two
-// words (funnel-shifted loads) or composite groups keep table offsets, or they spill (sm_90: 128
-// bytes of stack at 80 registers for u8 [40,2,36,3,33,35,4,5] 2,7,0,6,5,4,3,1). A block of 2-byte
-// units holds half the registers of a 1-byte one, so over composite groups, whose tiles start with
-// filling offset tables, they take four: twice the tile for the same tables (H200, f16 over
-// composite groups on tuning seeds 40-53 and seeds 99-105, 36 lines: 50.5% -> 54.8% of copy, 25 up
-// by more than 2 points and none down; plain 2-D transposes with four lost 5 to 10 points).
-int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite) {
-  return (skew_load || composite) && !(composite && word == 2) ? 2 : 4;
+// Load blocks (W x W units) a thread of a word tile holds: four, or two where 1-byte rows take two
+// words each (funnel-shifted loads), as do 2-byte rows outside composite groups; more spill (sm_90,
+// 80 registers). Over composite groups, whose tiles start by filling offset tables, four blocks make
+// the tile twice as long along B for the same tables, up to kWordCompositeTileBytes: tiles of 8 KB
+// lost. H200, tuning seeds 40-53 and seeds 99-113 (two rounds each):
+// - 2-byte units, 36 lines: 50.5% -> 54.8% of copy, 25 up by more than 2 points and none down; on
+//   plain 2-D transposes four blocks lost 5 to 10 points;
+// - 1-byte units with a short A group (72 to 84 units), 8 lines: each 3 to 5 points up; with a full
+//   A group (8 KB tiles), 39 lines: 63.5% -> 56.6%, 30 down. With 64-bit indices their kernels spill
+//   (48 bytes), so those keep two.
+constexpr std::int64_t kWordCompositeTileBytes = 6144;
+int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite, bool index64) {
+  if (skew_load && (word == 4 || !composite)) return 2;
+  return composite && word == 4 && index64 ? 2 : 4;
 }
 
 // A tile is at most 32 row groups along A (32 - store_words when stores are skewed: store_words
@@ -993,12 +998,14 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t budget_groups =  // row groups that share the threads' load blocks
       form.unit_bytes == 1 ? kWordTileWords : (s.tile_a + (s.skew_store ? vector : 0)) / word;
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
-  const std::int64_t loads = word_loads_per_thread(word, s.skew_load, composite);
+  const std::int64_t loads = word_loads_per_thread(word, s.skew_load, composite, s.index64);
   // A warp's lanes walk a row group's words in runs of up to 32 / W, so beyond one run the words
   // along B come in whole runs (the kernel counts a partial run's idle lanes as load blocks).
   const std::int64_t run_words = 32 / word;
+  const std::int64_t rows = s.tile_a + (s.skew_store ? vector : 0);
   const auto max_words_b = [&](int threads) {
-    const std::int64_t words = threads * loads / budget_groups;
+    std::int64_t words = threads * loads / budget_groups;
+    if (composite) words = std::min(words, kWordCompositeTileBytes / (rows * form.unit_bytes * word));
     return words > run_words ? words / run_words * run_words : words;
   };
   // Blocks of 128 threads: an SM holds twice the tiles of 256 (H200, the 22 word-tile lines of
