@@ -1003,22 +1003,23 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // along B come in whole runs (the kernel counts a partial run's idle lanes as load blocks).
   const std::int64_t run_words = 32 / word;
   const std::int64_t rows = s.tile_a + (s.skew_store ? vector : 0);
-  const auto max_words_b = [&](int threads) {
-    std::int64_t words = threads * loads / budget_groups;
+  const std::int64_t max_words_b = [&] {
+    std::int64_t words = kSmallBlockThreads * loads / budget_groups;
     if (composite) words = std::min(words, kWordCompositeTileBytes / (rows * form.unit_bytes * word));
     return words > run_words ? words / run_words * run_words : words;
-  };
+  }();
   // Blocks of 128 threads: an SM holds twice the tiles of 256 (H200, the 22 word-tile lines of
   // tuning seeds 40 and 44: geomean 42% -> 47% of copy, every line 1 to 11 points higher; quarter
-  // tiles at eight blocks per SM 45%, half tiles of 256 threads 43%). A B group that one tile of 256
-  // threads spans stays whole, up to the 16 words (32 with aligned loads over single dims) it was
-  // measured on: split in two it lost (H200, u8 [2117473, 88] 1,0: 59% -> 49%); longer groups
-  // spanned by 256 threads lost 4 to 12 points (f16 [13,4,60,49,19,37] 0,1,2,5,4,3: 38% -> 27%).
+  // tiles at eight blocks per SM 45%, half tiles of 256 threads 43%). A B group longer than a
+  // 128-thread tile that one tile of 256 threads spans, up to the 16 words (32 with aligned loads
+  // over single dims) that rule was measured on, stays whole: split in two it lost (H200, u8
+  // [2117473, 88] 1,0: 59% -> 49%); longer groups spanned by 256 threads lost 4 to 12 points (f16
+  // [13,4,60,49,19,37] 0,1,2,5,4,3: 38% -> 27%).
   const std::int64_t group_words_b = ceil_div(g.extent_b, word);
   const std::int64_t max_whole_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
-  const bool whole_b_needs_256 = group_words_b > max_words_b(kSmallBlockThreads) && group_words_b <= max_whole_words_b;
+  const bool whole_b_needs_256 = group_words_b > max_words_b && group_words_b <= max_whole_words_b;
   s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
-  const std::int64_t words_b = std::min(max_words_b(s.threads), group_words_b);
+  const std::int64_t words_b = whole_b_needs_256 ? group_words_b : std::min(max_words_b, group_words_b);
   s.tile_b = static_cast<int>(even_tile(g.extent_b, words_b * word, word));
   s.pitch = static_cast<int>((s.tile_a / word + (s.skew_store ? store_words : 0)) | 1);
   s.min_blocks = static_cast<int>(kWordThreadsPerSm / s.threads);
