@@ -223,6 +223,9 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   const auto& wide = aligned(permute_plan({480, 5, 35, 4, 33, 2, 3, 36}, {7, 6, 5, 0, 3, 2, 1, 4}, DType::u8));
   CHECK(wide.spec.index64);
   check_words(wide, 128, 32, 6);
+  // A whole B group of 64 units that a 128-thread tile over a full composite A does not span: one
+  // 256-thread tile takes all of it (the 6 KB cap is for 128-thread tiles).
+  check_words(aligned(permute_plan({999, 4, 16}, {2, 1, 0}, DType::u8)), 256, 64, 3);
   // A B group of 37 units longer than a 128-thread tile stays split: 256 threads span only the
   // groups of up to 16 words that rule was measured on.
   check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);

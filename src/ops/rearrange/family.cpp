@@ -869,7 +869,9 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 // ---- words ----------------------------------------------------------------------------------
 
 constexpr std::int64_t kWordBytes = 4;  // word tiles move 1- and 2-byte units in 32-bit words
-constexpr std::int64_t kWordTileWords = 32;  // row groups along A a tile holds at most; groups grow to fill it
+// Row groups along A a tile holds at most (groups grow to fill it); also the B words a 256-thread
+// tile may span whole.
+constexpr std::int64_t kWordTileWords = 32;
 // Threads per SM a word kernel asks for: 80 registers each; at 1024 (64 registers) the loaded words
 // spill.
 constexpr std::int64_t kWordThreadsPerSm = 768;
@@ -952,16 +954,17 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
-// Load blocks (W x W units) a thread of a word tile holds: four, or two where 1-byte rows take two
-// words each (funnel-shifted loads), as do 2-byte rows outside composite groups; more spill (sm_90,
-// 80 registers). Over composite groups, whose tiles start by filling offset tables, four blocks make
-// the tile twice as long along B for the same tables, up to kWordCompositeTileBytes: tiles of 8 KB
-// lost. H200, tuning seeds 40-53 and seeds 99-113 (two rounds each):
-// - 2-byte units, 36 lines: 50.5% -> 54.8% of copy, 25 up by more than 2 points and none down; on
-//   plain 2-D transposes four blocks lost 5 to 10 points;
-// - 1-byte units with a short A group (72 to 84 units), 8 lines: each 3 to 5 points up; with a full
-//   A group (8 KB tiles), 39 lines: 63.5% -> 56.6%, 30 down. With 64-bit indices their kernels spill
-//   (48 bytes), so those keep two.
+// Load blocks (W x W units) a thread of a word tile holds: four, or two with funnel-shifted loads
+// (each row takes two words) except 2-byte units over composite groups; more spill (sm_90, 80
+// registers). Over composite groups, whose tiles start by filling offset tables, four blocks make
+// the tile twice as long along B for the same tables, up to kWordCompositeTileBytes (binding for
+// 1-byte units only) in 128-thread tiles: tiles of 8 KB lost. H200, two rounds each:
+// - 2-byte units, tuning seeds 40-53 and seeds 99-105, 36 lines: 50.5% -> 54.8% of copy, 25 up by
+//   more than 2 points and none down; on plain 2-D transposes four blocks lost 5 to 10 points;
+// - 1-byte units with a short A group (72 to 84 units measured; the cap admits tiles of up to 96
+//   rows), seeds 40-53 and 99-113, 8 lines: each 3 to 5 points up; with a full A group (8 KB tiles),
+//   39 lines: 63.5% -> 56.6%, 30 down. With 64-bit indices their kernels spill (48 bytes), so those
+//   keep two.
 constexpr std::int64_t kWordCompositeTileBytes = 6144;
 int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite, bool index64) {
   if (skew_load && (word == 4 || !composite)) return 2;
@@ -971,8 +974,9 @@ int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite, boo
 // A tile is at most 32 row groups along A (32 - store_words when stores are skewed: store_words
 // groups are read ahead) and as many words along B as its threads' load blocks fill. For 2-byte
 // units a short A group makes a longer B side (f16 [39, 3123589] 1,0: 33% -> 38% with 24 units along
-// B, not 16); 1-byte tiles keep the B side of a full A (the one u8 line it changed on those seeds,
-// [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes and fell from 44% to 38%).
+// B, not 16); 1-byte tiles share the budget among a full A's 32 groups whatever their A (the one u8
+// line a shorter A lengthened on those seeds, [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes
+// and fell from 44% to 38%).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align, int store_words) {
   const std::int64_t word = units_per_word(form.unit_bytes);
