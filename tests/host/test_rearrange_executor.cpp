@@ -389,7 +389,8 @@ TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and fun
       // Composite groups: A = 5 x 31 in dst; B = 37 x 3 x 5 in src; both, with outer dims.
       {{5, 31, 137}, {2, 1, 0}, 1},     {{131, 5, 3, 37}, {2, 1, 3, 0}, 1},
       {{7, 5, 2, 12, 3, 43, 13}, {5, 6, 4, 3, 1, 2, 0}, 1},
-      // A short A group (143 units, tiles of 76) over composite B: four load blocks a thread, two runs of lanes along B.
+      // A short A group (143 units, tiles of 76) over composite B: four load blocks a thread, two
+      // runs of lanes along B.
       {{143, 2, 3, 12, 41}, {2, 1, 4, 3, 0}, 1},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> runs

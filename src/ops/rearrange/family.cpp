@@ -999,14 +999,13 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t max_tile_a = (kWordTileWords / store_words - (s.skew_store ? 1 : 0)) * vector;
   const std::int64_t vectors_a = std::min(ceil_div(g.extent_a + lead, vector), max_tile_a / vector);
   s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, vectors_a * vector, vector));
-  const std::int64_t budget_groups =  // row groups that share the threads' load blocks
-      form.unit_bytes == 1 ? kWordTileWords : (s.tile_a + (s.skew_store ? vector : 0)) / word;
+  const std::int64_t rows = s.tile_a + (s.skew_store ? vector : 0);  // source rows a tile reads
+  const std::int64_t budget_groups = form.unit_bytes == 1 ? kWordTileWords : rows / word;  // share the load blocks
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
   const std::int64_t loads = word_loads_per_thread(word, s.skew_load, composite, s.index64);
   // A warp's lanes walk a row group's words in runs of up to 32 / W, so beyond one run the words
   // along B come in whole runs (the kernel counts a partial run's idle lanes as load blocks).
   const std::int64_t run_words = 32 / word;
-  const std::int64_t rows = s.tile_a + (s.skew_store ? vector : 0);
   const std::int64_t max_words_b = [&] {
     std::int64_t words = kSmallBlockThreads * loads / budget_groups;
     if (composite) words = std::min(words, kWordCompositeTileBytes / (rows * form.unit_bytes * word));
