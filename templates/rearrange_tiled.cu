@@ -13,8 +13,8 @@
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
 // VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run copied as is, so shared memory
-// then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR) the tile as
-// one contiguous destination run.
+// then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR, the tile
+// spanning A whole) runs of STORE_RUN B indices that are contiguous in the destination.
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;
 constexpr int MICRO = MICRO_A * MICRO_B;
@@ -174,16 +174,32 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
   }
 }
 
-// Writes the staged tile to dst: one contiguous run (STORE_LINEAR: B's stride is TILE_A == extent_a),
-// or VEC_A-unit vectors along A.
+// Writes the staged tile to dst: runs of STORE_RUN rows (STORE_LINEAR: A is TILE_A == extent_a units
+// and the run's B dims continue it in dst), each starting at its first B index's offset, or VEC_A-unit
+// vectors along A.
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, const SjTile& tile,
                                          const SjTables& table, const Unit* smem) {
   if (STORE_LINEAR) {
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
-    Unit* run = d + (tile.dst_base + tile.b0 * TILE_A);
-    sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
-        count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
-        [&](int i) { run[i] = smem[i]; });
+    // The destination offset of the tile's B index b (B's stride is TILE_A when B is one dim).
+    auto dst_b = [&](int b) { return DIMS_B > 1 ? table.b[b] : (tile.b0 + b) * (Index)TILE_A; };
+    if (STORE_RUN == TILE_B) {
+      Unit* run = d + (tile.dst_base + dst_b(0));
+      sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
+          count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
+          [&](int i) { run[i] = smem[i]; });
+    } else {
+      // Shorter runs span whole B dims, so count is a multiple of RUN_UNITS and of STORE_VEC: no
+      // piece is ragged.
+      constexpr int RUN_UNITS = (STORE_RUN > 0 ? STORE_RUN : 1) * TILE_A;
+      sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
+          count,
+          [&](int, int l) {
+            Unit* at = d + (tile.dst_base + dst_b(l / RUN_UNITS * STORE_RUN) + l % RUN_UNITS);
+            *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[l]);
+          },
+          [](int) {});
+    }
   } else {
     const int thread = LOW_REGISTERS ? sj_thread_fresh() : (int)threadIdx.x;
 #pragma unroll

@@ -416,6 +416,30 @@ TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every p
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 7151, "packed tiles");
 }
 
+TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixed and per-tile B tables, at every "
+          "pointer misalignment" *
+          test::gpu_only()) {
+  // f16 [150, 218, 3, 2]: a composite B group that is one destination run, its offset from B's table.
+  const std::vector<PermuteCase> cases = {
+      {{15, 26, 3, 2, 37, 32}, {4, 0, 2, 1, 5, 3}, DType::u8},
+      {{150, 218, 3, 2}, {0, 1, 3, 2}, DType::f16},
+      {{6, 4, 3, 38, 31, 60, 2}, {4, 3, 0, 5, 6, 1, 2}, DType::u8},
+      {{41, 15, 30, 50, 4}, {3, 2, 1, 4, 0}, DType::u8},
+      {{4, 45, 5, 2, 30, 25, 4}, {4, 5, 3, 1, 0, 6, 2}, DType::f16},
+      {{10, 18, 27, 30, 8}, {1, 3, 2, 4, 0}, DType::bf16},
+      {{2, 5, 13, 2, 10, 35, 3, 4}, {3, 5, 0, 6, 4, 2, 7, 1}, DType::f32},
+      {{2, 15, 7, 2, 3, 109, 4}, {5, 0, 3, 2, 1, 6, 4}, DType::f64},
+      {{5, 3, 2, 2, 3, 6, 4, 2, 2, 7, 5, 3, 2, 4, 4}, {6, 11, 12, 1, 8, 2, 7, 5, 3, 4, 0, 9, 14, 13, 10}, DType::u8},
+  };
+  int linear = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    linear += launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.store_linear > 0;
+  }
+  CHECK(linear == static_cast<int>(cases.size()));
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 8151, "packed tiles");
+}
+
 TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer misalignment" * test::gpu_only()) {
   const std::vector<PermuteCase> cases = {
       {{3, 1500, 2}, {2, 0, 1}, DType::f32},                 // a long A over a short B

@@ -234,18 +234,25 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     }
 
     if (s.store_linear) {
+      if (s.pitch != s.tile_a || a0 != 0) throw std::logic_error("tiled: linear stores need whole rows back to back");
+      if (s.store_run < 1 || s.tile_b % s.store_run != 0 || s.store_linear > s.store_run * s.tile_a)
+        throw std::logic_error("tiled: linear stores over runs that do not tile the tile");
       const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_b, eb - b0) : s.tile_b) * s.tile_a;
-      const std::int64_t run = dst_base + b0 * s.tile_a;
+      const int run_units = s.store_run * s.tile_a;
+      auto at = [&](int l) { return dst_base + dst_b(l / run_units * s.store_run) + l % run_units; };
+      if (s.store_run != s.tile_b && count % run_units != 0)
+        throw std::logic_error("tiled: linear stores over a tile of partial runs");
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.store_linear;
-        if (s.pitch != s.tile_a) throw std::logic_error("tiled: linear stores need rows back to back");
         if (l + s.store_linear <= count) {
-          check_vector(dst + (run + l) * u, s.store_linear * u);
-          copy_units(dst + (run + l) * u, tile.at(l, s.store_linear), s.store_linear, u);
+          if ((l + s.store_linear - 1) / run_units != l / run_units)
+            throw std::logic_error("tiled: a linear store crosses the end of its run");
+          check_vector(dst + at(l) * u, s.store_linear * u);
+          copy_units(dst + at(l) * u, tile.at(l, s.store_linear), s.store_linear, u);
         } else {
           for (int x = 0; x < s.store_linear; ++x)
-            if (l + x < count) copy_units(dst + (run + l + x) * u, tile.at(l + x, 1), 1, u);
+            if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(l + x, 1), 1, u);
         }
       }
     } else {

@@ -35,10 +35,10 @@ void fill_random(std::vector<std::uint8_t>& bytes, std::mt19937_64& rng) {
 
 // Runs `dst <- src` on the CPU for every pointer alignment and compares whole buffers with the
 // reference. Returns the families that ran.
-// Variants that ran with split rows, linear loads and linear stores, and variants of each family of
-// (A, B) tiles by tile order (to check coverage).
+// Variants that ran with split rows, linear loads, linear stores (and of those, over runs shorter
+// than the tile), and variants of each family of (A, B) tiles by tile order (to check coverage).
 struct Modes {
-  int split_rows = 0, load_linear = 0, store_linear = 0;
+  int split_rows = 0, load_linear = 0, store_linear = 0, store_runs = 0;
   std::map<std::pair<plan::RearrangeFamily, bool>, int> tile_orders;  ///< (family, a_first) -> runs
 } g_modes;
 
@@ -64,6 +64,7 @@ std::vector<plan::RearrangeFamily> check_plan(const plan::RearrangePlanData& p, 
     g_modes.split_rows += v.spec.split_rows;
     g_modes.load_linear += v.spec.load_linear > 0;
     g_modes.store_linear += v.spec.store_linear > 0;
+    g_modes.store_runs += v.spec.store_linear > 0 && v.spec.store_run < v.spec.tile_b;
     ++g_modes.tile_orders[{v.spec.family, v.spec.a_first}];
     // Every byte of the destination's range and 64 bytes around it.
     const bool same = std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
@@ -202,7 +203,7 @@ TEST_CASE("random shapes, strides and permutations up to rank 8 match the naive 
     CHECK(seen[f] > 20);
   }
   MESSAGE("split rows " << g_modes.split_rows << ", linear loads " << g_modes.load_linear << ", linear stores "
-                        << g_modes.store_linear);
+                        << g_modes.store_linear << " (over shorter runs " << g_modes.store_runs << ")");
   CHECK(g_modes.split_rows > 20);
   CHECK(g_modes.load_linear > 2);
   CHECK(g_modes.store_linear > 5);
@@ -553,6 +554,34 @@ std::int64_t passed_a_units(const plan::RearrangeVariant& v) {
   std::int64_t units = 1;
   for (int k = 0; k <= last; ++k) units *= v.args.dim[k].extent.value;
   return units;
+}
+
+TEST_CASE("tiles spanning A whole store runs of A and B's first dims linearly, over tables of B, at every alignment") {
+  std::mt19937_64 rng(29);
+  // Runs shorter than the tile over fixed and per-tile B tables, partial tiles, and (f16 [150, 218,
+  // 3, 2]) a composite B group that is one destination run, its offset from B's fixed table.
+  const PermuteCase cases[] = {
+      {{15, 6, 3, 2, 37, 32}, {4, 0, 2, 1, 5, 3}, 1},   {{150, 218, 3, 2}, {0, 1, 3, 2}, 2},
+      {{41, 5, 30, 10, 4}, {3, 2, 1, 4, 0}, 1},        {{4, 15, 5, 2, 30, 25, 4}, {4, 5, 3, 1, 0, 6, 2}, 2},
+      {{10, 18, 7, 30, 8}, {1, 3, 2, 4, 0}, 2},        {{2, 5, 3, 6, 4, 35, 3, 4}, {3, 5, 0, 6, 4, 2, 7, 1}, 4},
+      {{2, 15, 7, 2, 3, 109, 4}, {5, 0, 3, 2, 1, 6, 4}, 8},
+  };
+  int short_runs = 0, composite_one_run = 0, per_tile_tables = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    REQUIRE(s.store_linear > 0);
+    CHECK(s.tile_b % s.store_run == 0);
+    short_runs += s.store_run < s.tile_b;
+    composite_one_run += s.store_run == s.tile_b && s.dims_b > 1;
+    per_tile_tables += s.store_run < s.tile_b && !s.fixed_b;
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+  CHECK(short_runs == 6);
+  CHECK(composite_one_run == 1);
+  CHECK(per_tile_tables >= 2);
 }
 
 TEST_CASE("B's source chain passes A's first dims where the tile's source runs would be short, at every alignment") {

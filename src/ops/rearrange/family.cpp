@@ -222,6 +222,38 @@ std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size
   return units;
 }
 
+// A destination run of a tile that spans group A whole: A times B's first `dims` dims, whose
+// destination strides each continue the units before them; `b` B indices (0: no such run).
+struct DestinationRun {
+  std::int64_t b = 0;
+  std::size_t dims = 0;
+};
+
+// B indices per destination run: the whole tile where all of B continues A, else the longest product
+// of B's first continuing dims that divides tile_b (tiles start at its multiples).
+DestinationRun destination_run(const RearrangeDims& dims, const Groups& g, std::int64_t tile_b) {
+  std::int64_t units = g.extent_a;
+  std::size_t continuing = 0;
+  for (; continuing < g.b.size() && dims[g.b[continuing]].dst_stride == units; ++continuing)
+    units *= dims[g.b[continuing]].extent;
+  if (continuing == g.b.size()) return {tile_b, continuing};
+  DestinationRun run{1, 0};
+  for (; run.dims < continuing && divides(run.b * dims[g.b[run.dims]].extent, tile_b); ++run.dims)
+    run.b *= dims[g.b[run.dims]].extent;
+  return run.dims > 0 ? run : DestinationRun{};
+}
+
+// Destination strides of the dims outside group A and the run: where the runs start.
+DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const Groups& g, const DestinationRun& run) {
+  DimList<std::int64_t> strides;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const auto in_b = std::find(g.b.begin(), g.b.end(), i);
+    const bool in_run = in_b != g.b.end() && static_cast<std::size_t>(in_b - g.b.begin()) < run.dims;
+    if (std::find(g.a.begin(), g.a.end(), i) == g.a.end() && !in_run) strides.push_back(dims[i].dst_stride);
+  }
+  return strides;
+}
+
 // Adds dims that continue group B contiguously in src until its extent reaches `target`. The chain
 // may pass through A's first dims while they hold at most `pass_a` units (tiles that span them whole
 // keep the source contiguous across both groups); returns the A units it passed before a dim it
@@ -429,12 +461,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // Linear loads (only when micro-tile loads would be narrower than 4 bytes) keep the tile in
   // source order, one shared-memory row per A index; linear stores read rows of B indices.
   const std::int64_t full = 16 / unit;
-  DimList<std::int64_t> outer_src, outer_dst;
+  DimList<std::int64_t> outer_src;
   for (std::size_t i = 0; i < dims.size(); ++i)
-    if (!in_groups(g, i)) {
-      outer_src.push_back(dims[i].src_stride);
-      outer_dst.push_back(dims[i].dst_stride);
-    }
+    if (!in_groups(g, i)) outer_src.push_back(dims[i].src_stride);
   if (passed_a > 1) s.b_chain = static_cast<int>(source_run_units(dims, g.b));
   if (s.vec_b * unit < 4 && g.a.size() == 1 && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
       dims[a_dim].src_stride == g.extent_b) {
@@ -448,10 +477,14 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // Linear stores only when A vectors are narrower than the widest micro-tile vector: 1-byte tiles
   // with 8-byte A vectors store faster per vector into a padded tile (H200, u8 TTC: the four such
   // lines went from 51-74% to 66-82% of copy).
-  if (!s.load_linear && s.vec_a < max_vec && g.b.size() == 1 && tile_a == g.extent_a &&
-      dims[b_dim].dst_stride == g.extent_a) {
-    const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_dst, dst_align / unit);
-    if (v > s.vec_a) s.store_linear = static_cast<int>(v);
+  // Over a composite B group the runs are A times B's first dims, each looked up in B's table.
+  const DestinationRun run = tile_a == g.extent_a ? destination_run(dims, g, tile_b) : DestinationRun{};
+  if (!s.load_linear && s.vec_a < max_vec && run.b > 0) {
+    const std::int64_t v = widest_vector(full, tile_a * run.b, strides_past_run(dims, g, run), dst_align / unit);
+    if (v > s.vec_a) {
+      s.store_linear = static_cast<int>(v);
+      s.store_run = static_cast<int>(run.b);
+    }
   }
 
   choose_rows(s);
@@ -517,9 +550,11 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   const std::int64_t micro = units / s.vec_a / s.vec_b;
   const std::int64_t registers = thread_registers(threads, min_blocks);
-  const std::int64_t stores = units / s.vec_a;
+  // Linear stores over one run per tile need no registers; over shorter runs an address per store.
+  const bool one_run = s.store_linear && s.store_run == s.tile_b;
+  const std::int64_t stores = units / (s.store_linear ? s.store_linear : s.vec_a);
   const ThreadShare share = thread_share(s, threads);
-  const std::int64_t store_registers = s.store_linear ? 0 : share.store_registers;
+  const std::int64_t store_registers = one_run ? 0 : s.store_linear ? ceil_div(stores, threads) : share.store_registers;
   bool loads_fit = true;
   if (!s.load_linear) {
     const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
@@ -529,7 +564,7 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
         ceil_div(ceil_div(units, s.load_linear), threads) * ceil_div(s.load_linear * s.unit_bytes, 4);
     loads_fit = 2 * (linear_registers + store_registers) <= registers;
   }
-  return loads_fit && (s.store_linear || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
+  return loads_fit && (one_run || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
 }
 
 // Registers a thread of a slab tile (or any tile whose B source offsets come from a table, b_chain)
@@ -618,11 +653,13 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     // to 45 points (u8 [2,2,5,4,8,2,2,2,5,2,5,6,4,5,6], a 4 x 30 tile walked as gathers: 11% -> 56%).
     RearrangeSpec grown = s;
     grown.store_linear = 0;
+    grown.store_run = 0;
     grown.load_linear = 0;
     if (s.load_linear) grown.vec_b = c.micro_vec_b;
     Groups grown_groups = g;
     const bool few_units = std::int64_t{s.tile_a} * s.tile_b < kSlabOverLinearUnits * s.threads;
-    if (!(s.store_linear || s.load_linear) || few_units)
+    const bool one_run = s.load_linear || (s.store_linear && s.store_run == s.tile_b);
+    if (!one_run || few_units)
       add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
     if (grown.tile_b > s.tile_b) {
       s = grown;
@@ -1525,7 +1562,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.pitch, s.min_blocks,
                          s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
                          s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
-                         s.store_linear ? fmt::format(".sl{}", s.store_linear) : "", s.a_first ? ".af" : "",
+                         s.store_linear ? fmt::format(".sl{}r{}", s.store_linear, s.store_run) : "", s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
       break;
     case RearrangeFamily::skewed:

@@ -46,7 +46,7 @@ std::string variant_text(const RearrangeVariant& v) {
       out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
                          s.load_linear ? fmt::format("linear, {} units", s.load_linear)
                                        : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),
-                         s.store_linear ? fmt::format("linear, {} units", s.store_linear)
+                         s.store_linear ? fmt::format("linear, {} units, runs of {} B indices", s.store_linear, s.store_run)
                                         : fmt::format("{} units along A", s.vec_a),
                          shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {}", s.swizzle_period) : "");
       break;

@@ -69,7 +69,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, swizzle, false)      /* XOR-swizzled rows (else padded to pitch) */                      \
   X(int, swizzle_period, 1)    /* vectors per 128 bytes of shared memory */                        \
   X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
-  X(int, store_linear, 0)      /* units per linear store when the tile is contiguous in dst */     \
+  X(int, store_linear, 0)      /* units per linear store when the tile's dst runs span A whole */  \
+  X(int, store_run, 0)         /* B indices per destination run under store_linear */            \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
   X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B holds dims past them */ \
   X(bool, fixed_a, false)      /* tiled: group A's table is the same for every tile (filled once) */ \
