@@ -149,7 +149,7 @@ void check_launch_share(const std::vector<PermuteCase>& cases, std::initializer_
                         std::uint64_t seed, const char* what, bool every = false) {
   const int launches = static_cast<int>(cases.size()) * 9;
   const int taken = launches_on_families(cases, families, seed);
-  MESSAGE(taken << " of " << launches << " launches on " << what);
+  MESSAGE(taken << " of " << launches << " launches on " << std::string(what));
   if (every)
     CHECK(taken == launches);
   else
