@@ -431,12 +431,19 @@ TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixe
       {{2, 15, 7, 2, 3, 109, 4}, {5, 0, 3, 2, 1, 6, 4}, DType::f64},
       {{5, 3, 2, 2, 3, 6, 4, 2, 2, 7, 5, 3, 2, 4, 4}, {6, 11, 12, 1, 8, 2, 7, 5, 3, 4, 0, 9, 14, 13, 10}, DType::u8},
   };
-  int linear = 0;
+  int linear = 0, short_runs = 0, composite_one_run = 0, per_tile_tables = 0;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    linear += launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.store_linear > 0;
+    const plan::RearrangeSpec s = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    linear += s.store_linear > 0;
+    short_runs += s.store_linear > 0 && s.store_run < s.tile_b;
+    composite_one_run += s.store_linear > 0 && s.store_run == s.tile_b && s.dims_b > 1;
+    per_tile_tables += s.store_linear > 0 && s.store_run < s.tile_b && !s.fixed_b;
   }
   CHECK(linear == static_cast<int>(cases.size()));
+  CHECK(short_runs == 8);
+  CHECK(composite_one_run == 1);
+  CHECK(per_tile_tables == 3);
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 8151, "packed tiles");
 }
 

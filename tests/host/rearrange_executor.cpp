@@ -242,6 +242,8 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       auto at = [&](int l) { return dst_base + dst_b(l / run_units * s.store_run) + l % run_units; };
       if (s.store_run != s.tile_b && count % run_units != 0)
         throw std::logic_error("tiled: linear stores over a tile of partial runs");
+      if (s.dims_b == 1 && a.dim[s.dims_a].dst_stride != s.tile_a)
+        throw std::logic_error("tiled: linear stores of one B dim whose stride is not TILE_A");
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.store_linear;
@@ -250,7 +252,9 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
             throw std::logic_error("tiled: a linear store crosses the end of its run");
           check_vector(dst + at(l) * u, s.store_linear * u);
           copy_units(dst + at(l) * u, tile.at(l, s.store_linear), s.store_linear, u);
-        } else {
+        } else if (l < count) {
+          // The kernel stores a ragged end unit by unit only where the tile is one run.
+          if (s.store_run != s.tile_b) throw std::logic_error("tiled: a ragged linear store over short runs");
           for (int x = 0; x < s.store_linear; ++x)
             if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(l + x, 1), 1, u);
         }

@@ -573,6 +573,7 @@ TEST_CASE("tiles spanning A whole store runs of A and B's first dims linearly, o
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     REQUIRE(s.store_linear > 0);
+    REQUIRE(s.store_run > 0);
     CHECK(s.tile_b % s.store_run == 0);
     short_runs += s.store_run < s.tile_b;
     composite_one_run += s.store_run == s.tile_b && s.dims_b > 1;

@@ -223,7 +223,8 @@ std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size
 }
 
 // A destination run of a tile that spans group A whole: A times B's first `dims` dims, whose
-// destination strides each continue the units before them; `b` B indices (0: no such run).
+// destination strides each continue the units before them, or A times the whole tile where all of B
+// does; `b` B indices (0: no such run).
 struct DestinationRun {
   std::int64_t b = 0;
   std::size_t dims = 0;
@@ -478,9 +479,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // with 8-byte A vectors store faster per vector into a padded tile (H200, u8 TTC: the four such
   // lines went from 51-74% to 66-82% of copy).
   // Over a composite B group the runs are A times B's first dims, each looked up in B's table
-  // (H200, seeds 40-53 and 99-121: 62 such lines, u8 and f16 but one f32 and one f64, from 50.7%
-  // to 62.5% of copy, 37 up by more than 2 points and 8 down by up to 10; u8 and f16 lines of seeds
-  // 122-131, 27: 43.9% -> 52.6%).
+  // (H200: 62 such lines, u8 and f16 of seeds 40-53 and 99-121 and one f32 and one f64 of seeds 40,
+  // 41, 44, 45, 122 and 123, from 50.7% to 62.5% of copy, 37 up by more than 2 points and 8 down by
+  // up to 10; u8 and f16 lines of seeds 122-131, 27: 43.9% -> 52.6%).
   const DestinationRun run = tile_a == g.extent_a ? destination_run(dims, g, tile_b) : DestinationRun{};
   if (!s.load_linear && s.vec_a < max_vec && run.b > 0) {
     const std::int64_t v = widest_vector(full, tile_a * run.b, strides_past_run(dims, g, run), dst_align / unit);
@@ -554,10 +555,11 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
   const std::int64_t micro = units / s.vec_a / s.vec_b;
   const std::int64_t registers = thread_registers(threads, min_blocks);
   // Linear stores over one run per tile need no registers; over shorter runs an address per store.
-  const bool one_run = s.store_linear && s.store_run == s.tile_b;
+  const bool one_store_run = s.store_linear && s.store_run == s.tile_b;
   const std::int64_t stores = units / (s.store_linear ? s.store_linear : s.vec_a);
   const ThreadShare share = thread_share(s, threads);
-  const std::int64_t store_registers = one_run ? 0 : s.store_linear ? ceil_div(stores, threads) : share.store_registers;
+  const std::int64_t store_registers =
+      one_store_run ? 0 : s.store_linear ? ceil_div(stores, threads) : share.store_registers;
   bool loads_fit = true;
   if (!s.load_linear) {
     const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
@@ -567,7 +569,7 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
         ceil_div(ceil_div(units, s.load_linear), threads) * ceil_div(s.load_linear * s.unit_bytes, 4);
     loads_fit = 2 * (linear_registers + store_registers) <= registers;
   }
-  return loads_fit && (one_run || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
+  return loads_fit && (one_store_run || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
 }
 
 // Registers a thread of a slab tile (or any tile whose B source offsets come from a table, b_chain)
