@@ -550,12 +550,15 @@ std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
 // 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
 // on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
 // loads are counted only where `count_linear` (the tile search leaves them unchecked).
+// Whether a tile's linear stores write it as one destination run (else runs of store_run B indices).
+bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
+
 bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false) {
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   const std::int64_t micro = units / s.vec_a / s.vec_b;
   const std::int64_t registers = thread_registers(threads, min_blocks);
   // Linear stores over one run per tile need no registers; over shorter runs an address per store.
-  const bool one_store_run = s.store_linear && s.store_run == s.tile_b;
+  const bool one_store_run = stores_one_run(s);
   const std::int64_t stores = units / (s.store_linear ? s.store_linear : s.vec_a);
   const ThreadShare share = thread_share(s, threads);
   const std::int64_t store_registers =
@@ -664,7 +667,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     Groups grown_groups = g;
     const bool few_units = std::int64_t{s.tile_a} * s.tile_b < kSlabOverLinearUnits * s.threads;
     // Linear stores over runs shorter than the tile leave it to slab dims, as vector stores do.
-    const bool one_run = s.load_linear || (s.store_linear && s.store_run == s.tile_b);
+    const bool one_run = s.load_linear || stores_one_run(s);
     if (!one_run || few_units)
       add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
     if (grown.tile_b > s.tile_b) {
@@ -938,6 +941,12 @@ int word_store_words(const CanonicalForm& form, const Groups& g) {
 
 std::int64_t units_per_word(std::int64_t unit) { return unit >= kWordBytes ? 1 : kWordBytes / unit; }
 
+// Source rows a word tile reads along A: its own, and one store vector before a0 when stores are
+// skewed.
+std::int64_t word_tile_rows(const RearrangeSpec& s) {
+  return s.tile_a + (s.skew_store ? units_per_word(s.unit_bytes) * s.store_words : 0);
+}
+
 // Whether every row of one side starts aligned to `bytes`: the pointer is, and so is every stride
 // (in units) but those of the group the rows run along.
 bool rows_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side, std::int64_t align_bytes,
@@ -1042,7 +1051,7 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   const std::int64_t max_tile_a = (kWordTileWords / store_words - (s.skew_store ? 1 : 0)) * vector;
   const std::int64_t vectors_a = std::min(ceil_div(g.extent_a + lead, vector), max_tile_a / vector);
   s.tile_a = static_cast<int>(even_tile(g.extent_a + lead, vectors_a * vector, vector));
-  const std::int64_t rows = s.tile_a + (s.skew_store ? vector : 0);  // source rows a tile reads
+  const std::int64_t rows = word_tile_rows(s);
   const std::int64_t budget_groups = form.unit_bytes == 1 ? kWordTileWords : rows / word;  // share the load blocks
   const bool composite = g.a.size() > 1 || g.b.size() > 1;
   const std::int64_t loads = word_loads_per_thread(word, s.skew_load, composite, s.index64);
@@ -1607,8 +1616,7 @@ int shared_bytes(const RearrangeSpec& s) {
   const int index_bytes = s.index64 ? 8 : 4;
   if (s.family == RearrangeFamily::words) {
     // Composite-group tables, one per tile: the rows a tile reads along A, its B indices.
-    const int lead = s.skew_store ? static_cast<int>(units_per_word(s.unit_bytes)) * s.store_words : 0;
-    const int rows_a = s.tile_a + lead;
+    const int rows_a = static_cast<int>(word_tile_rows(s));
     return s.tile_b * s.pitch * static_cast<int>(kWordBytes) +
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
