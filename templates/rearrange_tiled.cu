@@ -12,8 +12,8 @@
 // adds the offsets of its first index to its base.
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
-// VEC_A units, or (LOAD_LINEAR) the tile as one contiguous source run copied as is, so shared memory
-// then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR, the tile
+// VEC_A units, or (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are
+// contiguous in the source, copied as they are, so shared memory then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR, the tile
 // spanning A whole) runs of STORE_RUN B indices that are contiguous in the destination.
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;
@@ -115,20 +115,37 @@ struct SjLoaded {
   PackB micro[LOAD_LINEAR > 0 ? 1 : MICRO_PER_THREAD][VEC_A];
 };
 
-// Units of the tile's linear run (LOAD_LINEAR) or of its rows' B runs that lie inside the tensor.
+// Units of the tile's linear runs (LOAD_LINEAR) or of its rows' B runs that lie inside the tensor.
 __device__ __forceinline__ Index sj_linear_count(const SjArgs& args, const SjTile& tile) {
   return (BOUNDS ? min((Index)TILE_A, sj_extent_a(args) - tile.a0) : (Index)TILE_A) * TILE_B;
+}
+
+// The source offset of the tile's A index a under linear loads (A's stride is TILE_B when A is one
+// dim). In 64 bits: ptxas took 42 registers for the 32-bit product where it takes 31 for this one.
+__device__ __forceinline__ long long sj_linear_src_a(const SjTile& tile, const SjTables& table, int a) {
+  return DIMS_A > 1 ? table.a[a] : (tile.a0 + a) * TILE_B;
 }
 
 // Issues the tile's loads; nothing waits for them until sj_stage.
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
                                         const SjTables& table, SjLoaded& in) {
-  if (LOAD_LINEAR) {
-    // The tile's rows are back to back in src (A's stride is TILE_B == extent_b): one run.
-    const Unit* run = s + (tile.src_base + tile.a0 * TILE_B);
+  if (LOAD_LINEAR && LOAD_RUN == TILE_A) {
+    // The tile's rows are back to back in src (A continues B): one run.
+    const Unit* run = s + (tile.src_base + sj_linear_src_a(tile, table, 0));
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
         sj_linear_count(args, tile), [&](int r, int l) { in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l); },
         [](int) {});  // the ragged end is read in sj_stage
+  } else if (LOAD_LINEAR) {
+    // Runs of LOAD_RUN rows span whole A dims, so the count is a multiple of RUN_UNITS and of
+    // LOAD_VEC: no piece is ragged.
+    constexpr int RUN_UNITS = (LOAD_RUN > 0 ? LOAD_RUN : 1) * TILE_B;
+    sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
+        sj_linear_count(args, tile),
+        [&](int r, int l) {
+          const Index at = tile.src_base + sj_linear_src_a(tile, table, l / RUN_UNITS * LOAD_RUN) + l % RUN_UNITS;
+          in.linear[r] = *reinterpret_cast<const VecLoad*>(s + at);
+        },
+        [](int) {});
   } else {
 #pragma unroll
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
@@ -150,12 +167,14 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 // Writes loaded units into shared memory: as they came (LOAD_LINEAR), or micro-tiles transposed in
 // registers into VEC_B vectors of VEC_A units.
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
-                                         const SjLoaded& in, Unit* smem) {
+                                         const SjTables& table, const SjLoaded& in, Unit* smem) {
   if (LOAD_LINEAR) {
-    const Unit* run = s + (tile.src_base + tile.a0 * TILE_B);
+    const Unit* run = s + (tile.src_base + sj_linear_src_a(tile, table, 0));
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
         sj_linear_count(args, tile), [&](int r, int l) { *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r]; },
-        [&](int i) { smem[i] = run[i]; });
+        [&](int i) {
+          if (LOAD_RUN == TILE_A) smem[i] = run[i];
+        });
   } else {
 #pragma unroll
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
@@ -275,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   SjLoaded in;
   sj_load(args, s, tile, tables(0), in);
   for (;;) {
-    sj_stage(args, s, tile, in, smem);
+    sj_stage(args, s, tile, tables(parity), in, smem);
     const long long next_t = t + gridDim.x;
     const bool more = next_t < num_tiles;
     SjTile next;

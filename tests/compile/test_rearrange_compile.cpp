@@ -261,6 +261,23 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       CHECK(v.spec.fixed_b);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
+  // Packed tiles that load (u8, f16) or store (u8, f16) linearly over runs shorter than the tile,
+  // their offsets from A's or B's table, exact too.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{9, 4, 11, 11, 4, 7, 5}, std::vector<int>{5, 3, 6, 2, 0, 1, 4}, 1},
+        std::tuple{std::vector<std::int64_t>{11, 3, 4, 10, 11, 6, 11}, std::vector<int>{4, 6, 1, 0, 3, 2, 5}, 2},
+        std::tuple{std::vector<std::int64_t>{15, 6, 3, 2, 37, 32}, std::vector<int>{4, 0, 2, 1, 5, 3}, 1},
+        std::tuple{std::vector<std::int64_t>{4, 15, 5, 2, 30, 25, 4}, std::vector<int>{4, 5, 3, 1, 0, 6, 2}, 2}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::packed);
+      CHECK(((v.spec.load_linear > 0 && v.spec.load_run < v.spec.tile_a) ||
+             (v.spec.store_linear > 0 && v.spec.store_run < v.spec.tile_b)));
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {

@@ -447,6 +447,29 @@ TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixe
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 8151, "packed tiles");
 }
 
+TEST_CASE("rearrange: linear loads over runs of B and A's first dims, from fixed and per-tile A tables, at every "
+          "pointer misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{7, 3, 10, 9, 5, 4, 10}, {6, 2, 3, 1, 4, 0, 5}, DType::u8},
+      {{9, 4, 11, 11, 4, 7, 5}, {5, 3, 6, 2, 0, 1, 4}, DType::u8},
+      {{11, 3, 4, 10, 11, 6, 11}, {4, 6, 1, 0, 3, 2, 5}, DType::u8},
+      {{3, 10, 3, 6, 3, 6, 9, 7}, {1, 7, 4, 6, 0, 3, 2, 5}, DType::f16},
+      {{11, 3, 4, 10, 11, 6, 11}, {4, 6, 1, 0, 3, 2, 5}, DType::f16},
+      {{3, 9, 5, 5, 5, 3, 10, 7}, {3, 7, 5, 0, 1, 2, 4, 6}, DType::bf16},
+  };
+  int short_runs = 0, per_tile_tables = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec s = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    short_runs += s.load_linear > 0 && s.load_run < s.tile_a;
+    per_tile_tables += s.load_linear > 0 && s.load_run < s.tile_a && !s.fixed_a;
+  }
+  CHECK(short_runs == static_cast<int>(cases.size()));
+  CHECK(per_tile_tables == 3);
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 8161, "packed tiles");
+}
+
 TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer misalignment" * test::gpu_only()) {
   const std::vector<PermuteCase> cases = {
       {{3, 1500, 2}, {2, 0, 1}, DType::f32},                 // a long A over a short B

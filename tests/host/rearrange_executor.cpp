@@ -202,18 +202,26 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
 
     SharedTile tile(s);
     if (s.load_linear) {
-      if (s.pitch != s.tile_b) throw std::logic_error("tiled: linear loads need rows back to back");
+      if (s.pitch != s.tile_b || b0 != 0) throw std::logic_error("tiled: linear loads need whole rows back to back");
+      if (s.load_run < 1 || s.tile_a % s.load_run != 0 || s.load_linear > s.load_run * s.tile_b)
+        throw std::logic_error("tiled: linear loads over runs that do not tile the tile");
       const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_a, ea - a0) : s.tile_a) * s.tile_b;
-      const std::int64_t run = src_base + a0 * s.tile_b;
+      const int run_units = s.load_run * s.tile_b;
+      if (s.load_run != s.tile_a && count % run_units != 0)
+        throw std::logic_error("tiled: linear loads over a tile of partial runs");
+      auto linear_src_a = [&](int la) { return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 + la) * s.tile_b; };
+      auto at = [&](int l) { return src_base + linear_src_a(l / run_units * s.load_run) + l % run_units; };
       const int vectors = (s.tile_a * s.tile_b + s.load_linear - 1) / s.load_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.load_linear;
         if (l + s.load_linear <= count) {
-          check_vector(src + (run + l) * u, s.load_linear * u);
-          copy_units(tile.at(l, s.load_linear), src + (run + l) * u, s.load_linear, u);
+          if ((l + s.load_linear - 1) / run_units != l / run_units)
+            throw std::logic_error("tiled: a linear load crosses the end of its run");
+          check_vector(src + at(l) * u, s.load_linear * u);
+          copy_units(tile.at(l, s.load_linear), src + at(l) * u, s.load_linear, u);
         } else {
           for (int x = 0; x < s.load_linear; ++x)
-            if (l + x < count) copy_units(tile.at(l + x, 1), src + (run + l + x) * u, 1, u);
+            if (l + x < count) copy_units(tile.at(l + x, 1), src + at(l + x) * u, 1, u);
         }
       }
     } else {

@@ -585,6 +585,34 @@ TEST_CASE("tiles spanning A whole store runs of A and B's first dims linearly, o
   CHECK(per_tile_tables >= 2);
 }
 
+TEST_CASE("tiles spanning B whole load runs of B and A's first dims linearly, over tables of A, at every alignment") {
+  std::mt19937_64 rng(30);
+  // Runs shorter than the tile over fixed and per-tile A tables, with and without partial tiles.
+  const PermuteCase cases[] = {
+      {{2, 8, 8, 8, 7, 3}, {4, 0, 5, 2, 1, 3}, 1},          {{5, 7, 2, 4, 5, 3, 2, 7}, {7, 1, 2, 5, 0, 3, 4, 6}, 1},
+      {{10, 11, 3, 8, 13}, {4, 1, 0, 2, 3}, 1},             {{12, 4, 12, 6, 11}, {4, 1, 3, 0, 2}, 1},
+      {{11, 8, 8, 9, 5}, {3, 4, 1, 0, 2}, 2},               {{13, 7, 12, 3, 5}, {1, 4, 3, 0, 2}, 2},
+      {{5, 2, 3, 5, 6, 8, 7}, {6, 1, 3, 4, 0, 2, 5}, 2},    {{2, 3, 4, 3, 5, 5, 4, 7}, {7, 0, 5, 1, 3, 2, 4, 6}, 2},
+  };
+  int per_tile_tables = 0, fixed_tables = 0, partial_tiles = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    REQUIRE(s.load_linear > 0);
+    CHECK(s.load_run < s.tile_a);
+    CHECK(s.tile_a % s.load_run == 0);
+    per_tile_tables += !s.fixed_a;
+    fixed_tables += s.fixed_a;
+    partial_tiles += s.bounds;
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+  CHECK(per_tile_tables >= 2);
+  CHECK(fixed_tables >= 2);
+  CHECK(partial_tiles >= 3);
+}
+
 TEST_CASE("B's source chain passes A's first dims where the tile's source runs would be short, at every alignment") {
   std::mt19937_64 rng(31);
   // Each has a dim that follows B's first dims in the source and lies in A: B (the source's chain)

@@ -222,35 +222,40 @@ std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size
   return units;
 }
 
-// A destination run of a tile that spans group A whole: A times B's first `dims` dims, whose
-// destination strides each continue the units before them, or A times the whole tile where all of B
-// does; `b` B indices (0: no such run).
-struct DestinationRun {
-  std::int64_t b = 0;
+// A run of a tile that spans one group whole (`whole` units): on the side where that group is
+// contiguous (A in dst, B in src), the other group's first `dims` dims continue it, each stride the
+// units before it; `indices` of the other group per run (0: no such run).
+struct TileRun {
+  std::int64_t indices = 0;
   std::size_t dims = 0;
 };
 
-// B indices per destination run: the whole tile where all of B continues A, else the longest product
-// of B's first continuing dims that divides tile_b (tiles start at its multiples).
-DestinationRun destination_run(const RearrangeDims& dims, const Groups& g, std::int64_t tile_b) {
-  std::int64_t units = g.extent_a;
+// The other group's indices per run: the whole tile (`tile` indices) where all of the group
+// continues the whole one, else the longest product of its first continuing dims that divides
+// `tile` (tiles start at its multiples).
+TileRun run_over(const RearrangeDims& dims, std::int64_t whole, const DimList<std::size_t>& group, std::int64_t tile,
+                 bool in_src) {
+  auto stride = [&](std::size_t i) { return in_src ? dims[i].src_stride : dims[i].dst_stride; };
+  std::int64_t units = whole;
   std::size_t continuing = 0;
-  for (; continuing < g.b.size() && dims[g.b[continuing]].dst_stride == units; ++continuing)
-    units *= dims[g.b[continuing]].extent;
-  if (continuing == g.b.size()) return {tile_b, continuing};
-  DestinationRun run{1, 0};
-  for (; run.dims < continuing && divides(run.b * dims[g.b[run.dims]].extent, tile_b); ++run.dims)
-    run.b *= dims[g.b[run.dims]].extent;
-  return run.dims > 0 ? run : DestinationRun{};
+  for (; continuing < group.size() && stride(group[continuing]) == units; ++continuing)
+    units *= dims[group[continuing]].extent;
+  if (continuing == group.size()) return {tile, continuing};
+  TileRun run{1, 0};
+  for (; run.dims < continuing && divides(run.indices * dims[group[run.dims]].extent, tile); ++run.dims)
+    run.indices *= dims[group[run.dims]].extent;
+  return run.dims > 0 ? run : TileRun{};
 }
 
-// Destination strides of the dims outside group A and the run: where the runs start.
-DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const Groups& g, const DestinationRun& run) {
+// Strides on one side of the dims outside the whole group and the run: where the runs start.
+DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const DimList<std::size_t>& whole,
+                                       const DimList<std::size_t>& group, const TileRun& run, bool in_src) {
   DimList<std::int64_t> strides;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const auto in_b = std::find(g.b.begin(), g.b.end(), i);
-    const bool in_run = in_b != g.b.end() && static_cast<std::size_t>(in_b - g.b.begin()) < run.dims;
-    if (std::find(g.a.begin(), g.a.end(), i) == g.a.end() && !in_run) strides.push_back(dims[i].dst_stride);
+    const auto in_group = std::find(group.begin(), group.end(), i);
+    const bool in_run = in_group != group.end() && static_cast<std::size_t>(in_group - group.begin()) < run.dims;
+    if (std::find(whole.begin(), whole.end(), i) == whole.end() && !in_run)
+      strides.push_back(in_src ? dims[i].src_stride : dims[i].dst_stride);
   }
   return strides;
 }
@@ -397,7 +402,8 @@ std::int64_t tile_volume(std::int64_t unit) {
 }
 
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
-                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align, bool pass_a) {
+                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align, bool pass_a,
+                         bool load_runs) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
@@ -458,19 +464,22 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
                 ? static_cast<int>(widest_vector(max_vec, std::gcd(tile_b, g.extent_b), src_others, src_align / unit))
                 : 1;
 
-  // A tile that spans a whole small dim is one contiguous run on that side: move it linearly.
-  // Linear loads (only when micro-tile loads would be narrower than 4 bytes) keep the tile in
-  // source order, one shared-memory row per A index; linear stores read rows of B indices.
+  // A tile that spans a whole small group moves runs of it and of the other group's first dims
+  // linearly on that side (over a composite group, each run's offset from its table). Linear loads
+  // (only when micro-tile loads would be narrower than 4 bytes) keep the tile in source order, one
+  // shared-memory row per A index; linear stores read rows of B indices.
   const std::int64_t full = 16 / unit;
-  DimList<std::int64_t> outer_src;
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    if (!in_groups(g, i)) outer_src.push_back(dims[i].src_stride);
   if (passed_a > 1) s.b_chain = static_cast<int>(source_run_units(dims, g.b));
-  if (s.vec_b * unit < 4 && g.a.size() == 1 && dims[b_dim].src_stride == 1 && tile_b == g.extent_b &&
-      dims[a_dim].src_stride == g.extent_b) {
-    const std::int64_t v = widest_vector(full, tile_a * tile_b, outer_src, src_align / unit);
-    if (v > s.vec_b) {
+  const TileRun load_run = tile_b == g.extent_b && dims[b_dim].src_stride == 1
+                               ? run_over(dims, g.extent_b, g.a, tile_a, true)
+                               : TileRun{};
+  if (s.vec_b * unit < 4 && load_run.indices > 0 && (load_runs || load_run.indices == tile_a)) {
+    const std::int64_t v = widest_vector(full, tile_b * load_run.indices,
+                                         strides_past_run(dims, g.b, g.a, load_run, true), src_align / unit);
+    const bool worth = load_run.indices == tile_a || s.vec_b == 1 || v >= 4 * s.vec_b;
+    if (v > s.vec_b && worth) {
       s.load_linear = static_cast<int>(v);
+      s.load_run = static_cast<int>(load_run.indices);
       c.micro_vec_b = s.vec_b;
       s.vec_b = 1;  // the micro-tile loads are not used
     }
@@ -482,12 +491,13 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // (H200: 62 such lines, u8 and f16 of seeds 40-53 and 99-121 and one f32 and one f64 of seeds 40,
   // 41, 44, 45, 122 and 123, from 50.7% to 62.5% of copy, 37 up by more than 2 points and 8 down by
   // up to 10; u8 and f16 lines of seeds 122-131, 27: 43.9% -> 52.6%).
-  const DestinationRun run = tile_a == g.extent_a ? destination_run(dims, g, tile_b) : DestinationRun{};
-  if (!s.load_linear && s.vec_a < max_vec && run.b > 0) {
-    const std::int64_t v = widest_vector(full, tile_a * run.b, strides_past_run(dims, g, run), dst_align / unit);
+  const TileRun store_run = tile_a == g.extent_a ? run_over(dims, g.extent_a, g.b, tile_b, false) : TileRun{};
+  if (!s.load_linear && s.vec_a < max_vec && store_run.indices > 0) {
+    const std::int64_t v = widest_vector(full, tile_a * store_run.indices,
+                                         strides_past_run(dims, g.a, g.b, store_run, false), dst_align / unit);
     if (v > s.vec_a) {
       s.store_linear = static_cast<int>(v);
-      s.store_run = static_cast<int>(run.b);
+      s.store_run = static_cast<int>(store_run.indices);
     }
   }
 
@@ -550,6 +560,9 @@ std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
 // 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
 // on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
 // loads are counted only where `count_linear` (the tile search leaves them unchecked).
+// Whether a tile's linear loads read it as one source run (else runs of load_run A indices).
+bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run == s.tile_a; }
+
 // Whether a tile's linear stores write it as one destination run (else runs of store_run B indices).
 bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
 
@@ -568,8 +581,10 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
     const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
     loads_fit = held <= 128 && 2 * (share.micro_registers + store_registers) <= registers && micro <= 8 * threads;
   } else if (count_linear) {
+    // Over runs shorter than the tile, an address per load too.
+    const std::int64_t loads = ceil_div(ceil_div(units, s.load_linear), threads);
     const std::int64_t linear_registers =
-        ceil_div(ceil_div(units, s.load_linear), threads) * ceil_div(s.load_linear * s.unit_bytes, 4);
+        loads * (ceil_div(s.load_linear * s.unit_bytes, 4) + (loads_one_run(s) ? 0 : 1));
     loads_fit = 2 * (linear_registers + store_registers) <= registers;
   }
   return loads_fit && (one_store_run || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
@@ -624,7 +639,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
 
 RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                                   bool pass_a) {
+                                   bool pass_a, bool load_runs) {
   TiledChoice c;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups
@@ -633,13 +648,17 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
   for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
-      c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, pass_a);
-      c.spec.index64 = needs_index64(form.dims);
-      if (tile_fits(c.spec, kThreads, c.spec.min_blocks) ||
-          (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared)) {
-        found = true;
-        break;
+      // Linear loads over runs shorter than the tile hold an address per load, and their stores
+      // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
+      for (bool runs : {load_runs, false}) {
+        c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, pass_a, runs);
+        c.spec.index64 = needs_index64(form.dims);
+        const bool short_load_runs = c.spec.load_linear && c.spec.load_run != c.spec.tile_a;
+        found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
+                (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
+        if (found || !short_load_runs) break;
       }
+      if (found) break;
     }
   RearrangeSpec& s = c.spec;
   Groups& g = c.g;
@@ -663,11 +682,12 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     grown.store_linear = 0;
     grown.store_run = 0;
     grown.load_linear = 0;
+    grown.load_run = 0;
     if (s.load_linear) grown.vec_b = c.micro_vec_b;
     Groups grown_groups = g;
     const bool few_units = std::int64_t{s.tile_a} * s.tile_b < kSlabOverLinearUnits * s.threads;
-    // Linear stores over runs shorter than the tile leave it to slab dims, as vector stores do.
-    const bool one_run = s.load_linear || stores_one_run(s);
+    // Linear moves over runs shorter than the tile leave it to slab dims, as vector moves do.
+    const bool one_run = loads_one_run(s) || stores_one_run(s);
     if (!one_run || few_units)
       add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
     if (grown.tile_b > s.tile_b) {
@@ -765,11 +785,14 @@ constexpr std::int64_t kPassingMinRunUnits = 16;
 constexpr std::int64_t kPassingMinRunBytes = 32;
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
-                            std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume) {
-  RearrangeVariant plain = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, false);
+                            std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
+                            bool load_runs = true) {
+  RearrangeVariant plain =
+      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, false, load_runs);
   const std::int64_t src_run = tile_run_units(tile_group_dims(plain), true);
   if (src_run >= kPassingMinRunUnits && src_run * form.unit_bytes >= kPassingMinRunBytes) return plain;
-  RearrangeVariant passing = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, true);
+  RearrangeVariant passing =
+      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, true, load_runs);
   return tile_footprint_score(passing) > tile_footprint_score(plain) ? passing : plain;
 }
 
@@ -814,7 +837,9 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
   if (!long_over_short && !narrow_side) return v;
-  RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4);
+  // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
+  const bool short_load_runs = s.load_linear && !loads_one_run(s);
+  RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
   const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
@@ -992,7 +1017,7 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // keep fixed tiles near copy speed (H100, u8 [25984, 7326] 1,0: 84% of copy on fixed tiles, 62% on
   // words; at 4-byte aligned pointers its stores are words and it takes word tiles).
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
-  const bool narrow_b = tiled.load_linear == 0 && tiled.vec_b == 1;
+  const bool narrow_b = tiled.vec_b == 1 && !loads_one_run(tiled);
   // Word stores beside 2-byte loads in a plain transpose: H100, u8 [2,3316,16758] 0,2,1 45% -> 78% of
   // copy, [5,27,252,11,185,2] 55% -> 61%, [340,545578] 1,0 31% -> 69%. Packed tiles keep theirs (u8
   // [583,6,2,122,174] 2,0,4,3,1: 83% on its packed tile, 57% on words).
@@ -1576,7 +1601,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}x{}v{}.b{}x{}v{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a, s.dims_b, s.tile_b,
                          s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.pitch, s.min_blocks,
                          s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
-                         s.load_linear ? fmt::format(".ll{}", s.load_linear) : "",
+                         s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",
                          s.store_linear ? fmt::format(".sl{}r{}", s.store_linear, s.store_run) : "", s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
       break;

@@ -44,7 +44,7 @@ std::string variant_text(const RearrangeVariant& v) {
                                            s.fixed_a && s.fixed_b ? "each" : s.fixed_a ? "A's" : "B's")
                              : "");
       out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
-                         s.load_linear ? fmt::format("linear, {} units", s.load_linear)
+                         s.load_linear ? fmt::format("linear, {} units, runs of {} A indices", s.load_linear, s.load_run)
                                        : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),
                          s.store_linear ? fmt::format("linear, {} units, runs of {} B indices", s.store_linear, s.store_run)
                                         : fmt::format("{} units along A", s.vec_a),

@@ -68,7 +68,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, pitch, 1)             /* shared-memory row length in units (one row per B index) */       \
   X(bool, swizzle, false)      /* XOR-swizzled rows (else padded to pitch) */                      \
   X(int, swizzle_period, 1)    /* vectors per 128 bytes of shared memory */                        \
-  X(int, load_linear, 0)       /* units per linear load when the tile is contiguous in src */      \
+  X(int, load_linear, 0)       /* units per linear load when the tile's src runs span B whole */   \
+  X(int, load_run, 0)          /* A indices per source run under load_linear */                  \
   X(int, store_linear, 0)      /* units per linear store when the tile's dst runs span A whole */  \
   X(int, store_run, 0)         /* B indices per destination run under store_linear */            \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
