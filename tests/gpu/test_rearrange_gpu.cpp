@@ -457,6 +457,8 @@ TEST_CASE("rearrange: linear loads over runs of B and A's first dims, from fixed
       {{3, 10, 3, 6, 3, 6, 9, 7}, {1, 7, 4, 6, 0, 3, 2, 5}, DType::f16},
       {{11, 3, 4, 10, 11, 6, 11}, {4, 6, 1, 0, 3, 2, 5}, DType::f16},
       {{3, 9, 5, 5, 5, 3, 10, 7}, {3, 7, 5, 0, 1, 2, 4, 6}, DType::bf16},
+      {{9, 11, 4, 9, 10, 3, 5}, {1, 6, 3, 5, 0, 2, 4}, DType::f16},
+      {{11, 3, 4, 10, 11, 6, 11}, {4, 6, 1, 0, 3, 2, 5}, DType::bf16},
   };
   int short_runs = 0, per_tile_tables = 0;
   for (const PermuteCase& c : cases) {
