@@ -476,6 +476,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   if (s.vec_b * unit < 4 && load_run.indices > 0 && (load_runs || load_run.indices == tile_a)) {
     const std::int64_t v = widest_vector(full, tile_b * load_run.indices,
                                          strides_past_run(dims, g.b, g.a, load_run, true), src_align / unit);
+    // Runs shorter than the tile pay an address per load and stores gathered from columns: taken
+    // where micro-tile loads move single units or linear loads four times as many (H200, u8/f16
+    // lines of seeds 133-142, unseen: 22 changed lines, 61.4% -> 65.1% of copy, 7 up, 1 down by 6).
     const bool worth = load_run.indices == tile_a || s.vec_b == 1 || v >= 4 * s.vec_b;
     if (v > s.vec_b && worth) {
       s.load_linear = static_cast<int>(v);
