@@ -556,6 +556,12 @@ std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
   return kRegistersPerSm / (min_blocks * threads);
 }
 
+// Whether a tile's linear loads read it as one source run (else runs of load_run A indices).
+bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run == s.tile_a; }
+
+// Whether a tile's linear stores write it as one destination run (else runs of store_run B indices).
+bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
+
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
 // blocks per SM: at most 8 micro-tiles (128 bytes) and 16 store vectors, and loaded units plus the
 // store vectors gathered from shared memory (live beside the next tile's loads) in at most half its
@@ -563,12 +569,6 @@ std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
 // 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
 // on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
 // loads are counted only where `count_linear` (the tile search leaves them unchecked).
-// Whether a tile's linear loads read it as one source run (else runs of load_run A indices).
-bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run == s.tile_a; }
-
-// Whether a tile's linear stores write it as one destination run (else runs of store_run B indices).
-bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
-
 bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false) {
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   const std::int64_t micro = units / s.vec_a / s.vec_b;
@@ -656,7 +656,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       for (bool runs : {load_runs, false}) {
         c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, pass_a, runs);
         c.spec.index64 = needs_index64(form.dims);
-        const bool short_load_runs = c.spec.load_linear && c.spec.load_run != c.spec.tile_a;
+        const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
         found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
                 (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
         if (found || !short_load_runs) break;
