@@ -278,6 +278,19 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
              (v.spec.store_linear > 0 && v.spec.store_run < v.spec.tile_b)));
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
+  // Slab tiles grown by a piece of an outer dim that store their runs linearly (u8, f16), exact too.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{96, 2, 76}, std::vector<int>{0, 2, 1}, 1},
+        std::tuple{std::vector<std::int64_t>{120, 4, 67}, std::vector<int>{0, 2, 1}, 2}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.b_chain > 0);
+      CHECK(v.spec.store_linear > 0);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Exact mode, and the narrower variants that misaligned pointers select.
   for (RearrangeFamily family :
        {RearrangeFamily::row, RearrangeFamily::transpose, RearrangeFamily::packed, RearrangeFamily::gather}) {

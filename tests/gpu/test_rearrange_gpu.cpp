@@ -472,6 +472,26 @@ TEST_CASE("rearrange: linear loads over runs of B and A's first dims, from fixed
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 8161, "packed tiles");
 }
 
+TEST_CASE("rearrange: slab tiles grown by a piece of a long outer dim store their runs linearly, at every pointer "
+          "misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{96, 2, 76}, {0, 2, 1}, DType::u8},
+      {{908, 112, 2, 76}, {0, 1, 3, 2}, DType::u8},
+      {{120, 4, 67}, {0, 2, 1}, DType::f16},
+      {{7, 66, 3, 10}, {0, 1, 3, 2}, DType::u8},
+      {{48, 78, 13, 2, 111}, {0, 2, 1, 4, 3}, DType::bf16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK(v.spec.b_chain > 0);
+    CHECK(v.spec.tile_b < v.args.extent_b);
+    CHECK(v.spec.store_linear > 0);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 8171, "packed tiles");
+}
+
 TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer misalignment" * test::gpu_only()) {
   const std::vector<PermuteCase> cases = {
       {{3, 1500, 2}, {2, 0, 1}, DType::f32},                 // a long A over a short B

@@ -622,7 +622,6 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
       {{6, 7, 2, 9, 5, 2, 4, 3}, {7, 4, 2, 0, 6, 1, 3, 5}, 1},
       {{8, 4, 4, 6, 3, 7}, {3, 1, 5, 0, 4, 2}, 1},
       {{3, 13, 4, 7, 18, 5, 2, 2}, {5, 4, 7, 1, 0, 2, 6, 3}, 1},
-      {{4, 3, 6, 4, 6, 3, 7}, {1, 3, 4, 6, 0, 2, 5}, 1},
       {{9, 9, 7, 2, 7}, {1, 2, 4, 3, 0}, 2},
       {{3, 4, 3, 6, 6, 2}, {3, 5, 1, 2, 0, 4}, 4},
       {{7, 2, 6, 2, 2, 4, 5, 3, 2}, {4, 5, 0, 2, 7, 3, 1, 6, 8}, 4},
@@ -643,6 +642,32 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
     CHECK(s.b_chain % s.vec_b == 0);
     // The tiles along A span the passed dims whole.
     CHECK((passed > 0 && (s.tile_a % passed == 0 || s.tile_a == v.args.extent_a)));
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
+TEST_CASE("small whole tiles grow by a piece of an outer dim too long to span whole, and store the grown tile's runs") {
+  std::mt19937_64 rng(37);
+  // Blocks of A x B contiguous on both sides (a batch of small transposes): the tile spans both
+  // groups, then a divisor of the batch dim, and stores A x B x that piece as one run.
+  const PermuteCase cases[] = {
+      {{96, 2, 76}, {0, 2, 1}, 1},
+      {{120, 4, 67}, {0, 2, 1}, 2},
+      {{7, 66, 3, 10}, {0, 1, 3, 2}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
+    const plan::RearrangeSpec& s = v.spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(s.b_chain > 0);
+    CHECK(s.tile_b < v.args.extent_b);  // a piece of the outer dim
+    CHECK(v.args.extent_b % s.tile_b == 0);
+    CHECK(s.fixed_b);
+    CHECK(s.store_linear > s.vec_a);
+    CHECK(s.store_run == s.tile_b);
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
 }

@@ -623,21 +623,50 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     return std::llabs(dims[x].dst_stride) < std::llabs(dims[y].dst_stride);
   });
   const int chain = s.tile_b;
-  for (std::size_t i : outer) {
-    const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
-    if (2 * units >= budget) break;
-    if (units * dims[i].extent > budget) continue;
+  // The tile grown by `piece` indices of outer dim i, if it fits the block.
+  auto grow = [&](std::size_t i, std::int64_t piece) {
     RearrangeSpec grown = s;
-    grown.tile_b = static_cast<int>(s.tile_b * dims[i].extent);
+    grown.tile_b = static_cast<int>(s.tile_b * piece);
     grown.dims_b = s.dims_b + 1;
     grown.b_chain = s.b_chain > 0 ? s.b_chain : chain;
     grown.family = RearrangeFamily::packed;
     choose_rows(grown);
-    if (!tile_fits(grown, s.threads, s.min_blocks, true)) continue;
+    if (!tile_fits(grown, s.threads, s.min_blocks, true)) return false;
     s = grown;
     g.b.push_back(i);
     g.extent_b *= dims[i].extent;
+    return true;
+  };
+  std::optional<std::size_t> too_long;  // the innermost outer dim (in dst) the tile cannot span whole
+  for (std::size_t i : outer) {
+    const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
+    if (2 * units >= budget) return;
+    if (units * dims[i].extent > budget) {
+      if (!too_long) too_long = i;
+      continue;
+    }
+    grow(i, dims[i].extent);
   }
+  // Still under half the budget: a piece of that dim, the largest divisor of its extent that fits
+  // (tiles then start at multiples of it and carry into no other dim).
+  const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
+  if (!too_long || 2 * units >= budget) return;
+  for (std::int64_t piece = budget / units; piece >= 2; --piece)
+    if (divides(piece, dims[*too_long].extent) && grow(*too_long, piece)) return;
+}
+
+// A tile grown by slab dims stores linearly, as choose_tiles's tiles do, where B's first dims (the
+// slab dims among them) continue A in the destination.
+void store_runs_of_slab_tile(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align) {
+  const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
+  const TileRun run = run_over(form.dims, g.extent_a, g.b, s.tile_b, false);
+  if (s.vec_a >= max_vec || run.indices == 0) return;
+  const std::int64_t v = widest_vector(16 / unit, std::int64_t{s.tile_a} * run.indices,
+                                       strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
+  if (v <= s.vec_a) return;
+  s.store_linear = static_cast<int>(v);
+  s.store_run = static_cast<int>(run.indices);
+  choose_rows(s);
 }
 
 RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
@@ -696,6 +725,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     if (grown.tile_b > s.tile_b) {
       s = grown;
       g = grown_groups;
+      store_runs_of_slab_tile(form, g, s, dst_align);
     }
     if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
