@@ -623,7 +623,9 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     return std::llabs(dims[x].dst_stride) < std::llabs(dims[y].dst_stride);
   });
   const int chain = s.tile_b;
-  // The tile grown by `piece` indices of outer dim i, if it fits the block.
+  // The tile grown by `piece` indices of outer dim i, if it fits the block; a piece, only where it
+  // keeps the blocks per SM (see slab_registers; H200, u8 [40,6,7,60,22,2,23] 3,4,2,0,6,1,5: a piece
+  // that took it from six blocks to four, 46% -> 33% of copy).
   auto grow = [&](std::size_t i, std::int64_t piece) {
     RearrangeSpec grown = s;
     grown.tile_b = static_cast<int>(s.tile_b * piece);
@@ -632,27 +634,26 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     grown.family = RearrangeFamily::packed;
     choose_rows(grown);
     if (!tile_fits(grown, s.threads, s.min_blocks, true)) return false;
+    if (piece < dims[i].extent && slab_registers(grown) > thread_registers(grown.threads, grown.min_blocks)) return false;
     s = grown;
     g.b.push_back(i);
     g.extent_b *= dims[i].extent;
     return true;
   };
-  std::optional<std::size_t> too_long;  // the innermost outer dim (in dst) the tile cannot span whole
+  std::optional<std::size_t> not_whole;  // the innermost outer dim (in dst) the tile does not span
   for (std::size_t i : outer) {
     const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
     if (2 * units >= budget) return;
-    if (units * dims[i].extent > budget) {
-      if (!too_long) too_long = i;
-      continue;
+    if (units * dims[i].extent > budget || !grow(i, dims[i].extent)) {
+      if (!not_whole) not_whole = i;
     }
-    grow(i, dims[i].extent);
   }
   // Still under half the budget: a piece of that dim, the largest divisor of its extent that fits
   // (tiles then start at multiples of it and carry into no other dim).
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
-  if (!too_long || 2 * units >= budget) return;
-  for (std::int64_t piece = budget / units; piece >= 2; --piece)
-    if (divides(piece, dims[*too_long].extent) && grow(*too_long, piece)) return;
+  if (!not_whole || 2 * units >= budget) return;
+  for (std::int64_t piece = std::min(budget / units, dims[*not_whole].extent - 1); piece >= 2; --piece)
+    if (divides(piece, dims[*not_whole].extent) && grow(*not_whole, piece)) return;
 }
 
 // A tile grown by slab dims stores linearly, as choose_tiles's tiles do, where B's first dims (the
