@@ -3,9 +3,9 @@
 // tile: read from src along B, staged in shared memory (row b holds the tile's A units of B index b),
 // written to dst along A. dim[0, DIMS_A) = A, then DIMS_B dims of B, then the outer dims, each
 // innermost first. Composite groups look their cross offsets up in per-tile tables. With B_CHAIN, B
-// holds dims past its B_CHAIN source-contiguous units (slab dims: outer dims the tile spans whole, so
-// that a small tile still gives every thread work; or the source chain past A dims that the tiles span
-// whole), and B's source offsets come from a table too. With
+// holds dims past its B_CHAIN source-contiguous units (slab dims: outer dims the tile spans whole, and
+// a piece of the next, so that a small tile still gives every thread work; or the source chain past A
+// dims that the tiles span whole), and B's source offsets come from a table too. With
 // FIXED_A (FIXED_B) the group's tiles start where adding an index inside the tile carries into no
 // dim the tile does not span (a whole group, or tiles of whole inner dims times a piece of the next):
 // the table then holds the offsets of the tile's own indices, filled once per block, and each tile
