@@ -41,7 +41,9 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row: return swap_first_two({r, c, 161}, elem, exact);  // 161-element rows: unit = elem
+    case RearrangeFamily::row:  // odd rows: unit = elem (1-byte rows under 8 KiB take segment tiles)
+      if (elem == 1) return swap_first_two({big ? r : 80, big ? c : 128, 8193}, elem, exact);
+      return swap_first_two({r, c, 161}, elem, exact);
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
@@ -226,6 +228,18 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK((v.spec.merge_src || v.spec.merge_dst));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Segment tiles of long rows of odd byte lengths (333 and 1203 bytes), exact too.
+  for (const auto& [shape, perm] : {std::pair{std::vector<std::int64_t>{6, 5, 7, 333}, std::vector<int>{2, 0, 1, 3}},
+                                    std::pair{std::vector<std::int64_t>{3, 7, 2, 1203}, std::vector<int>{1, 2, 0, 3}}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, 1}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, 1, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.family == RearrangeFamily::segments);
+      CHECK(v.spec.segment >= 160);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Segment tiles over groups of several dims: two of each (f32 rows of 3), three B dims (f32 rows of
   // 21), two A dims (u8 rows of 5), in exact mode too.
   for (const auto& [shape, perm, elem] :

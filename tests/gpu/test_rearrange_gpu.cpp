@@ -543,6 +543,18 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5107, "runs");
 }
 
+TEST_CASE("rearrange: long shared rows of odd byte lengths take segment tiles, exact at every pointer misalignment" *
+          test::gpu_only()) {
+  // Rows of 161 to 1203 bytes: merged runs on either side, partial tiles, a row per tile.
+  const std::vector<PermuteCase> cases = {
+      {{20, 3, 2005}, {1, 0, 2}, DType::u8},         {{4, 901, 161}, {1, 0, 2}, DType::u8},
+      {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8},     {{3, 7, 2, 1203}, {1, 2, 0, 3}, DType::u8},
+      {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
+  check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");
+}
+
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
   // Rows of 9, 13, 23 and 71 bytes, 22 f16 units and 9 f32 units; a merged destination run ([7, ...,

@@ -383,7 +383,8 @@ TEST_CASE("slab dims: a small whole tile grows by them rather than moving as one
   // f16, innermost dims 2 x 2: A (3 dims, 60 units) x B (2 units). At 16 bytes the tile would store
   // as one 16-byte run and stay 60 x 2, under a unit per thread, so it was walked as gathers; at
   // 8 bytes it already grew by slab dims. Both alignments now take the grown tile; at 16 bytes it
-  // stores runs of A x B's first dim (20 B indices) in 16-byte vectors, at 8 bytes A vectors.
+  // stores runs of A x B's first three dims (20 B indices: the chain and two slab dims) in 16-byte
+  // vectors, at 8 bytes A vectors.
   const plan::RearrangePlanData p = permute_plan({2, 3, 7, 5, 3, 7, 7, 2, 6, 5, 2, 2, 6, 2, 2},
                                                  {0, 4, 7, 1, 2, 11, 5, 12, 6, 10, 9, 14, 8, 3, 13}, DType::f16);
   const auto& at16 = plan::variant_for_pointers(p, 0);

@@ -279,6 +279,24 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
   }
 }
 
+TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at every alignment") {
+  std::mt19937_64 rng(20261127);
+  // Rows of 161 to 1203 bytes that the row family would move a byte at a time: merged runs on either
+  // side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]) and a row of a tile of its own.
+  const std::vector<PermuteCase> cases = {
+      {{20, 3, 205}, {1, 0, 2}, 1}, {{4, 9, 161}, {1, 0, 2}, 1}, {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
+      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    INFO(plan::describe(p));
+    CHECK(plan::variant_for_pointers(p, 16).spec.family == plan::RearrangeFamily::segments);
+    CHECK(plan::variant_for_pointers(p, 16).spec.segment * c.elem >= 160);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("random views of short shared rows (padded, stepped and flipped outer dims) match the naive copy") {
   std::mt19937_64 rng(20261127);
   auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
@@ -621,6 +639,7 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
   const PermuteCase cases[] = {
       {{6, 7, 2, 9, 5, 2, 4, 3}, {7, 4, 2, 0, 6, 1, 3, 5}, 1},
       {{8, 4, 4, 6, 3, 7}, {3, 1, 5, 0, 4, 2}, 1},
+      {{4, 3, 6, 4, 6, 3, 7}, {1, 3, 4, 6, 0, 2, 5}, 1},
       {{3, 13, 4, 7, 18, 5, 2, 2}, {5, 4, 7, 1, 0, 2, 6, 3}, 1},
       {{9, 9, 7, 2, 7}, {1, 2, 4, 3, 0}, 2},
       {{3, 4, 3, 6, 6, 2}, {3, 5, 1, 2, 0, 4}, 4},

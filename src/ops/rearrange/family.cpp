@@ -401,6 +401,20 @@ std::int64_t tile_volume(std::int64_t unit) {
   }
 }
 
+// Linear stores for a tile that spans A whole (and does not load linearly): runs of A and B's first
+// dims that continue it in the destination, in vectors wider than its A vectors, where those are
+// narrower than the widest micro-tile vector.
+void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align) {
+  const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
+  const TileRun run = run_over(form.dims, g.extent_a, g.b, s.tile_b, false);
+  if (s.vec_a >= max_vec || run.indices == 0) return;
+  const std::int64_t v = widest_vector(16 / unit, std::int64_t{s.tile_a} * run.indices,
+                                       strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
+  if (v <= s.vec_a) return;
+  s.store_linear = static_cast<int>(v);
+  s.store_run = static_cast<int>(run.indices);
+}
+
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
                          bool whole_groups, std::int64_t src_align, std::int64_t dst_align, bool pass_a,
                          bool load_runs) {
@@ -494,15 +508,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // (H200: 62 such lines, u8 and f16 of seeds 40-53 and 99-121 and one f32 and one f64 of seeds 40,
   // 41, 44, 45, 122 and 123, from 50.7% to 62.5% of copy, 37 up by more than 2 points and 8 down by
   // up to 10; u8 and f16 lines of seeds 122-131, 27: 43.9% -> 52.6%).
-  const TileRun store_run = tile_a == g.extent_a ? run_over(dims, g.extent_a, g.b, tile_b, false) : TileRun{};
-  if (!s.load_linear && s.vec_a < max_vec && store_run.indices > 0) {
-    const std::int64_t v = widest_vector(full, tile_a * store_run.indices,
-                                         strides_past_run(dims, g.a, g.b, store_run, false), dst_align / unit);
-    if (v > s.vec_a) {
-      s.store_linear = static_cast<int>(v);
-      s.store_run = static_cast<int>(store_run.indices);
-    }
-  }
+  if (!s.load_linear && tile_a == g.extent_a) take_linear_stores(form, g, s, dst_align);
 
   choose_rows(s);
   const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
@@ -615,7 +621,8 @@ std::int64_t slab_registers(const RearrangeSpec& s) {
 // too small for a thread each, walked as gathers before, f16 29% -> 89%, f32 48% -> 93%). Where no
 // further dim fits whole and the tile is still under half the budget, it grows by a piece of the
 // innermost outer dim it does not span (H200, u8 [9084,112,2,76] 0,1,3,2, a batch of 2 x 76
-// transposes: 35% -> 88% of copy on a 2 x 1824 tile).
+// transposes: 35% -> 88% of copy on a 2 x 1824 tile that stores its run linearly; with linear stores
+// alone it stays a gather at 36%).
 void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::int64_t budget) {
   // A linear load or store assumes the tile is one run on that side: the caller clears them first.
   if (s.load_linear || s.store_linear) fail(ErrorCode::internal, "slab dims asked of a tile moved as one run");
@@ -660,22 +667,6 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     if (divides(piece, dims[*not_whole].extent) && grow(*not_whole, piece)) return;
 }
 
-// A tile grown by slab dims stores linearly, as choose_tiles's tiles do, where B's first dims (the
-// slab dims among them) continue A in the destination. (H200, with slab pieces: of the u8/f16 lines
-// of seeds 167-174 whose plans change, 13, 56.7% -> 66.0% of copy, 10 up and 1 down; of the tuning
-// seeds, u8 [36,3,35,5,40,2,33,4] 12% -> 56% storing 8-byte vectors where it stored single bytes.)
-void store_runs_of_slab_tile(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align) {
-  const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
-  const TileRun run = run_over(form.dims, g.extent_a, g.b, s.tile_b, false);
-  if (s.vec_a >= max_vec || run.indices == 0) return;
-  const std::int64_t v = widest_vector(16 / unit, std::int64_t{s.tile_a} * run.indices,
-                                       strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
-  if (v <= s.vec_a) return;
-  s.store_linear = static_cast<int>(v);
-  s.store_run = static_cast<int>(run.indices);
-  choose_rows(s);
-}
-
 RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                                    bool pass_a, bool load_runs) {
@@ -713,7 +704,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     // Slab dims before linear stores or loads where the tile holds under kSlabOverLinearUnits units
     // per thread: moved as one run, it still leaves most of its block idle (H200, f16
     // [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20% of copy; grown to 60 x
-    // 120 with 8-byte stores, 89%). Of 34 more lines of linear tiles grown so (two rounds each), 18
+    // 120 with 8-byte stores, 89%, and 90% storing its runs linearly). Of 34 more lines of linear tiles grown so (two rounds each), 18
     // of 22 rose under 5 units per thread (by up to 47 points) and 9 of 12 fell from 5 up (by up to 12).
     // Grown past linear loads, with the micro-tiles' load width: 4 lines of tuning seeds rose by 22
     // to 45 points (u8 [2,2,5,4,8,2,2,2,5,2,5,6,4,5,6], a 4 x 30 tile walked as gathers: 11% -> 56%).
@@ -732,7 +723,12 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     if (grown.tile_b > s.tile_b) {
       s = grown;
       g = grown_groups;
-      store_runs_of_slab_tile(form, g, s, dst_align);
+      // The grown tile stores linearly where B's first dims, slab dims among them, continue A in
+      // dst (H200: the 31 u8/f16 lines of tuning seeds and seeds 143-145 whose plans change with
+      // slab pieces, 53.1% -> 59.4% of copy with linear stores alone, 64.6% with both; u8
+      // [36,3,35,5,40,2,33,4] 4,2,1,0,5,3,7,6 12% -> 56%, 8-byte stores where it stored single bytes).
+      take_linear_stores(form, g, s, dst_align);
+      choose_rows(s);
     }
     if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
@@ -1349,7 +1345,10 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 constexpr std::int64_t kSegmentTileBytes = 8192;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
 // rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
-// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%).
+// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
+// the row family would move a byte at a time, of up to kSegmentTileBytes (H200, rows of 169-7599
+// bytes: tuning seeds 40, 41, 44-53, 4 lines, 36% -> 69%; seeds 143-174, 7 lines, 48% -> 68%, every
+// line up. Rows in 2-byte units lost: 16 of 32 lines down by 2-16 points.)
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentMaxUnit = 4;
 // Destination runs this long where the extents allow (a run's two end words are stored byte by byte);
@@ -1369,7 +1368,8 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
-  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || seg >= kSegmentMaxRowBytes ||
+  const bool long_byte_rows = form.unit_bytes == 1 && seg <= kSegmentTileBytes;
+  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_byte_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
   Groups g;
