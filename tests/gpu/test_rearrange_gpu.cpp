@@ -545,11 +545,13 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
 
 TEST_CASE("rearrange: long shared rows of odd byte lengths take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
-  // Rows of 161 to 1203 bytes: merged runs on either side, partial tiles, a row per tile.
+  // Rows of 161 to 2005 bytes: merged runs on either side, partial tiles, a row per tile; rows of
+  // 2-byte units of 270 and 858 bytes.
   const std::vector<PermuteCase> cases = {
       {{20, 3, 2005}, {1, 0, 2}, DType::u8},         {{4, 901, 161}, {1, 0, 2}, DType::u8},
       {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8},     {{3, 7, 2, 1203}, {1, 2, 0, 3}, DType::u8},
-      {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8},
+      {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},
+      {{23, 5, 8, 12, 4, 429}, {2, 3, 1, 4, 0, 5}, DType::bf16},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
   check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");

@@ -282,10 +282,11 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
 TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at every alignment") {
   std::mt19937_64 rng(20261127);
   // Rows of 161 to 1203 bytes that the row family would move a byte at a time: merged runs on either
-  // side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]) and a row of a tile of its own.
+  // side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]) and a row of a tile of its own;
+  // rows of 2-byte units of 270 and 858 bytes.
   const std::vector<PermuteCase> cases = {
-      {{20, 3, 205}, {1, 0, 2}, 1}, {{4, 9, 161}, {1, 0, 2}, 1}, {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
-      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},
+      {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1}, {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
+      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},  {{5, 9, 135}, {1, 0, 2}, 2}, {{3, 4, 5, 429}, {2, 0, 1, 3}, 2},
   };
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);

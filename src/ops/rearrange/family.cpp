@@ -1348,8 +1348,11 @@ constexpr std::int64_t kSegmentTileBytes = 8192;
 // 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
 // the row family would move a byte at a time, of up to kSegmentTileBytes (H200, rows of 169-7599
 // bytes: tuning seeds 40, 41, 44-53, 4 lines, 36% -> 69%; seeds 143-174, 7 lines, 48% -> 68%, every
-// line up. Rows in 2-byte units lost: 16 of 32 lines down by 2-16 points.)
+// line up), and rows of 2-byte units from 256 bytes to under 1 KiB, which it moves a unit per thread
+// (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the bounds were set, 8 lines, 40% ->
+// 64%, every line up; shorter rows, split by the row family, and longer ones fell by up to 16 points).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
+constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentMaxUnit = 4;
 // Destination runs this long where the extents allow (a run's two end words are stored byte by byte);
 // the planner takes a tile only with destination runs of kSegmentMinDstRun bytes or more (H100, tuning
@@ -1368,8 +1371,9 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
-  const bool long_byte_rows = form.unit_bytes == 1 && seg <= kSegmentTileBytes;
-  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_byte_rows) ||
+  const bool long_narrow_rows = (form.unit_bytes == 1 && seg <= kSegmentTileBytes) ||
+                                (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < 4 * kSegmentPairRowBytes);
+  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_narrow_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
   Groups g;
