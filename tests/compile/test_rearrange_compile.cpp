@@ -41,9 +41,9 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row:  // odd rows: unit = elem (1-byte rows under 8 KiB take segment tiles)
+    case RearrangeFamily::row:  // odd rows: unit = elem (shorter 1- and 2-byte rows take segment tiles)
       if (elem == 1) return swap_first_two({big ? r : 80, big ? c : 128, 8193}, elem, exact);
-      return swap_first_two({r, c, 161}, elem, exact);
+      return swap_first_two({r, c, elem == 2 ? 601 : 161}, elem, exact);
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
