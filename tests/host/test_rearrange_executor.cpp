@@ -172,6 +172,12 @@ std::vector<plan::RearrangeFamily> check_permute(const PermuteCase& c, std::mt19
   return check_against_reference({view.shape, {}, DType::u8, c.elem}, view, rng, exact);
 }
 
+// The plan of copying `c`'s permuted view into a contiguous tensor.
+plan::RearrangePlanData plan_of(const PermuteCase& c) {
+  const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+  return plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+}
+
 // A random view for word tiles: two dims of `shortest` to `shortest + spread - 1` elements, up to
 // two of 1 to 5, in random order, under a random permutation.
 PermuteCase random_word_view(std::mt19937_64& rng, std::int64_t shortest, std::uint64_t spread, int elem) {
@@ -289,8 +295,7 @@ TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at eve
       {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},  {{5, 9, 135}, {1, 0, 2}, 2}, {{3, 4, 5, 429}, {2, 0, 1, 3}, 2},
   };
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     INFO(plan::describe(p));
     CHECK(plan::variant_for_pointers(p, 16).spec.family == plan::RearrangeFamily::segments);
     CHECK(plan::variant_for_pointers(p, 16).spec.segment * c.elem >= 160);
@@ -587,8 +592,7 @@ TEST_CASE("tiles spanning A whole store runs of A and B's first dims linearly, o
   };
   int short_runs = 0, composite_one_run = 0, per_tile_tables = 0;
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     REQUIRE(s.store_linear > 0);
@@ -615,8 +619,7 @@ TEST_CASE("tiles spanning B whole load runs of B and A's first dims linearly, ov
   };
   int per_tile_tables = 0, fixed_tables = 0, partial_tiles = 0;
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     REQUIRE(s.load_linear > 0);
@@ -651,8 +654,7 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
       {{9, 30, 3, 2}, {1, 3, 2, 0}, 16},
   };
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
     const plan::RearrangeSpec& s = v.spec;
     INFO(plan::describe(p));
@@ -676,8 +678,7 @@ TEST_CASE("small whole tiles grow by a piece of an outer dim too long to span wh
       {{7, 66, 3, 10}, {0, 1, 3, 2}, 1},
   };
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
     const plan::RearrangeSpec& s = v.spec;
     INFO(plan::describe(p));
@@ -701,8 +702,7 @@ TEST_CASE("tiles of a long A over a short B take a quarter of the volume in bloc
       {{3, 4100, 3}, {0, 2, 1}, 1},
   };
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     // A quarter of the default volume: 16384 units for 1- and 2-byte units, 4096 for 4-byte ones.
@@ -750,8 +750,7 @@ TEST_CASE("small whole tiles that would load as one run grow by slab dims with m
       {{3, 30, 7, 10, 7, 3, 3}, {4, 1, 0, 5, 2, 6, 3}, 2},  // f16, 10 x 63 tile
   };
   for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData p = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     CHECK(s.load_linear == 0);
