@@ -41,7 +41,8 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row:  // odd rows: unit = elem (shorter 1- and 2-byte rows take segment tiles)
+    case RearrangeFamily::row:  // odd rows: unit = elem (1-byte rows up to 8 KiB and 2-byte rows of
+                                // 256 to 1023 bytes take segment tiles)
       if (elem == 1) return swap_first_two({big ? r : 80, big ? c : 128, 8193}, elem, exact);
       return swap_first_two({r, c, elem == 2 ? 601 : 161}, elem, exact);
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
@@ -228,9 +229,11 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK((v.spec.merge_src || v.spec.merge_dst));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
-  // Segment tiles of long rows of odd byte lengths (333 and 1203 bytes), exact too.
+  // Segment tiles of long rows of odd byte lengths (333, 1203 and 8191 bytes, the last a row per
+  // tile), exact too.
   for (const auto& [shape, perm] : {std::pair{std::vector<std::int64_t>{6, 5, 7, 333}, std::vector<int>{2, 0, 1, 3}},
-                                    std::pair{std::vector<std::int64_t>{3, 7, 2, 1203}, std::vector<int>{1, 2, 0, 3}}})
+                                    std::pair{std::vector<std::int64_t>{3, 7, 2, 1203}, std::vector<int>{1, 2, 0, 3}},
+                                    std::pair{std::vector<std::int64_t>{3, 5, 8191}, std::vector<int>{1, 0, 2}}})
     for (bool exact : {false, true}) {
       const TensorDesc view = permuted({shape, {}, DType::u8, 1}, perm);
       const plan::RearrangePlanData p = make(view.shape, view.strides, 1, exact);

@@ -545,9 +545,11 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
 
 TEST_CASE("rearrange: long shared rows of odd byte lengths take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
-  // Rows of 161 to 2005 bytes: merged runs on either side, partial tiles, a row per tile; rows of
-  // 2-byte units of 270 and 858 bytes.
+  // Rows of 161 to 8191 bytes: a merged destination run ([4, 901, 161]), runs merged on both sides
+  // ([2, 2, 2001]), partial tiles, tiles of one row ([3, 50, 8191]); rows of 2-byte units of 270 and
+  // 858 bytes.
   const std::vector<PermuteCase> cases = {
+      {{2, 2, 2001}, {1, 0, 2}, DType::u8},          {{3, 50, 8191}, {1, 0, 2}, DType::u8},
       {{20, 3, 2005}, {1, 0, 2}, DType::u8},         {{4, 901, 161}, {1, 0, 2}, DType::u8},
       {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8},     {{3, 7, 2, 1203}, {1, 2, 0, 3}, DType::u8},
       {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},

@@ -287,12 +287,15 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
 
 TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at every alignment") {
   std::mt19937_64 rng(20261127);
-  // Rows of 161 to 1203 bytes that the row family would move a byte at a time: merged runs on either
-  // side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]) and a row of a tile of its own;
-  // rows of 2-byte units of 270 and 858 bytes.
+  // Rows of 161 to 8191 bytes that the row family would move a byte at a time: merged runs on either
+  // side ([20, 3, 205], [4, 9, 161]) and on both ([2, 2, 2001]), partial tiles ([6, 5, 7, 333]), tiles
+  // of one row ([3, 5, 8191], [3, 4, 2, 4097]), three A dims ([7, 3, 5, 2, 3, 163]); rows of 2-byte
+  // units of 270 and 858 bytes.
   const std::vector<PermuteCase> cases = {
-      {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1}, {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
-      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},  {{5, 9, 135}, {1, 0, 2}, 2}, {{3, 4, 5, 429}, {2, 0, 1, 3}, 2},
+      {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},         {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
+      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},  {{2, 2, 2001}, {1, 0, 2}, 1},        {{3, 5, 8191}, {1, 0, 2}, 1},
+      {{3, 4, 2, 4097}, {2, 1, 0, 3}, 1},  {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1},
+      {{5, 9, 135}, {1, 0, 2}, 2},         {{3, 4, 5, 429}, {2, 0, 1, 3}, 2},
   };
   for (const PermuteCase& c : cases) {
     const plan::RearrangePlanData p = plan_of(c);

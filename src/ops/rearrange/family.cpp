@@ -704,8 +704,9 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     // Slab dims before linear stores or loads where the tile holds under kSlabOverLinearUnits units
     // per thread: moved as one run, it still leaves most of its block idle (H200, f16
     // [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20% of copy; grown to 60 x
-    // 120 with 8-byte stores, 89%, and 90% storing its runs linearly). Of 34 more lines of linear tiles grown so (two rounds each), 18
-    // of 22 rose under 5 units per thread (by up to 47 points) and 9 of 12 fell from 5 up (by up to 12).
+    // 120 with 8-byte stores, 89%, and 90% storing its runs linearly). Of 34 more lines of linear
+    // tiles grown so (two rounds each), 18 of 22 rose under 5 units per thread (by up to 47 points)
+    // and 9 of 12 fell from 5 up (by up to 12).
     // Grown past linear loads, with the micro-tiles' load width: 4 lines of tuning seeds rose by 22
     // to 45 points (u8 [2,2,5,4,8,2,2,2,5,2,5,6,4,5,6], a 4 x 30 tile walked as gathers: 11% -> 56%).
     RearrangeSpec grown = s;
@@ -1347,12 +1348,15 @@ constexpr std::int64_t kSegmentTileBytes = 8192;
 // rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
 // 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
 // the row family would move a byte at a time, of up to kSegmentTileBytes (H200, rows of 169-7599
-// bytes: tuning seeds 40, 41, 44-53, 4 lines, 36% -> 69%; seeds 143-174, 7 lines, 48% -> 68%, every
-// line up), and rows of 2-byte units from 256 bytes to under 1 KiB, which it moves a unit per thread
-// (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the bounds were set, 8 lines, 40% ->
-// 64%, every line up; shorter rows, split by the row family, and longer ones fell by up to 16 points).
+// bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% -> 68%, every
+// line up), and rows of 2-byte units from kSegmentPairRowBytes to under kSegmentPairRowEndBytes,
+// which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the
+// bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by the row family, and
+// longer ones fell by up to 16 points). Wider elements at 1-byte misaligned pointers are planned in
+// 1-byte units, so their rows take segment tiles too (not measured).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
+constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
 constexpr std::int64_t kSegmentMaxUnit = 4;
 // Destination runs this long where the extents allow (a run's two end words are stored byte by byte);
 // the planner takes a tile only with destination runs of kSegmentMinDstRun bytes or more (H100, tuning
@@ -1372,7 +1376,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
   const bool long_narrow_rows = (form.unit_bytes == 1 && seg <= kSegmentTileBytes) ||
-                                (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < 4 * kSegmentPairRowBytes);
+                                (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes);
   if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_narrow_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
