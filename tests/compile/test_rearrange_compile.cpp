@@ -305,6 +305,7 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
       INFO(plan::describe(p));
       CHECK(v.spec.b_chain > 0);
+      CHECK(v.spec.tile_b < v.args.extent_b);  // a piece of the outer dim
       CHECK(v.spec.store_linear > 0);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
