@@ -644,8 +644,8 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     grown.family = RearrangeFamily::packed;
     choose_rows(grown);
     if (!tile_fits(grown, s.threads, s.min_blocks, true)) return false;
-    const bool keeps_blocks = slab_registers(grown) <= thread_registers(grown.threads, grown.min_blocks);
-    if (piece < dims[i].extent && !keeps_blocks) return false;
+    const bool whole = piece == dims[i].extent;
+    if (!whole && slab_registers(grown) > thread_registers(grown.threads, grown.min_blocks)) return false;
     s = grown;
     g.b.push_back(i);
     g.extent_b *= dims[i].extent;
@@ -725,8 +725,8 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       s = grown;
       g = grown_groups;
       // The grown tile stores linearly where B's first dims, slab dims among them, continue A in
-      // dst (H200: the 31 u8/f16 lines of tuning seeds and seeds 143-145 whose plans change with
-      // slab pieces, 53.1% -> 59.4% of copy with linear stores alone, 64.6% with both; u8
+      // dst (H200: the 31 u8/f16 lines of tuning seeds and seeds 143-145 whose plans changed with a
+      // first form of slab pieces, 53.1% -> 59.4% of copy with linear stores alone, 64.6% with both; u8
       // [36,3,35,5,40,2,33,4] 4,2,1,0,5,3,7,6 12% -> 56%, 8-byte stores where it stored single bytes).
       take_linear_stores(form, g, s, dst_align);
       choose_rows(s);
