@@ -623,11 +623,14 @@ TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, ex
   CHECK(segments >= cases / 4);
 }
 
-TEST_CASE("rearrange: u8 transposes of word stores beside 2-byte loads take word tiles, at every pointer "
+TEST_CASE("rearrange: u8 transposes of word or 8-byte stores beside 2-byte loads take word tiles, at every pointer "
           "misalignment" * test::gpu_only()) {
   const std::vector<PermuteCase> cases = {
       {{2, 332, 1678}, {0, 2, 1}, DType::u8},
       {{340, 5458}, {1, 0}, DType::u8},
+      // 8-byte stores on fixed tiles; 16-byte vectors on word tiles.
+      {{1032, 466}, {1, 0}, DType::u8},
+      {{1040, 3, 466}, {2, 1, 0}, DType::u8},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
   check_launch_share(cases, {plan::RearrangeFamily::words}, 5113, "word tiles");

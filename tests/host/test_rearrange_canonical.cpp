@@ -112,6 +112,16 @@ TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only w
   // Word stores beside 2-byte loads: word tiles in a plain transpose, not in a packed tile.
   CHECK(family_of({340, 5458}, {1, 0}) == RearrangeFamily::words);
   CHECK(family_of({583, 6, 2, 122, 174}, {2, 0, 4, 3, 1}) == RearrangeFamily::packed);
+  // 8-byte stores beside 2-byte loads: word tiles where they store 16-byte vectors (A of 1024 units
+  // or more), else the fixed tile.
+  const auto& long_a = aligned(permute_plan({1032, 466}, {1, 0}, DType::u8));
+  CHECK(long_a.spec.family == RearrangeFamily::words);
+  CHECK(long_a.spec.store_words == 4);
+  CHECK(family_of({1040, 3, 466}, {2, 1, 0}) == RearrangeFamily::words);
+  const auto& short_a = aligned(permute_plan({160, 2466}, {1, 0}, DType::u8));
+  CHECK(short_a.spec.family == RearrangeFamily::transpose);
+  CHECK(short_a.spec.vec_a == 8);
+  CHECK(short_a.spec.vec_b == 2);
   // Single-byte loads beside wide stores: word tiles only when both groups reach 128 units.
   CHECK(family_of({167, 317, 28, 103}, {1, 3, 0, 2}) == RearrangeFamily::packed);
   CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);

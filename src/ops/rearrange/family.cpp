@@ -1055,11 +1055,17 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // words; at 4-byte aligned pointers its stores are words and it takes word tiles).
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.vec_b == 1 && !loads_one_run(tiled);
-  // Word stores beside 2-byte loads in a plain transpose: H100, u8 [2,3316,16758] 0,2,1 45% -> 78% of
-  // copy, [5,27,252,11,185,2] 55% -> 61%, [340,545578] 1,0 31% -> 69%. Packed tiles keep theirs (u8
-  // [583,6,2,122,174] 2,0,4,3,1: 83% on its packed tile, 57% on words).
+  // Stores of a word or wider beside 2-byte loads in a plain transpose, where word tiles store as
+  // wide: H100, word stores, u8 [2,3316,16758] 0,2,1 45% -> 78% of copy, [5,27,252,11,185,2] 55% ->
+  // 61%, [340,545578] 1,0 31% -> 69%. H200, 8-byte stores against word tiles' 16-byte vectors (A
+  // groups of kWordVectorStoreMinUnits or more), the 12 such u8 lines of the seeds measured: 9 up by
+  // up to 16 points ([69928,2466] 1,0: 55% -> 71%), [25984,7326] 1,0 down 3; against word stores,
+  // they lost ([160,67289,18] 1,2,0: 74% -> 56%). Packed tiles keep theirs (u8 [583,6,2,122,174]
+  // 2,0,4,3,1: 83% on its packed tile, 57% on words).
+  const std::int64_t word_store_bytes = kWordBytes * word_store_words(form, g);
   const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
-                             tiled.load_linear == 0 && tiled.vec_a == kWordBytes && tiled.vec_b == 2;
+                             tiled.load_linear == 0 && tiled.vec_a >= kWordBytes && tiled.vec_b == 2 &&
+                             word_store_bytes >= tiled.vec_a;
   // Beside word stores or wider, narrow loads (single bytes, or pairs above) pay for word tiles only
   // on long groups: of eight u8 lines with single-byte loads on an H100, the four that rose (4-20
   // points) had both groups of 128 units or more; two of the four that fell (6-19 points) had a group
