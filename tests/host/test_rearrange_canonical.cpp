@@ -122,6 +122,11 @@ TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only w
   CHECK(short_a.spec.family == RearrangeFamily::transpose);
   CHECK(short_a.spec.vec_a == 8);
   CHECK(short_a.spec.vec_b == 2);
+  // With 64-bit indices word tiles store words, so the fixed tile stays.
+  const auto& index64 = aligned(permute_plan({65536, 32770}, {1, 0}, DType::u8));
+  CHECK(index64.spec.family == RearrangeFamily::transpose);
+  CHECK(index64.spec.index64);
+  CHECK(index64.spec.vec_a == 8);
   // Single-byte loads beside wide stores: word tiles only when both groups reach 128 units.
   CHECK(family_of({167, 317, 28, 103}, {1, 3, 0, 2}) == RearrangeFamily::packed);
   CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);

@@ -1051,9 +1051,9 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   if (form.unit_bytes == 2)
     return tiled_family && tiled.vec_a == 1 && tiled.store_linear == 0 && word_groups_fit(form, g, kWordTileMinBytes);
   // Stores narrower than a word, or single-byte loads: 2-byte loads beside stores of 8 bytes or more
-  // kept fixed tiles near copy speed where word tiles store words (H100, u8 [25984, 7326] 1,0: 84% of
-  // copy on fixed tiles, 62% on words; at 4-byte aligned pointers its stores are words and it takes
-  // word tiles).
+  // kept fixed tiles near copy speed when word tiles stored only words (H100, u8 [25984, 7326] 1,0:
+  // 84% of copy on fixed tiles, 62% on words; at 4-byte aligned pointers its stores are words and it
+  // takes word tiles). With 16-byte word stores, see word_and_pair.
   const bool narrow_a = tiled.store_linear == 0 && tiled.vec_a < kWordBytes;
   const bool narrow_b = tiled.vec_b == 1 && !loads_one_run(tiled);
   // Stores of a word or wider beside 2-byte loads in a plain transpose, where word tiles store as
@@ -1062,8 +1062,8 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // groups of kWordVectorStoreMinUnits or more): 11 u8 lines of the tuning seeds 65.4% -> 72.0%
   // ([69928,2466] 1,0: 55% -> 71%) and 10 of seeds drawn after 62.9% -> 71.3%, none of them down by
   // more than 2 points, [25984,7326] above 71% -> 68%; against word stores they lost ([160,67289,18]
-  // 1,2,0: 74% -> 56%). Packed tiles keep theirs (u8 [583,6,2,122,174] 2,0,4,3,1: 83% on its packed tile, 57% on
-  // words).
+  // 1,2,0: 74% -> 56%). Packed tiles keep theirs (u8 [583,6,2,122,174] 2,0,4,3,1: 83% on its
+  // packed tile, 57% on words).
   const std::int64_t word_store_bytes = kWordBytes * word_store_words(form, g);
   const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
                              tiled.load_linear == 0 && tiled.vec_a >= kWordBytes && tiled.vec_b == 2 &&
