@@ -1037,8 +1037,9 @@ bool word_groups_fit(const CanonicalForm& form, const Groups& g, std::int64_t mi
 }
 
 // A transpose of 1-byte units that fixed tiles would store narrower than a word or load byte by
-// byte (odd row pitches, misaligned pointers, short inner dims), or of 2-byte units that they would
-// store one at a time, with B unit-stride in the source and both groups long enough to fill a tile.
+// byte (odd row pitches, misaligned pointers, short inner dims) or in pairs beside stores no wider
+// than word tiles' own, or of 2-byte units that they would store one at a time, with B unit-stride
+// in the source and both groups long enough to fill a tile.
 // A group may span several dims: a range of its indices is still one run on its side.
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
   const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
