@@ -143,6 +143,19 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   CHECK(family_of({5699, 34561}, {1, 0}) == RearrangeFamily::words);
   // Single-unit loads beside 16-byte stores keep the packed tile.
   CHECK(family_of({40, 4, 36, 2, 5, 35, 3, 33}, {3, 5, 2, 7, 4, 6, 1, 0}) == RearrangeFamily::packed);
+  // Pairs stored from a 64 x 128 fixed tile take word tiles outside 2-D transposes; a 2-D transpose
+  // keeps 64 x 64 tiles of pairs, and a 256 x 32 tile of pairs stays.
+  CHECK(family_of({1293, 342, 386}, {0, 2, 1}) == RearrangeFamily::words);
+  CHECK(family_of({3, 270, 2, 226}, {3, 0, 2, 1}) == RearrangeFamily::words);
+  const auto& two_d = aligned(permute_plan({28434, 5966}, {1, 0}, DType::f16)).spec;
+  CHECK(two_d.family == RearrangeFamily::transpose);
+  CHECK(two_d.tile_a == 64);
+  CHECK(two_d.tile_b == 64);
+  CHECK(two_d.vec_a == 2);
+  const auto& long_a = aligned(permute_plan({7, 185, 3182, 32}, {0, 1, 3, 2}, DType::f16)).spec;
+  CHECK(long_a.family == RearrangeFamily::transpose);
+  CHECK(long_a.tile_a == 256);
+  CHECK(long_a.vec_a == 2);
 }
 
 TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {
