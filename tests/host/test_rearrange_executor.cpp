@@ -671,6 +671,28 @@ TEST_CASE("B's source chain passes A's first dims where the tile's source runs w
   }
 }
 
+TEST_CASE("a long A over a short B whose source chain runs on through A's dims takes the quarter tile that leaves "
+          "them to B, at every alignment") {
+  std::mt19937_64 rng(37);
+  // B (2 units) continues in the source through the 30-unit dim that A (dst-contiguous, 68 x 30)
+  // would take; the quarter tile keeps A to its first dim and gives B that dim and the next.
+  const PermuteCase cases[] = {
+      {{4, 17, 2, 2, 12, 30, 2}, {4, 3, 2, 6, 5, 0, 1}, 1},
+      {{4, 17, 2, 2, 12, 30, 2}, {4, 3, 2, 6, 5, 0, 1}, 2},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(s.dims_a == 1);
+    CHECK(s.tile_a == 68);
+    CHECK(s.dims_b == 3);
+    CHECK(s.tile_b >= 64);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("small whole tiles grow by a piece of an outer dim too long to span whole, and store the grown tile's runs") {
   std::mt19937_64 rng(37);
   // Blocks of A x B contiguous on both sides (a batch of small transposes): the tile spans both
