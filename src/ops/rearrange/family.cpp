@@ -1056,10 +1056,11 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // up to 27 points, 4 down by up to 12). Single-unit loads beside stores of pairs or wider (36
   // lines): 29 down by up to 43 points, 4 up, the fixed tiles already store 4 bytes or more. Pairs on both
   // sides lost too outside the skewed 2-D case (f16 [222, 4953, 168] 0,2,1, H100: 75% -> 67%).
-  // Pairs stored from 64 x 128 fixed tiles, outside 2-D transposes (those take 64 x 64 tiles,
-  // fixed_tiles_along_a): H200, on 38 f16 lines of seeds 40-53, 99-131 and 271-470 with tiles of
-  // pairs from 64 x 88 to 64 x 128, measured planning picked word tiles for most; this rule moves
-  // the 36 of 64 x 128, taking the 38 from 58.9% to 67.3% of copy. On 50 lines of seeds 471-800,
+  // Pairs stored from fixed tiles of 64 x 128 units or longer along B, outside 2-D transposes
+  // (those take 64 x 64 tiles, fixed_tiles_along_a): H200, on 38 f16 lines of seeds 40-53, 99-131
+  // and 271-470 with tiles of pairs from 64 x 88 to 64 x 128, measured planning picked word tiles
+  // for most; this rule moves the 36 of 64 x 128, taking the 38 from 58.9% to 67.3% of copy. On 50
+  // lines of seeds 471-800,
   // drawn after: 49.0% -> 70.1% in each of three rounds, 49 up (f16 [1293,342,386] 0,2,1: 40% ->
   // 79%), one level; a 256 x 32 tile of the same volume fell (95% -> 87%).
   if (form.unit_bytes == 2) {
