@@ -1060,9 +1060,9 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // (those take 64 x 64 tiles, fixed_tiles_along_a): H200, on 38 f16 lines of seeds 40-53, 99-131
   // and 271-470 with tiles of pairs from 64 x 88 to 64 x 128, measured planning picked word tiles
   // for most; this rule moves the 36 of 64 x 128, taking the 38 from 58.9% to 67.3% of copy. On 50
-  // lines of seeds 471-800,
-  // drawn after: 49.0% -> 70.1% in each of three rounds, 49 up (f16 [1293,342,386] 0,2,1: 40% ->
-  // 79%), one level; a 256 x 32 tile of the same volume fell (95% -> 87%).
+  // lines of seeds 471-800, drawn after: 49.0% -> 70.1% in each of three rounds, 49 up (f16
+  // [1293,342,386] 0,2,1: 40% -> 79%), one level; a 256 x 32 tile of the same volume fell (95% ->
+  // 87%).
   if (form.unit_bytes == 2) {
     const bool wide_pair_tile = form.dims.size() > 2 && tiled.family == RearrangeFamily::transpose &&
                                 tiled.vec_a == 2 && tiled.tile_a == kSkewedTile && tiled.tile_b >= 2 * kSkewedTile;
