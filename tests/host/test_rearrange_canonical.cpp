@@ -144,7 +144,7 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   // Single-unit loads beside 16-byte stores keep the packed tile.
   CHECK(family_of({40, 4, 36, 2, 5, 35, 3, 33}, {3, 5, 2, 7, 4, 6, 1, 0}) == RearrangeFamily::packed);
   // Pairs stored from a 64 x 128 fixed tile take word tiles outside 2-D transposes; a 2-D transpose
-  // keeps 64 x 64 tiles of pairs, and a 256 x 32 tile of pairs stays.
+  // keeps 64 x 64 tiles of pairs, and a 64 x 88 and a 256 x 32 tile of pairs stay.
   CHECK(family_of({1293, 342, 386}, {0, 2, 1}) == RearrangeFamily::words);
   CHECK(family_of({3, 270, 2, 226}, {3, 0, 2, 1}) == RearrangeFamily::words);
   const auto& two_d = aligned(permute_plan({28434, 5966}, {1, 0}, DType::f16)).spec;
@@ -152,6 +152,10 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   CHECK(two_d.tile_a == 64);
   CHECK(two_d.tile_b == 64);
   CHECK(two_d.vec_a == 2);
+  const auto& shorter_b = aligned(permute_plan({3, 2, 37, 39, 70, 176}, {0, 1, 5, 2, 3, 4}, DType::f16)).spec;
+  CHECK(shorter_b.family == RearrangeFamily::transpose);
+  CHECK(shorter_b.tile_a == 64);
+  CHECK(shorter_b.tile_b < 128);
   const auto& long_a = aligned(permute_plan({7, 185, 3182, 32}, {0, 1, 3, 2}, DType::f16)).spec;
   CHECK(long_a.family == RearrangeFamily::transpose);
   CHECK(long_a.tile_a == 256);
