@@ -886,8 +886,9 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   // 45.8% -> 66.8% of copy, 5 up by 8 to 37 points, f16 [5,40,2,33,3,35,36,4] 1,4,0,3,7,6,5,2 65% ->
   // 63%.)
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
-  if (long_over_short && b_lengthened) return quarter;
-  return same && (long_over_short || (q.threads == kSmallBlockThreads && half_or_more)) ? quarter : v;
+  const bool takes_quarter = long_over_short ? same || b_lengthened
+                                             : same && q.threads == kSmallBlockThreads && half_or_more;
+  return takes_quarter ? quarter : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
