@@ -856,12 +856,13 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // keeps both groups and their vectors, for two shapes of tile. A long A over a short B: the smaller
 // tile then fits blocks of 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21
 // such lines from 76.8% to 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter
-// tiles that changed the groups lost: 3 of 5 such lines fell by 9 to 21 points.) A tile of 256
-// threads whose short side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads
-// and keeps half the units or more: twice the blocks per SM hold as many bytes in flight, in smaller
-// blocks between barriers. (H200: measured planning's timings of every candidate on the 1- and 2-byte
-// lines of tuning seeds 41 and 45-47 chose the bounds, 8 of 224 lines changing, each faster by 4% to
-// 32%; quarters they leave out fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and
+// tiles that changed the groups lost: 3 of 5 such lines fell by 9 to 21 points; the exception, a
+// quarter whose B takes dims the full tile's A held, is below.) A tile of 256 threads whose short
+// side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads and keeps half the
+// units or more: twice the blocks per SM hold as many bytes in flight, in smaller blocks between
+// barriers. (H200: measured planning's timings of every candidate on the 1- and 2-byte lines of
+// tuning seeds 41 and 45-47 chose the bounds, 8 of 224 lines changing, each faster by 4% to 32%;
+// quarters they leave out fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and
 // of 50 units by 13%, 4-byte accesses along a 36-unit side by 7%. Without the half-the-units bound,
 // 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
 // to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
