@@ -38,6 +38,37 @@ __device__ __forceinline__ Index sj_dst_stride(const SjArgs& a, int k) {
   return (Index)(EXACT ? K_DST_STRIDE[k] : a.dim[k].dst_stride);
 }
 
+// body(i) for each i below COUNT that the thread owns (threadIdx.x, then every THREADS). Where one
+// pass covers COUNT, a guarded call: a loop bounded by COUNT alone made nvcc wrap every table fill
+// in a 4-way unrolled loop and its remainder.
+template <int COUNT, typename Body>
+__device__ __forceinline__ void sj_block_for(Body body) {
+  if constexpr (COUNT <= THREADS) {
+    if (COUNT == THREADS || (int)threadIdx.x < COUNT) body((int)threadIdx.x);
+  } else {
+    for (int i = threadIdx.x; i < COUNT; i += THREADS) body(i);
+  }
+}
+
+// Row-major W x W block of 1- or 2-byte units in 32-bit words (w[i] = the W units of row i, W = 4
+// or 2) -> column-major (out[j] = unit j of every row), by byte permutes: 8 for a 4 x 4 block, where
+// shifts and masks of its units take about 30.
+template <int W>
+__device__ __forceinline__ void sj_transpose_block(const unsigned (&w)[W], unsigned (&out)[W]) {
+  static_assert(W == 2 || W == 4, "blocks of 2 x 2 or 4 x 4 units");
+  if constexpr (W == 2) {
+    out[0] = __byte_perm(w[0], w[1], 0x5410);
+    out[1] = __byte_perm(w[0], w[1], 0x7632);
+  } else {
+    const unsigned lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+    const unsigned lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+    out[0] = __byte_perm(lo01, lo23, 0x5410);
+    out[1] = __byte_perm(lo01, lo23, 0x7632);
+    out[2] = __byte_perm(hi01, hi23, 0x5410);
+    out[3] = __byte_perm(hi01, hi23, 0x7632);
+  }
+}
+
 // n / d: by a constant in exact mode, by a division with 64-bit indices, else multiply-high and shift.
 __device__ __forceinline__ Index sj_div(Index n, const SjDiv& d, long long exact_divisor) {
   if (EXACT) return n / (Index)exact_divisor;

@@ -45,8 +45,13 @@ typedef sj_bytes<VEC_A * UNIT_BYTES> VecA;
 typedef sj_bytes<VEC_B * UNIT_BYTES> VecB;
 typedef sj_bytes<LOAD_VEC * UNIT_BYTES> VecLoad;
 typedef sj_bytes<STORE_VEC * UNIT_BYTES> VecStore;
-union PackA { VecA v; Unit u[VEC_A]; };
-union PackB { VecB v; Unit u[VEC_B]; };
+// Micro-tiles of 1- and 2-byte units whose sides hold whole 32-bit words are transposed in blocks of
+// WORD_UNITS x WORD_UNITS units by byte permutes.
+constexpr int WORD_UNITS = UNIT_BYTES <= 2 ? 4 / UNIT_BYTES : 1;
+constexpr bool WORD_TRANSPOSE = UNIT_BYTES <= 2 && VEC_A % WORD_UNITS == 0 && VEC_B % WORD_UNITS == 0;
+constexpr int WORDS_A = WORD_TRANSPOSE ? VEC_A / WORD_UNITS : 1, WORDS_B = WORD_TRANSPOSE ? VEC_B / WORD_UNITS : 1;
+union PackA { VecA v; Unit u[VEC_A]; unsigned w[WORDS_A]; };
+union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
 
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // B-vector index, so both the micro-tile stores (down a column) and the row reads hit distinct banks.
@@ -95,18 +100,19 @@ struct SjTables {
 // from 0).
 __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, const SjTables& table,
                                                bool first) {
-  Index src_offset, dst_offset;
   if (TABLE_A && (first || !FIXED_A))
-    for (int i = threadIdx.x; i < TILE_A; i += THREADS) {
+    sj_block_for<TILE_A>([&](int i) {
+      Index src_offset, dst_offset;
       sj_offsets(args, 0, DIMS_A, FIXED_A ? i : min(tile.a0 + i, sj_extent_a(args) - 1), src_offset, dst_offset);
       table.a[i] = src_offset;
-    }
+    });
   if (TABLE_B && (first || !FIXED_B))
-    for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
+    sj_block_for<TILE_B>([&](int i) {
+      Index src_offset, dst_offset;
       sj_offsets(args, DIMS_A, DIMS_B, FIXED_B ? i : min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
       table.b[i] = dst_offset;
       if (B_CHAIN > 0) table.b_src[i] = src_offset;
-    }
+    });
 }
 
 // A tile's source units held in registers between its loads and its staging in shared memory.
@@ -154,11 +160,15 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
       const Index src_b = B_CHAIN > 0  ? table.b_src[lb]
                           : DIMS_B > 1 ? tile.b0 + lb
                                        : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
+      // Bounds as the rows left below the tensor's A extent, so each row's check is one compare.
+      const Index rows_a = sj_extent_a(args) - tile.a0 - la;
+      const bool inside = (!MICRO_RAGGED || m < MICRO) & (!BOUNDS || tile.b0 + lb < sj_extent_b(args));
 #pragma unroll
       for (int i = 0; i < VEC_A; ++i) {
-        const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
-        if ((!MICRO_RAGGED || m < MICRO) && (!BOUNDS || (tile.a0 + la + i < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
+        if (inside & (!BOUNDS || i < rows_a)) {
+          const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
           in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + (tile.src_base + src_a + src_b));
+        }
       }
     }
   }
@@ -181,12 +191,31 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
       const int m = threadIdx.x + r * THREADS;
       const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
       if (!MICRO_RAGGED || m < MICRO) {
+        if constexpr (WORD_TRANSPOSE) {
 #pragma unroll
-        for (int j = 0; j < VEC_B; ++j) {
-          PackA out;
+          for (int jw = 0; jw < WORDS_B; ++jw) {
+            PackA out[WORD_UNITS];
 #pragma unroll
-          for (int i = 0; i < VEC_A; ++i) out.u[i] = in.micro[r][i].u[j];
-          *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + j)]) = out.v;
+            for (int iw = 0; iw < WORDS_A; ++iw) {
+              unsigned block[WORD_UNITS], columns[WORD_UNITS];
+#pragma unroll
+              for (int k = 0; k < WORD_UNITS; ++k) block[k] = in.micro[r][iw * WORD_UNITS + k].w[jw];
+              sj_transpose_block(block, columns);
+#pragma unroll
+              for (int k = 0; k < WORD_UNITS; ++k) out[k].w[iw] = columns[k];
+            }
+#pragma unroll
+            for (int k = 0; k < WORD_UNITS; ++k)
+              *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + jw * WORD_UNITS + k)]) = out[k].v;
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC_B; ++j) {
+            PackA out;
+#pragma unroll
+            for (int i = 0; i < VEC_A; ++i) out.u[i] = in.micro[r][i].u[j];
+            *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + j)]) = out.v;
+          }
         }
       }
     }
@@ -224,11 +253,13 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 #pragma unroll
     for (int r0 = 0; r0 < STORES_PER_THREAD; r0 += STORE_BATCH) {
       PackA out[STORE_BATCH];
+      Index at[STORE_BATCH];  // looked up beside the staged reads: inside the bounds check, nvcc branched around each store
 #pragma unroll
       for (int r = r0; r < r0 + STORE_BATCH && r < STORES_PER_THREAD; ++r) {
         const int k = thread + r * THREADS;
         const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
         if (!STORES_RAGGED || k < STORE_VECTORS) {
+          at[r - r0] = tile.dst_base + tile.a0 + la + (DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
           if (ROWS_BY_A) {
 #pragma unroll
             for (int i = 0; i < VEC_A; ++i) out[r - r0].u[i] = smem[sj_smem_pos(la + i, lb)];
@@ -237,13 +268,13 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
           }
         }
       }
+      const Index rows_a = sj_extent_a(args) - tile.a0, rows_b = sj_extent_b(args) - tile.b0;
 #pragma unroll
       for (int r = r0; r < r0 + STORE_BATCH && r < STORES_PER_THREAD; ++r) {
         const int k = thread + r * THREADS;
         const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
-        const Index dst_b = DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
-        if ((!STORES_RAGGED || k < STORE_VECTORS) && (!BOUNDS || (tile.a0 + la < sj_extent_a(args) && tile.b0 + lb < sj_extent_b(args))))
-          *reinterpret_cast<VecA*>(d + (tile.dst_base + tile.a0 + la + dst_b)) = out[r - r0].v;
+        if ((!STORES_RAGGED || k < STORE_VECTORS) & (!BOUNDS || ((la < rows_a) & (lb < rows_b))))
+          *reinterpret_cast<VecA*>(d + at[r - r0]) = out[r - r0].v;
       }
     }
   }

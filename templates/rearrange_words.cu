@@ -78,22 +78,6 @@ __device__ __forceinline__ SjWord sj_funnel(SjWord low, SjWord high, int shift) 
   return __funnelshift_rc(low, high, (unsigned)(shift * UNIT_BYTES * 8));
 }
 
-// Row-major W x W block of units (w[i] = the units of row i) -> column-major (out[j] = unit j of
-// every row), by byte permutes.
-__device__ __forceinline__ void sj_transpose_block(const SjWord (&w)[W], SjWord (&out)[W]) {
-  if constexpr (W == 2) {
-    out[0] = __byte_perm(w[0], w[1], 0x5410);
-    out[1] = __byte_perm(w[0], w[1], 0x7632);
-  } else {
-    const SjWord lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
-    const SjWord lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
-    out[0] = __byte_perm(lo01, lo23, 0x5410);
-    out[1] = __byte_perm(lo01, lo23, 0x7632);
-    out[2] = __byte_perm(hi01, hi23, 0x5410);
-    out[3] = __byte_perm(hi01, hi23, 0x7632);
-  }
-}
-
 // Composite groups: the source offsets of the rows a tile reads (A index sj_first_row + i) and the
 // destination offsets of its B indices, computed by the whole block.
 __device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.a0 - LEAD_A; }
