@@ -1599,12 +1599,6 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       if (seen.spec == v.spec && seen.form == v.form && seen.grid == v.grid) return;
     out.push_back(std::move(v));
   };
-  // The same kernel walking one tile per block, or four: the grid is a launch choice, not code.
-  for (std::int64_t per_block : {1, 4}) {
-    RearrangeVariant v = out.front();
-    v.grid = grid_for(ceil_div(v.args.num_tiles, per_block));
-    add(std::move(v));
-  }
   const RearrangeDims& dims = units.dims;
   const std::size_t inner = dims.size() - 1;
   if (dims[inner].dst_stride == 1 && dims[inner].src_stride != 1) {
@@ -1633,6 +1627,15 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       RearrangeVariant other_order = out[i];
       other_order.spec.a_first = !other_order.spec.a_first;
       add(std::move(other_order));
+    }
+  // Every kernel walks its tiles in a grid-stride loop, so the grid is a launch choice, not code:
+  // each candidate also walks one, two and four tiles per block (which is fastest varies by shape
+  // and is not predicted: on H200 lines of one kernel it moved the time by up to 2x either way).
+  for (std::size_t i = 0, n = out.size(); i < n; ++i)
+    for (std::int64_t per_block : {1, 2, 4}) {
+      RearrangeVariant v = out[i];
+      v.grid = grid_for(ceil_div(v.args.num_tiles, per_block));
+      add(std::move(v));
     }
   return out;
 }
