@@ -136,9 +136,9 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor);
 /// `src_align` and `dst_align`: alignment in bytes of the pointers the kernel starts from.
 RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align, std::int64_t dst_align);
 
-/// Every variant worth timing for one canonical form: plan_variant's first, then the same kernel
-/// with other tiles per block, tiles of other sizes and the other families that can move the form
-/// (no two alike). Each is a correct plan of the form; measured planning picks among them.
+/// Every variant worth timing for one canonical form: plan_variant's first, then tiles of other
+/// sizes and the other families that can move the form, each also at one, two and four tiles per
+/// block (no two alike). Each is a correct plan of the form; measured planning picks among them.
 std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, bool exact, std::int64_t src_align,
                                                 std::int64_t dst_align);
 
