@@ -38,6 +38,16 @@ __host__ __device__ constexpr long long sj_smem_step(int k) {
   return n;
 }
 
+// The per-dim constants as arrays for the device code: indexed by an unrolled loop's counter they
+// fold to constants, where calls of the functions above with that counter compiled to run-time
+// loops over jump tables (u8 tiles with runs over 5 source dims: 96 indirect branches).
+__device__ constexpr int TILE_EXTENT[8] = {(int)sj_tile_extent(0), (int)sj_tile_extent(1), (int)sj_tile_extent(2),
+                                           (int)sj_tile_extent(3), (int)sj_tile_extent(4), (int)sj_tile_extent(5),
+                                           (int)sj_tile_extent(6), (int)sj_tile_extent(7)};
+__device__ constexpr int SMEM_STEP[8] = {(int)sj_smem_step(0), (int)sj_smem_step(1), (int)sj_smem_step(2),
+                                         (int)sj_smem_step(3), (int)sj_smem_step(4), (int)sj_smem_step(5),
+                                         (int)sj_smem_step(6), (int)sj_smem_step(7)};
+
 constexpr long long L_D = sj_dst_run_length();
 constexpr long long L_S = sj_src_run_length();
 constexpr long long RUNS_D = sj_tile_volume() / L_D;
@@ -95,10 +105,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #pragma unroll
       for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
         const int k = sj_src_dim(o);
-        const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)sj_tile_extent(k) : r;
-        r = o + 1 < TILE_DIMS ? r / (unsigned)sj_tile_extent(k) : 0;
+        const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
+        r = o + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
         offset += (Index)c * sj_src_stride(args, k);
-        staged += (int)c * (int)sj_smem_step(k);
+        staged += (int)c * SMEM_STEP[k];
         if (BOUNDS && k == PA) ok = ok && (Index)c < valid_a;
       }
       const Unit* run = s + (tile.src_base + offset);
@@ -114,10 +124,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       if (!live[i]) continue;
       if (SRC_RUN_DIMS == 1) {
         // One dim: the word's units lie one constant step apart in shared memory.
-        const int base = staged_run[i] + (int)first_unit[i] * (int)sj_smem_step(PB);
+        const int base = staged_run[i] + (int)first_unit[i] * SMEM_STEP[PB];
 #pragma unroll
         for (int u = 0; u < WORD_UNITS; ++u)
-          if (first_unit[i] + u < src_length) smem[base + u * (int)sj_smem_step(PB)] = sj_word_unit(loaded[i], u);
+          if (first_unit[i] + u < src_length) smem[base + u * SMEM_STEP[PB]] = sj_word_unit(loaded[i], u);
         continue;
       }
 #pragma unroll
@@ -128,9 +138,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #pragma unroll
         for (int o = 0; o < SRC_RUN_DIMS; ++o) {
           const int k = sj_src_dim(o);
-          const unsigned c = o + 1 < SRC_RUN_DIMS ? j % (unsigned)sj_tile_extent(k) : j;
-          j = o + 1 < SRC_RUN_DIMS ? j / (unsigned)sj_tile_extent(k) : 0;
-          position += (int)c * (int)sj_smem_step(k);
+          const unsigned c = o + 1 < SRC_RUN_DIMS ? j % (unsigned)TILE_EXTENT[k] : j;
+          j = o + 1 < SRC_RUN_DIMS ? j / (unsigned)TILE_EXTENT[k] : 0;
+          position += (int)c * SMEM_STEP[k];
         }
         smem[position] = sj_word_unit(loaded[i], u);
       }
@@ -150,8 +160,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       bool ok = true;
 #pragma unroll
       for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
-        const unsigned c = k + 1 < TILE_DIMS ? r % (unsigned)sj_tile_extent(k) : r;
-        r = k + 1 < TILE_DIMS ? r / (unsigned)sj_tile_extent(k) : 0;
+        const unsigned c = k + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
+        r = k + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
         offset += (Index)c * sj_dst_stride(args, k);
         if (BOUNDS && k == PB) ok = ok && (Index)c < valid_b;
       }
