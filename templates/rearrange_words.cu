@@ -85,16 +85,16 @@ __device__ __forceinline__ Index sj_first_row(const SjTile& tile) { return tile.
 __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile& tile, Index* table_a, Index* table_b) {
   Index src_offset, dst_offset;
   if (DIMS_A > 1)
-    for (int i = threadIdx.x; i < ROWS_A; i += THREADS) {
+    sj_block_for<ROWS_A>([&](int i) {
       const Index a = min(max(sj_first_row(tile) + i, (Index)0), sj_extent_a(args) - 1);
       sj_offsets(args, 0, DIMS_A, a, src_offset, dst_offset);
       table_a[i] = src_offset;
-    }
+    });
   if (DIMS_B > 1)
-    for (int i = threadIdx.x; i < TILE_B; i += THREADS) {
+    sj_block_for<TILE_B>([&](int i) {
       sj_offsets(args, DIMS_A, DIMS_B, min(tile.b0 + i, sj_extent_b(args) - 1), src_offset, dst_offset);
       table_b[i] = dst_offset;
-    }
+    });
 }
 
 // Source offset of the tile's row sj_first_row + i, and destination offset of its row b0 + lb.
@@ -116,26 +116,29 @@ __device__ __forceinline__ SjBlock sj_block(int item) {
 
 // Where the word of units [b, b + W) of the source row at unit offset `row` comes from: the
 // aligned word at b - m and, when the row is misaligned (m > 0, SKEW_LOAD only), the next one.
-// `whole`: both lie inside the row (always, unless CHECKED); else the units are read one by one at
-// staging.
+// `whole`: both lie inside the row (always, unless B is checked); else the units are read one by
+// one at staging.
 struct SjSource {
   int m;
   bool whole;
 };
-template <bool CHECKED>
+template <bool CHECK_B>
 __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
   const int m = SKEW_LOAD ? sj_misalignment(src_misalignment, row + b, W) : 0;
-  return {m, !CHECKED || (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b)};
+  return {m, !CHECK_B || (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b)};
 }
 
-// Whether every access of the tile lies inside the tensor: then the loads, staging and stores take
-// no per-row or per-word range checks (the edge tiles take them). Only for up to 8 loaded rows per
-// thread: with 16 (four blocks of 1-byte units), the unchecked path's loads, all issued at once,
-// spill (sm_90: 240 bytes of stack at the 80-register cap, against none with checks).
+// Range checks: along A, a compare per row and per store vector, in every tile (edge tiles along A
+// are common: a tile reads rows before a0 when stores are skewed, and A groups are rarely whole
+// tiles). Along B, where a row's ends are read and written unit by unit, only in tiles whose B range
+// (with the words around it) leaves the tensor: that path's loads and staging compile to about three
+// times the instructions.
+// Tiles with unchecked B only for up to 8 loaded rows per thread: with 16 (four blocks of 1-byte
+// units), their loads, all issued at once, spill (sm_90: 240 bytes of stack at the 80-register cap,
+// against none with checks).
 constexpr bool SPLIT_INTERIOR = LOADS_PER_THREAD * W <= 8;
-__device__ __forceinline__ bool sj_interior(const SjArgs& args, const SjTile& tile) {
-  return SPLIT_INTERIOR && sj_first_row(tile) >= 0 && tile.a0 + TILE_A <= sj_extent_a(args) && tile.b0 >= (SKEW_LOAD ? W : 0) &&
-         tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
+__device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile) {
+  return SPLIT_INTERIOR && tile.b0 >= (SKEW_LOAD ? W : 0) && tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
 // A load block: W source rows (row offsets) of one word column b, with what each row needs.
@@ -145,36 +148,36 @@ struct SjLoadBlock {
   Index row[W];
   bool row_valid[W];
 };
-template <bool CHECKED>
+template <bool CHECK_B>
 __device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const SjTile& tile, const Index* table_a,
                                                     int item) {
   const SjBlock blk = sj_block(item);
   SjLoadBlock lb;
   lb.b = tile.b0 + blk.k * W;
   lb.valid = !(LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) && blk.k < WORDS_B &&
-             (!CHECKED || lb.b < sj_extent_b(args));
+             (!CHECK_B || lb.b < sj_extent_b(args));
   const Index a_base = sj_first_row(tile) + blk.g * W;
 #pragma unroll
   for (int i = 0; i < W; ++i) {
     lb.row[i] = sj_src_row(args, tile, table_a, blk.g * W + i);
-    lb.row_valid[i] = lb.valid && (!CHECKED || (a_base + i >= 0 && a_base + i < sj_extent_a(args)));
+    lb.row_valid[i] = lb.valid && a_base + i >= 0 && a_base + i < sj_extent_a(args);
   }
   return lb;
 }
 
 // Issues the tile's loads, the aligned words only and all of them before any is used (the
 // funnel shifts wait for sj_stage), so every thread keeps its loads in flight together.
-template <bool CHECKED>
+template <bool CHECK_B>
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
                                         const SjTile& tile, const Index* table_a,
                                         SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1]) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
-    const SjLoadBlock lb = sj_load_block<CHECKED>(args, tile, table_a, threadIdx.x + r * THREADS);
+    const SjLoadBlock lb = sj_load_block<CHECK_B>(args, tile, table_a, threadIdx.x + r * THREADS);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
+      const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b, extent_b);
       const SjWord* at = reinterpret_cast<const SjWord*>(s + (lb.row[i] + lb.b - from.m));
       if (lb.row_valid[i] && from.whole) in[r][i][0] = at[0];
       if (SKEW_LOAD && lb.row_valid[i] && from.whole && from.m) in[r][i][SKEW_LOAD ? 1 : 0] = at[1];
@@ -184,7 +187,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 
 // Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes it and writes
 // its W words: word g of tile rows kW .. kW + W - 1.
-template <bool CHECKED>
+template <bool CHECK_B>
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
                                          const SjTile& tile, const Index* table_a,
                                          const SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1], SjWord* smem) {
@@ -192,12 +195,12 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     const int item = threadIdx.x + r * THREADS;
-    const SjLoadBlock lb = sj_load_block<CHECKED>(args, tile, table_a, item);
+    const SjLoadBlock lb = sj_load_block<CHECK_B>(args, tile, table_a, item);
     if (!lb.valid) continue;
     SjWord rows[W];
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source<CHECKED>(src_misalignment, lb.row[i], lb.b, extent_b);
+      const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b, extent_b);
       rows[i] = from.m ? sj_funnel(in[r][i][0], in[r][i][SKEW_LOAD ? 1 : 0], from.m) : in[r][i][0];
       if (lb.row_valid[i] && !from.whole) {
         SjWord w = 0;
@@ -215,6 +218,15 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
   }
 }
 
+template <bool CHECK_B>
+__device__ __forceinline__ void sj_load_and_stage(const SjArgs& args, const Unit* __restrict__ s,
+                                                  unsigned src_misalignment, const SjTile& tile, const Index* table_a,
+                                                  SjWord* smem) {
+  SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
+  sj_load<CHECK_B>(args, s, src_misalignment, tile, table_a, in);
+  sj_stage<CHECK_B>(args, s, src_misalignment, tile, table_a, in, smem);
+}
+
 // Store item (lb, j): the j-th aligned vector of destination row b0 + lb in this tile.
 struct SjStoreItem {
   int lb, j;
@@ -226,7 +238,7 @@ __device__ __forceinline__ SjStoreItem sj_store_item(int r) {
   return {item / VECS_A, item % VECS_A};
 }
 
-template <bool CHECKED>
+template <bool CHECK_B>
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
                                          const SjTile& tile, const Index* table_b, const SjWord* smem) {
   const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
@@ -235,7 +247,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
   for (int r = 0; r < STORES_PER_THREAD; ++r) {
     const SjStoreItem item = sj_store_item(r);
     const int lb = item.lb, j = item.j;
-    if ((STORE_ITEMS % THREADS != 0 && lb >= TILE_B) || (CHECKED && tile.b0 + lb >= extent_b)) continue;
+    if ((STORE_ITEMS % THREADS != 0 && lb >= TILE_B) || (CHECK_B && tile.b0 + lb >= extent_b)) continue;
     const Index row = sj_dst_row(args, tile, table_b, lb);
     const int skew = SKEW_STORE ? sj_misalignment(dst_misalignment, row, V) : 0;
     const Index x = tile.a0 - skew + j * V;
@@ -248,7 +260,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 #pragma unroll
     for (int i = 0; i < STORE_WORDS; ++i)
       out.word[i] = SKEW_STORE ? sj_funnel(words[i], words[i + 1], shift) : words[i];
-    if (!CHECKED || (x >= 0 && x + V <= extent_a)) {
+    if (x >= 0 && x + V <= extent_a) {
       *reinterpret_cast<SjStoreVector*>(d + (row + x)) = out.vector;
     } else {
 #pragma unroll
@@ -286,17 +298,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       sj_fill_tables(args, tile, table_a, table_b);
       __syncthreads();
     }
-    SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
-    const bool interior = sj_interior(args, tile);
-    if (interior) {
-      sj_load<false>(args, s, src_misalignment, tile, table_a, in);
-      sj_stage<false>(args, s, src_misalignment, tile, table_a, in, smem);
-    } else {
-      sj_load<true>(args, s, src_misalignment, tile, table_a, in);
-      sj_stage<true>(args, s, src_misalignment, tile, table_a, in, smem);
-    }
+    const bool inside_b = sj_inside_b(args, tile);
+    if (inside_b)
+      sj_load_and_stage<false>(args, s, src_misalignment, tile, table_a, smem);
+    else
+      sj_load_and_stage<true>(args, s, src_misalignment, tile, table_a, smem);
     __syncthreads();
-    if (interior)
+    if (inside_b)
       sj_store<false>(args, d, dst_misalignment, tile, table_b, smem);
     else
       sj_store<true>(args, d, dst_misalignment, tile, table_b, smem);

@@ -340,7 +340,7 @@ TEST_CASE("rearrange: u8 word tiles store rows of 18 to 31 words, by whole-row l
 
 TEST_CASE("rearrange: u8 transposes whose groups span several dims take word tiles over them" * test::gpu_only()) {
   // A = 5 x 61 in dst; B = 37 x 3 x 5 in src; A = 13 x 3 x 12 with outer dims; A = 9 x 8 beside a
-  // long B. Each spans interior tiles (unchecked) and edge tiles.
+  // long B. Each spans tiles inside B (A's rows alone checked) and edge tiles along B.
   const std::vector<PermuteCase> cases = {
       {{5, 61, 1037}, {2, 1, 0}, DType::u8},
       {{531, 5, 3, 37}, {2, 1, 3, 0}, DType::u8},
