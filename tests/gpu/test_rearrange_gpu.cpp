@@ -531,7 +531,7 @@ TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every 
       {{51, 3, 231}, {1, 2, 0}, DType::u8},
       {{51, 2, 231, 5}, {1, 3, 2, 0}, DType::u8},
       {{37, 6, 51, 4, 3, 7, 33}, {4, 0, 3, 1, 5, 6, 2}, DType::u8},
-      // eight tile dims, source runs over five (staged offsets from the block's table)
+      // eight tile dims, source runs over five (the per-dim constants that nvcc turned into jump tables)
       {{3, 2, 7, 7, 3, 2, 6, 2, 2, 2, 2, 2, 2, 3, 2}, {14, 0, 7, 10, 12, 11, 2, 8, 4, 5, 9, 3, 1, 6, 13}, DType::u8},
   };
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5101, "runs");
