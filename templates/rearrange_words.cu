@@ -132,13 +132,14 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // are common: a tile reads rows before a0 when stores are skewed, and A groups are rarely whole
 // tiles). Along B, where a row's ends are read and written unit by unit, only in tiles whose B range
 // (with the words around it) leaves the tensor: that path's loads and staging compile to about three
-// times the instructions.
-// Tiles with unchecked B only for up to 8 loaded rows per thread: with 16 (four blocks of 1-byte
-// units), their loads, all issued at once, spill (sm_90: 240 bytes of stack at the 80-register cap,
-// against none with checks).
-constexpr bool SPLIT_INTERIOR = LOADS_PER_THREAD * W <= 8;
+// times the instructions (sm_90, u8 [5,3,22,3,9,43,5,59] 6,1,0,4,2,7,5,3: about 530 against 190).
+// Unchecked B only for up to 8 loaded rows per thread: with 16 (four blocks of 1-byte units), loads
+// all issued at once spilled (sm_90: 240 bytes of stack at the 80-register cap, measured when such
+// tiles skipped A's checks too; none with checks).
+constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W <= 8;
 __device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile) {
-  return SPLIT_INTERIOR && tile.b0 >= (SKEW_LOAD ? W : 0) && tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
+  return ALLOW_UNCHECKED_B && tile.b0 >= (SKEW_LOAD ? W : 0) &&
+         tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
 // A load block: W source rows (row offsets) of one word column b, with what each row needs.
