@@ -116,8 +116,8 @@ __device__ __forceinline__ SjBlock sj_block(int item) {
 
 // Where the word of units [b, b + W) of the source row at unit offset `row` comes from: the
 // aligned word at b - m and, when the row is misaligned (m > 0, SKEW_LOAD only), the next one.
-// `whole`: both lie inside the row (always, unless B is checked); else the units are read one by
-// one at staging.
+// `whole`: both lie inside the row, or before its start in a word-aligned source (see
+// sj_inside_b), always unless B is checked; else the units are read one by one at staging.
 struct SjSource {
   int m;
   bool whole;
@@ -125,7 +125,7 @@ struct SjSource {
 template <bool CHECK_B>
 __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
   const int m = SKEW_LOAD ? sj_misalignment(src_misalignment, row + b, W) : 0;
-  return {m, !CHECK_B || (b - m >= 0 && b - m + (m ? 2 : 1) * W <= extent_b)};
+  return {m, !CHECK_B || ((b - m >= 0 || src_misalignment % W == 0) && b - m + (m ? 2 : 1) * W <= extent_b)};
 }
 
 // Range checks: along A, a compare per row and per store vector, in every tile (edge tiles along A
@@ -136,9 +136,12 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // Unchecked B only for up to 8 loaded rows per thread: with 16 (four blocks of 1-byte units), loads
 // all issued at once spilled (sm_90: 240 bytes of stack at the 80-register cap, measured when such
 // tiles skipped A's checks too; none with checks).
+// A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
+// unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
+// never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
 constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W <= 8;
-__device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile) {
-  return ALLOW_UNCHECKED_B && tile.b0 >= (SKEW_LOAD ? W : 0) &&
+__device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile, unsigned src_misalignment) {
+  return ALLOW_UNCHECKED_B && (!SKEW_LOAD || tile.b0 >= W || src_misalignment % W == 0) &&
          tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
@@ -299,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       sj_fill_tables(args, tile, table_a, table_b);
       __syncthreads();
     }
-    const bool inside_b = sj_inside_b(args, tile);
+    const bool inside_b = sj_inside_b(args, tile, src_misalignment);
     if (inside_b)
       sj_load_and_stage<false>(args, s, src_misalignment, tile, table_a, smem);
     else
