@@ -5,7 +5,10 @@
 // innermost first. Composite groups look their cross offsets up in per-tile tables. With B_CHAIN, B
 // holds dims past its B_CHAIN source-contiguous units (slab dims: outer dims the tile spans whole, and
 // a piece of the next, so that a small tile still gives every thread work; or the source chain past A
-// dims that the tiles span whole), and B's source offsets come from a table too. With
+// dims that the tiles span whole), and B's source offsets come from a table too. With A_PASS, A's
+// destination chain passes B's first A_PASS units (whole in every tile): A's first A_CHAIN units,
+// then those, then A's next dims are back to back in dst, so shared memory holds the tile in
+// destination order and the stores are linear, runs of whole A tiles. With
 // FIXED_A (FIXED_B) the group's tiles start where adding an index inside the tile carries into no
 // dim the tile does not span (a whole group, or tiles of whole inner dims times a piece of the next):
 // the table then holds the offsets of the tile's own indices, filled once per block, and each tile
@@ -56,6 +59,10 @@ union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // B-vector index, so both the micro-tile stores (down a column) and the row reads hit distinct banks.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
+  if (A_PASS > 0) {
+    const int a_low = a % A_CHAIN, b_low = b % A_PASS;
+    return a_low + A_CHAIN * b_low + A_PASS * (a - a_low) + TILE_A * (b - b_low);
+  }
   if (ROWS_BY_A) return a * PITCH + b;
   if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ ((b / VEC_B) % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
   return b * PITCH + a;
@@ -223,16 +230,19 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 }
 
 // Writes the staged tile to dst: runs of STORE_RUN rows (STORE_LINEAR: A is TILE_A == extent_a units
-// and the run's B dims continue it in dst), each starting at its first B index's offset, or VEC_A-unit
-// vectors along A.
+// and the run's B dims continue it in dst, or A passes B's first dims), each starting at its first B
+// index's offset, or VEC_A-unit vectors along A.
 __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, const SjTile& tile,
                                          const SjTables& table, const Unit* smem) {
   if (STORE_LINEAR) {
+    // A passing tile's A range starts A_PASS units in dst per A index (A's next dims follow B's passed
+    // ones); other linear stores span A whole.
+    const Index dst_base = tile.dst_base + (A_PASS > 0 ? (Index)A_PASS * tile.a0 : (Index)0);
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
     // The destination offset of the tile's B index b (B's stride is TILE_A when B is one dim).
     auto dst_b = [&](int b) { return DIMS_B > 1 ? table.b[b] : (tile.b0 + b) * (Index)TILE_A; };
     if (STORE_RUN == TILE_B) {
-      Unit* run = d + (tile.dst_base + dst_b(0));
+      Unit* run = d + (dst_base + dst_b(0));
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
           count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
           [&](int i) { run[i] = smem[i]; });
@@ -243,7 +253,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
           count,
           [&](int, int l) {
-            Unit* at = d + (tile.dst_base + dst_b(l / RUN_UNITS * STORE_RUN) + l % RUN_UNITS);
+            Unit* at = d + (dst_base + dst_b(l / RUN_UNITS * STORE_RUN) + l % RUN_UNITS);
             *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[l]);
           },
           [](int) {});

@@ -294,6 +294,19 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
              (v.spec.store_linear > 0 && v.spec.store_run < v.spec.tile_b)));
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
+  // Tiles whose destination chain passes B's first dims (u8, f16, f32), exact too.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{9, 8, 3, 2, 8, 7, 11}, std::vector<int>{4, 5, 2, 0, 1, 6, 3}, 1},
+        std::tuple{std::vector<std::int64_t>{7, 4, 2, 6, 3, 8, 33, 5}, std::vector<int>{3, 6, 5, 0, 2, 1, 7, 4}, 2},
+        std::tuple{std::vector<std::int64_t>{7, 4, 2, 6, 3, 8, 33, 5}, std::vector<int>{3, 6, 5, 0, 2, 1, 7, 4}, 4}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.a_pass > 1);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Slab tiles grown by a piece of an outer dim that store their runs linearly (u8, f16), exact too.
   for (const auto& [shape, perm, elem] :
        {std::tuple{std::vector<std::int64_t>{96, 2, 76}, std::vector<int>{0, 2, 1}, 1},

@@ -395,6 +395,25 @@ TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at ev
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 6151, "packed tiles");
 }
 
+TEST_CASE("rearrange: tiles whose destination chain passes B's first dims, at every pointer misalignment" *
+          test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{7, 4, 2, 6, 3, 8, 33, 5}, {3, 6, 5, 0, 2, 1, 7, 4}, DType::f16},
+      {{7, 4, 2, 6, 3, 8, 33, 5}, {3, 6, 5, 0, 2, 1, 7, 4}, DType::f32},
+      {{9, 8, 3, 2, 8, 7, 11}, {4, 5, 2, 0, 1, 6, 3}, DType::u8},
+      {{2, 13, 11, 2, 9, 17, 2}, {4, 1, 3, 5, 2, 6, 0}, DType::u8},
+      {{6, 11, 13, 2, 13, 8, 2, 2}, {0, 6, 5, 4, 1, 2, 7, 3}, DType::bf16},
+      {{35, 4, 2, 36, 3, 40, 3, 5}, {3, 6, 5, 0, 2, 1, 7, 4}, DType::f16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK(v.spec.family == plan::RearrangeFamily::packed);
+    CHECK(v.spec.a_pass > 1);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 8151, "packed tiles");
+}
+
 TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every pointer misalignment" *
           test::gpu_only()) {
   const std::vector<PermuteCase> cases = {

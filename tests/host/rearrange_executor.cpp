@@ -145,6 +145,10 @@ struct SharedTile {
 
 // sj_smem_pos of the template.
 int smem_pos(const RearrangeSpec& s, int a, int b) {
+  if (s.a_pass > 0) {
+    const int a_low = a % s.a_chain, b_low = b % s.a_pass;
+    return a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low);
+  }
   if (s.load_linear) return a * s.pitch + b;
   if (s.swizzle) return b * s.pitch + (((a / s.vec_a) ^ ((b / s.vec_b) % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
   return b * s.pitch + a;
@@ -159,6 +163,9 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const std::int64_t ea = a.extent_a, eb = a.extent_b;
   if (s.b_chain > 0 && s.b_chain % s.vec_b != 0)
     throw std::logic_error("tiled: B vectors cross the end of B's source chain");
+  if (s.a_pass > 0 && (!s.store_linear || s.load_linear || s.a_chain % s.vec_a != 0 || s.tile_a % s.a_chain != 0 ||
+                       s.tile_b % s.a_pass != 0 || a.extent_a % s.tile_a != 0))
+    throw std::logic_error("tiled: a passing tile that does not store whole chains in destination order");
   std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b)),
       table_b_src(static_cast<std::size_t>(s.tile_b));
   // A fixed table holds the offsets of the tile's own indices (filled once); the others those of the
@@ -242,15 +249,17 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     }
 
     if (s.store_linear) {
-      if (s.pitch != s.tile_a || a0 != 0) throw std::logic_error("tiled: linear stores need whole rows back to back");
+      if (s.pitch != s.tile_a || (a0 != 0 && s.a_pass == 0))
+        throw std::logic_error("tiled: linear stores need whole rows back to back");
       if (s.store_run < 1 || s.tile_b % s.store_run != 0 || s.store_linear > s.store_run * s.tile_a)
         throw std::logic_error("tiled: linear stores over runs that do not tile the tile");
       const std::int64_t count = (s.bounds ? std::min<std::int64_t>(s.tile_b, eb - b0) : s.tile_b) * s.tile_a;
       const int run_units = s.store_run * s.tile_a;
-      auto at = [&](int l) { return dst_base + dst_b(l / run_units * s.store_run) + l % run_units; };
+      const std::int64_t a_start = std::int64_t{s.a_pass} * a0;
+      auto at = [&](int l) { return dst_base + a_start + dst_b(l / run_units * s.store_run) + l % run_units; };
       if (s.store_run != s.tile_b && count % run_units != 0)
         throw std::logic_error("tiled: linear stores over a tile of partial runs");
-      if (s.dims_b == 1 && a.dim[s.dims_a].dst_stride != s.tile_a)
+      if (s.dims_b == 1 && s.a_pass == 0 && a.dim[s.dims_a].dst_stride != s.tile_a)
         throw std::logic_error("tiled: linear stores of one B dim whose stride is not TILE_A");
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {

@@ -767,11 +767,36 @@ TEST_CASE("tiles whose short side moves 1 or 2 bytes per access take a quarter o
   }
 }
 
+TEST_CASE("tiles whose destination chain passes B's first dims stage in destination order, at every alignment") {
+  std::mt19937_64 rng(31);
+  const PermuteCase cases[] = {
+      {{7, 4, 2, 6, 3, 8, 33, 5}, {3, 6, 5, 0, 2, 1, 7, 4}, 2},  // 3 units, then B's 5, then 4 x 2 of A
+      {{7, 4, 2, 6, 3, 8, 33, 5}, {3, 6, 5, 0, 2, 1, 7, 4}, 4},
+      {{9, 8, 3, 2, 8, 7, 11}, {4, 5, 2, 0, 1, 6, 3}, 1},        // A tiles of a piece of A's next dim
+      {{2, 13, 11, 2, 9, 17, 2}, {4, 1, 3, 5, 2, 6, 0}, 1},      // B is the passed dim alone
+      {{6, 11, 13, 2, 13, 8, 2, 2}, {0, 6, 5, 4, 1, 2, 7, 3}, 2},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
+    const plan::RearrangeSpec& s = v.spec;
+    INFO(plan::describe(p));
+    CHECK(s.a_pass > 1);
+    CHECK(s.store_linear > 0);
+    CHECK(s.store_run % s.a_pass == 0);
+    CHECK(s.tile_a % s.a_chain == 0);
+    CHECK(v.args.extent_a % s.tile_a == 0);
+    // The chain's next destination dim is B's first: A's chain stops there without passing.
+    CHECK(v.args.dim[s.dims_a].dst_stride == s.a_chain);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("small whole tiles that would load as one run grow by slab dims with micro-tile loads, at every alignment") {
   std::mt19937_64 rng(29);
   const PermuteCase cases[] = {
       {{12, 10, 10, 3}, {2, 0, 3, 1}, 1},                 // 10 x 30 tile, 2-unit loads
-      {{7, 12, 12, 4, 23, 3}, {2, 4, 0, 1, 5, 3}, 1},     // 4 x 69 tile: an odd chain, 1-unit loads
+      {{7, 12, 12, 4, 23, 3}, {2, 4, 1, 0, 5, 3}, 1},     // 4 x 483 tile: an odd chain of 69, 1-unit loads
       {{3, 30, 7, 10, 7, 3, 3}, {4, 1, 0, 5, 2, 6, 3}, 2},  // f16, 10 x 63 tile
   };
   for (const PermuteCase& c : cases) {

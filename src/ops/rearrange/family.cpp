@@ -189,27 +189,42 @@ bool in_groups(const Groups& g, std::size_t i) {
   return std::find(g.a.begin(), g.a.end(), i) != g.a.end() || std::find(g.b.begin(), g.b.end(), i) != g.b.end();
 }
 
-// Adds dims that continue group A contiguously in dst until its extent reaches `target`.
-void grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target) {
-  for (bool grown = true; grown && g.extent_a < target;) {
-    grown = false;
-    for (std::size_t i = 0; i < dims.size() && !grown; ++i)
-      if (!in_groups(g, i) && dims[i].dst_stride == g.extent_a) {
-        g.a.push_back(i);
-        g.extent_a *= dims[i].extent;
-        grown = true;
-      }
-  }
-}
-
-// Units of group A's first dims up to and including dim i, or 0 when i is not in A.
-std::int64_t a_prefix_through(const RearrangeDims& dims, const Groups& g, std::size_t i) {
+// Units of a group's first dims up to and including dim i, or 0 when i is not in the group.
+std::int64_t prefix_through(const RearrangeDims& dims, const DimList<std::size_t>& group, std::size_t i) {
   std::int64_t units = 1;
-  for (std::size_t k : g.a) {
+  for (std::size_t k : group) {
     units *= dims[k].extent;
     if (k == i) return units;
   }
   return 0;
+}
+
+// Adds dims that continue group A contiguously in dst until its extent reaches `target`. The chain
+// may pass through B's first dims while they hold at most `pass_b` units (tiles that span them whole
+// keep the destination contiguous across both groups); returns the B units it passed before an A
+// dim (1: none).
+std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
+  std::int64_t next = 1, passed = 1, passing = 1;
+  for (bool grown = true; grown;) {
+    grown = false;
+    for (std::size_t i = 0; i < dims.size() && !grown; ++i) {
+      if (dims[i].dst_stride != next) continue;
+      const bool in_a = prefix_through(dims, g.a, i) > 0;
+      if (!in_a && !in_groups(g, i) && g.extent_a < target) {
+        g.a.push_back(i);
+        g.extent_a *= dims[i].extent;
+      }
+      if (in_a || g.a.back() == i) {
+        passed = passing;
+        grown = true;
+      } else if (const std::int64_t prefix = prefix_through(dims, g.b, i); prefix > 0 && prefix <= pass_b) {
+        passing = std::max(passing, prefix);
+        grown = true;
+      }
+      if (grown) next *= dims[i].extent;
+    }
+  }
+  return passed;
 }
 
 // Units of a group's first dims that are back to back in src.
@@ -217,6 +232,16 @@ std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size
   std::int64_t units = 1;
   for (std::size_t i : group) {
     if (dims[i].src_stride != units) break;
+    units *= dims[i].extent;
+  }
+  return units;
+}
+
+// Units of a group's first dims that are back to back in dst.
+std::int64_t destination_run_units(const RearrangeDims& dims, const DimList<std::size_t>& group) {
+  std::int64_t units = 1;
+  for (std::size_t i : group) {
+    if (dims[i].dst_stride != units) break;
     units *= dims[i].extent;
   }
   return units;
@@ -276,7 +301,7 @@ std::int64_t grow_b(const RearrangeDims& dims, Groups& g, std::int64_t target, s
         g.extent_b *= dims[i].extent;
         passed = passing;
         grown = true;
-      } else if (const std::int64_t prefix = a_prefix_through(dims, g, i); prefix > 0 && prefix <= pass_a) {
+      } else if (const std::int64_t prefix = prefix_through(dims, g.a, i); prefix > 0 && prefix <= pass_a) {
         passing = std::max(passing, prefix);
         grown = true;
       }
@@ -384,6 +409,9 @@ void choose_rows(RearrangeSpec& s) {
   }
 }
 
+// Which group's contiguous chain may pass the other's first dims (tiles then span those whole).
+enum class Passing { none, b_through_a, a_through_b };
+
 struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
@@ -415,8 +443,42 @@ void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpe
   s.store_run = static_cast<int>(run.indices);
 }
 
+// Stores of a tile whose A chain passes B's first dims (s.a_pass units in `passed_dims` dims): runs
+// of the passed units times the A tile, continued by B's next dims where the tile spans A whole, in
+// the widest vectors those runs and their starts (A tiles start a_pass * tile_a apart) allow.
+void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align,
+                         std::size_t passed_dims) {
+  DimList<std::size_t> rest;
+  for (std::size_t k = passed_dims; k < g.b.size(); ++k) rest.push_back(g.b[k]);
+  const TileRun run = s.tile_a == g.extent_a
+                          ? run_over(form.dims, g.extent_a * s.a_pass, rest, s.tile_b / s.a_pass, false)
+                          : TileRun{};
+  DimList<std::int64_t> starts{std::int64_t{s.a_pass} * s.tile_a};
+  for (std::size_t k = passed_dims + run.dims; k < g.b.size(); ++k) starts.push_back(form.dims[g.b[k]].dst_stride);
+  for (std::size_t i = 0; i < form.dims.size(); ++i)
+    if (!in_groups(g, i)) starts.push_back(form.dims[i].dst_stride);
+  s.store_run = static_cast<int>(s.a_pass * std::max<std::int64_t>(1, run.indices));
+  s.store_linear = static_cast<int>(
+      widest_vector(16 / form.unit_bytes, std::int64_t{s.tile_a} * s.store_run, starts, dst_align / form.unit_bytes));
+}
+
+// The A tile of a passing tile: a multiple of A's chain (`chain` units, each `run` destination units
+// with the passed ones) of at most `limit` units that divides A's `extent`, the largest one or, where
+// one holds at least half as many, the largest whose runs hold whole vectors of `vector` units.
+std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_t run, std::int64_t vector,
+                            std::int64_t limit) {
+  std::int64_t largest = 0;
+  for (std::int64_t k = std::min(limit, extent) / chain; k >= 1; --k) {
+    if (extent % (k * chain) != 0) continue;
+    if (largest == 0) largest = k * chain;
+    if (2 * k * chain < largest) break;
+    if (k * run % vector == 0) return k * chain;
+  }
+  return std::max(largest, chain);
+}
+
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
-                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align, bool pass_a,
+                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
                          bool load_runs) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
@@ -428,10 +490,18 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   g.extent_b = dims[b_dim].extent;
 
   const std::int64_t side = pow2_floor(static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume))));
-  grow_a(dims, g, side);
-  const std::int64_t target_b = volume / std::min(g.extent_a, side);
-  // B's chain may pass A's first dims of up to a tile side; tiles along A then span them whole.
-  const std::int64_t passed_a = grow_b(dims, g, target_b, pass_a ? side : 1);
+  // A's chain may pass B's first dims of up to a tile side, and B's chain A's; tiles along the other
+  // group then span them whole.
+  const std::int64_t pass_b = passing == Passing::a_through_b ? side : 1;
+  const std::int64_t passing_b = grow_a(dims, g, side, pass_b);
+  // A passing tile balances its runs: destination runs of tile_a times the passed units against
+  // source runs of tile_b.
+  const std::int64_t a_side =
+      passing_b > 1 ? pow2_floor(std::max<std::int64_t>(
+                          1, static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume / passing_b)))))
+                    : side;
+  const std::int64_t target_b = volume / std::min(g.extent_a, a_side);
+  const std::int64_t passed_a = grow_b(dims, g, target_b, passing == Passing::b_through_a ? side : 1);
   // With `whole_groups`, a group up to twice its target is one whole tile (no partial tiles);
   // otherwise tiles are powers of two, for units under 4 bytes shrunk to even out the last tile.
   const std::int64_t slack = whole_groups ? 2 : 1;
@@ -440,8 +510,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
     return unit < 4 ? even_tile(extent, pow2_floor(target), 16 / unit) : pow2_floor(target);
   };
   std::int64_t tile_b = tile_for(g.extent_b, target_b);
-  const std::int64_t target_a = std::max<std::int64_t>(side, volume / tile_b);
-  grow_a(dims, g, target_a);
+  const std::int64_t target_a = std::max<std::int64_t>(a_side, volume / tile_b);
+  const std::int64_t passed_b = grow_a(dims, g, target_a, pass_b);
   std::int64_t tile_a = tile_for(g.extent_a, target_a);
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
@@ -454,6 +524,16 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   tile_b = carry_free(g.b, tile_b, tile_a);
   tile_a = carry_free(g.a, tile_a, tile_b);
   if (tile_a != g.extent_a) tile_a = std::max(passed_a, tile_a / passed_a * passed_a);
+  // Passing tiles store in destination order, runs of whole A tiles: A tiles of whole chains that
+  // divide A, B tiles of whole passed dims, in multiples of a whole vector where they can.
+  const std::int64_t a_chain = passed_b > 1 ? destination_run_units(dims, g.a) : 1;
+  if (passed_b > 1) {
+    const std::int64_t vector_step = std::lcm(passed_b, unit == 1 ? 8 : 16 / unit);
+    if (tile_b != g.extent_b)
+      tile_b = tile_b >= vector_step ? tile_b / vector_step * vector_step
+                                     : std::max(passed_b, tile_b / passed_b * passed_b);
+    if (tile_a != g.extent_a) tile_a = passing_tile_a(g.extent_a, a_chain, passed_b * a_chain, 16 / unit, tile_a);
+  }
 
   RearrangeSpec& s = c.spec;
   s.unit_bytes = static_cast<int>(unit);
@@ -487,7 +567,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   const TileRun load_run = tile_b == g.extent_b && dims[b_dim].src_stride == 1
                                ? run_over(dims, g.extent_b, g.a, tile_a, true)
                                : TileRun{};
-  if (s.vec_b * unit < 4 && load_run.indices > 0 && (load_runs || load_run.indices == tile_a)) {
+  if (passed_b == 1 && s.vec_b * unit < 4 && load_run.indices > 0 && (load_runs || load_run.indices == tile_a)) {
     const std::int64_t v = widest_vector(full, tile_b * load_run.indices,
                                          strides_past_run(dims, g.b, g.a, load_run, true), src_align / unit);
     // Runs shorter than the tile pay an address per load and stores gathered from columns: taken
@@ -508,7 +588,15 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // (H200: 62 such lines, u8 and f16 of seeds 40-53 and 99-121 and one f32 and one f64 of seeds 40,
   // 41, 44, 45, 122 and 123, from 50.7% to 62.5% of copy, 37 up by more than 2 points and 8 down by
   // up to 10; u8 and f16 lines of seeds 122-131, 27: 43.9% -> 52.6%).
-  if (!s.load_linear && tile_a == g.extent_a) take_linear_stores(form, g, s, dst_align);
+  if (passed_b > 1) {
+    s.a_chain = static_cast<int>(a_chain);
+    s.a_pass = static_cast<int>(passed_b);
+    std::size_t passed_dims = 0;
+    for (std::int64_t units = 1; units < passed_b; ++passed_dims) units *= dims[g.b[passed_dims]].extent;
+    take_passing_stores(form, g, s, dst_align, passed_dims);
+  } else if (!s.load_linear && tile_a == g.extent_a) {
+    take_linear_stores(form, g, s, dst_align);
+  }
 
   choose_rows(s);
   const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
@@ -669,7 +757,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
 
 RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                                   bool pass_a, bool load_runs) {
+                                   Passing passing, bool load_runs) {
   TiledChoice c;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups
@@ -681,7 +769,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       // Linear loads over runs shorter than the tile hold an address per load, and their stores
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       for (bool runs : {load_runs, false}) {
-        c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, pass_a, runs);
+        c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs);
         c.spec.index64 = needs_index64(form.dims);
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
         found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
@@ -700,7 +788,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
   }
-  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b) {
+  if (s.tile_a == g.extent_a && s.tile_b == g.extent_b && s.a_pass == 0) {
     // Slab dims before linear stores or loads where the tile holds under kSlabOverLinearUnits units
     // per thread: moved as one run, it still leaves most of its block idle (H200, f16
     // [2,3,7,5,3,7,7,2,6,5,2,2,6,2,2], a 60 x 2 tile: walked as gathers, 20% of copy; grown to 60 x
@@ -817,20 +905,28 @@ double tile_footprint_score(const RearrangeVariant& v) {
 // kPassingMinRunBytes bytes grow B through A's first dims where that lengthens the tile's runs. (H200,
 // tuning seeds 40, 41 and 44-53: of the 214 lines whose plans change when every tile may pass, 95
 // rose and 82 fell; the 34 this rule passes went from 45% to 62% of copy, 26 up by up to 44 points,
-// 2 down by up to 9.)
+// 2 down by up to 9.) Tiles that write such short destination runs grow A through B's first dims the
+// same way: A's chain of 2 to 6 units stopped at B's first dim, so each unit or pair was stored
+// apart, two to ten bytes a run. (H200, the 25 u8/f16 lines of seeds 900-951 whose plans this
+// changes, 23 of them never looked at while writing it: 25.8% -> 57.3% of copy, all 25 up; u8
+// [18,3,2,2,22,2,3,24,2,2,20,3] 10,0,7,3,1,8,6,4,2,5,11,9 13% -> 70%.)
 constexpr std::int64_t kPassingMinRunUnits = 16;
 constexpr std::int64_t kPassingMinRunBytes = 32;
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                             bool load_runs = true) {
-  RearrangeVariant plain =
-      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, false, load_runs);
-  const std::int64_t src_run = tile_run_units(tile_group_dims(plain), true);
-  if (src_run >= kPassingMinRunUnits && src_run * form.unit_bytes >= kPassingMinRunBytes) return plain;
-  RearrangeVariant passing =
-      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, true, load_runs);
-  return tile_footprint_score(passing) > tile_footprint_score(plain) ? passing : plain;
+  RearrangeVariant best =
+      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none, load_runs);
+  const DimList<TileDim> plain_dims = tile_group_dims(best);
+  for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
+    const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
+    if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
+    RearrangeVariant passed =
+        plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing, load_runs);
+    if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
+  }
+  return best;
 }
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
@@ -1683,7 +1779,8 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
-      key += fmt::format(".a{}x{}v{}.b{}x{}v{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a, s.dims_b, s.tile_b,
+      key += fmt::format(".a{}x{}v{}{}.b{}x{}v{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a,
+                         s.a_pass ? fmt::format("c{}p{}", s.a_chain, s.a_pass) : "", s.dims_b, s.tile_b,
                          s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.pitch, s.min_blocks,
                          s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
                          s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",

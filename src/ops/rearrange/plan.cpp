@@ -33,9 +33,13 @@ std::string variant_text(const RearrangeVariant& v) {
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
-      out += fmt::format("  family {}: tile {} (A, {} dims, dst-contiguous) x {} (B, {} dims, {}) units, "
+      out += fmt::format("  family {}: tile {} (A, {} dims, {}) x {} (B, {} dims, {}) units, "
                          "{} outer dims, {} threads{}\n",
-                         family_name(s.family), s.tile_a, s.dims_a, s.tile_b, s.dims_b,
+                         family_name(s.family), s.tile_a, s.dims_a,
+                         s.a_pass ? fmt::format("dst-contiguous over {} units, then past B's first {}", s.a_chain,
+                                                s.a_pass)
+                                  : "dst-contiguous",
+                         s.tile_b, s.dims_b,
                          s.b_chain ? fmt::format("src-contiguous over {} units, then dims past them", s.b_chain)
                                    : "src-contiguous",
                          s.num_dims - s.dims_a - s.dims_b, s.threads,

@@ -38,7 +38,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
 // src; with b_chain, b_chain units contiguous in src and then dims past them: slab dims, that is
 // outer dims the tile spans whole and a piece of the next, or the source chain's dims past A dims it
-// passes), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
+// passes; with a_pass, A holds a_chain destination-contiguous units and then dims past B's first
+// a_pass units), then the outer dims, each innermost first. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
 // dims, tile_a and tile_b in units (tile_a a multiple of the units per store vector, tile_b of the
 // units per word), pitch in words, skew_load, skew_store and store_words. segments:
@@ -74,6 +75,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, store_run, 0)         /* B indices per destination run under store_linear */            \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
   X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B holds dims past them */ \
+  X(int, a_chain, 0)           /* tiled: A's destination-contiguous units before the B units it passes */ \
+  X(int, a_pass, 0)            /* tiled: B's first units, whole in every tile, that A's chain passes */ \
   X(bool, fixed_a, false)      /* tiled: group A's table is the same for every tile (filled once) */ \
   X(bool, fixed_b, false)      /* tiled: group B's table is the same for every tile (filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
