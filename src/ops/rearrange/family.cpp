@@ -200,9 +200,9 @@ std::int64_t prefix_through(const RearrangeDims& dims, const DimList<std::size_t
 }
 
 // Adds dims that continue group A contiguously in dst until its extent reaches `target`. The chain
-// may pass through B's first dims while they hold at most `pass_b` units (tiles that span them whole
-// keep the destination contiguous across both groups); returns the B units it passed before an A
-// dim (1: none).
+// may pass once through B's first dims, in B's order, while they hold at most `pass_b` units (tiles
+// that span them whole keep the destination contiguous across both groups, and a B index's low part
+// is then its offset past the chain); returns the B units it passed before an A dim (1: none).
 std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
   std::int64_t next = 1, passed = 1, passing = 1;
   for (bool grown = true; grown;) {
@@ -217,8 +217,9 @@ std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, s
       if (in_a || g.a.back() == i) {
         passed = passing;
         grown = true;
-      } else if (const std::int64_t prefix = prefix_through(dims, g.b, i); prefix > 0 && prefix <= pass_b) {
-        passing = std::max(passing, prefix);
+      } else if (const std::int64_t prefix = prefix_through(dims, g.b, i);
+                 passed == 1 && prefix == passing * dims[i].extent && prefix <= pass_b) {
+        passing = prefix;
         grown = true;
       }
       if (grown) next *= dims[i].extent;
