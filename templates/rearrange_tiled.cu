@@ -59,7 +59,7 @@ union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // B-vector index, so both the micro-tile stores (down a column) and the row reads hit distinct banks.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
-  if (A_PASS > 0) {
+  if constexpr (A_PASS > 0) {
     const int a_low = a % A_CHAIN, b_low = b % A_PASS;
     return a_low + A_CHAIN * b_low + A_PASS * (a - a_low) + TILE_A * (b - b_low);
   }

@@ -259,7 +259,9 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       auto at = [&](int l) { return dst_base + a_start + dst_b(l / run_units * s.store_run) + l % run_units; };
       if (s.store_run != s.tile_b && count % run_units != 0)
         throw std::logic_error("tiled: linear stores over a tile of partial runs");
-      if (s.dims_b == 1 && s.a_pass == 0 && a.dim[s.dims_a].dst_stride != s.tile_a)
+      // The template takes TILE_A as the stride of a single B dim: a passing tile's lone B dim is
+      // the passed one, which the tile spans whole (only dst_b(0) is used).
+      if (s.dims_b == 1 && (s.a_pass == 0 ? a.dim[s.dims_a].dst_stride != s.tile_a : s.tile_b != eb))
         throw std::logic_error("tiled: linear stores of one B dim whose stride is not TILE_A");
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {
