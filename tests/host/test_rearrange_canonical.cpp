@@ -350,6 +350,27 @@ TEST_CASE("alignment variants: a plan object plans the assumed alignment, the ot
         plan::describe(plan::plan_rearrange_data(desc(view.shape, {}, DType::u8), view, {})));
 }
 
+TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {
+  // The default is a square 128 x 128 tile; measured planning also times tiles twice and four times
+  // as long along A (and along B), at a full and a quarter volume.
+  const plan::RearrangePlanData square = permute_plan({31, 10, 102, 289, 20}, {0, 4, 3, 1, 2}, DType::u8);
+  const plan::RearrangeSpec& planned = aligned(square).spec;
+  REQUIRE(planned.tile_a == 128);
+  REQUIRE(planned.tile_b == 128);
+  const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(square);
+  auto has = [&](auto&& predicate) { return std::any_of(candidates.begin(), candidates.end(), predicate); };
+  CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a > 128 && c.spec.tile_b < 128; }));
+  CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a < 128 && c.spec.tile_b > 128; }));
+  // B's chain passes A's first dims by default here (source runs of 31 units); A's chain passing
+  // B's first dims is a candidate too, although the default plan's destination runs are not short.
+  const plan::RearrangePlanData passing = permute_plan({3, 35, 9, 15, 126, 2, 31}, {2, 4, 1, 3, 6, 5, 0}, DType::f16);
+  REQUIRE(aligned(passing).spec.b_chain > 0);
+  REQUIRE(aligned(passing).spec.a_pass == 0);
+  const std::vector<plan::RearrangeVariant> passing_candidates = plan::tuning_candidates(passing);
+  CHECK(std::any_of(passing_candidates.begin(), passing_candidates.end(),
+                    [](const plan::RearrangeVariant& c) { return c.spec.a_pass > 0; }));
+}
+
 TEST_CASE("plans describe themselves and their manifest line reproduces the canonical form") {
   const RearrangePlan plan = [] {
     const TensorDesc view = permuted(desc({64, 512, 32, 128}, {}, DType::f16), {0, 2, 1, 3});

@@ -229,11 +229,14 @@ TEST_CASE("every tuning candidate of random views matches the naive copy") {
     INFO("case " << i << ": shape " << c.src.shape.size() << " dims, elem " << c.src.elem_bytes);
     count(check_tuning_candidates(c.dst, c.src, rng));
   }
-  // Transposes long enough for the skewed and word families, with odd pitches, and a packed tile
-  // of a composite group with several tiles on both sides (both tile orders).
+  // Transposes long enough for the skewed and word families, with odd pitches, a packed tile of a
+  // composite group with several tiles on both sides (both tile orders), a tile whose B chain passes
+  // A (its candidates pass either way) and one whose candidates include tiles longer along A and B.
   for (const PermuteCase& c : std::vector<PermuteCase>{{{70, 131}, {1, 0}, 1}, {{67, 3, 129}, {2, 1, 0}, 2},
                                                        {{130, 65}, {1, 0}, 4}, {{9, 64, 71}, {0, 2, 1}, 1},
-                                                       {{301, 263}, {1, 0}, 1}, {{7, 66, 3, 300}, {3, 1, 0, 2}, 1}}) {
+                                                       {{301, 263}, {1, 0}, 1}, {{7, 66, 3, 300}, {3, 1, 0, 2}, 1},
+                                                       {{3, 35, 9, 5, 6, 2, 31}, {2, 4, 1, 3, 6, 5, 0}, 2},
+                                                       {{31, 10, 4, 29, 20}, {0, 4, 3, 1, 2}, 1}}) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     count(check_tuning_candidates({view.shape, {}, DType::u8, c.elem}, view, rng));
   }
