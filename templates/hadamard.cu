@@ -1,6 +1,6 @@
 // Grouped-head fast Walsh-Hadamard transform kernel, after compute.cu and hadamard_transform.cu
 // (the transform of one row). Reads from the specialization, besides theirs:
-//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, data_t, idx_t.
+//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, PREFETCH, data_t, idx_t.
 
 struct HadamardDim {
   long long extent, multiplier, shift, x_stride, y_stride;
@@ -53,27 +53,71 @@ constexpr int SPARE_REGISTERS = is_f16_data<data_t>::value && VALUES > 48 ? 48 :
 constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + SPARE_REGISTERS) * REGISTERS_PER_VALUE));
 constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? (REGISTER_BLOCKS < 32 ? REGISTER_BLOCKS : 32) : 0;
 
+// With PREFETCH, a block's next rows are copied into shared memory (cp.async, no registers held)
+// while it transforms these: a block alone on its SM otherwise leaves DRAM idle between its loads.
+// Each thread copies and later reads only its own chunks, so the copies need no barrier.
+constexpr int ACCESS_BYTES = VEC * (int)sizeof(data_t);
+constexpr bool PREFETCHED = PREFETCH && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
+constexpr int BLOCK_THREADS = T * ROWS_PER_BLOCK;
+// Where the copies start: past the exchanged rows (hadamard_shared_bytes on the host).
+constexpr long long EXCHANGE_BYTES = T > 32 ? (N + N / 32) * (long long)sizeof(compute_t) * ROWS_PER_BLOCK : 0;
+
+__device__ __forceinline__ void sj_copy_async(void* shared, const void* global) {
+  const unsigned to = (unsigned)__cvta_generic_to_shared(shared);
+  if constexpr (ACCESS_BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(global) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(to), "l"(global), "n"(ACCESS_BYTES) : "memory");
+}
+
+// This thread's slot for chunk c of its row in the copied rows.
+__device__ __forceinline__ data_t* copy_slot(unsigned char* shared, int c) {
+  return reinterpret_cast<data_t*>(shared + EXCHANGE_BYTES) + ((long long)c * BLOCK_THREADS + threadIdx.x) * VEC;
+}
+
+// Starts copying this thread's chunks of row r (nothing past the last row).
+__device__ __forceinline__ void prefetch_row(const HadamardArgs& args, unsigned char* shared, long long r, int t) {
+  if (r >= args.rows) return;
+  idx_t x_row, y_row;
+  row_offsets(args, (unsigned)r, x_row, y_row);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+    sj_copy_async(copy_slot(shared, c), args.x + x_row + value_offset(chunk_start(c, t), args.x_head_stride));
+}
+
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_kernel(const HadamardArgs args) {
   extern __shared__ __align__(16) unsigned char sj_shared[];
   compute_t* row = reinterpret_cast<compute_t*>(sj_shared);
   const int t = threadIdx.x % T;
   const long long rows = args.rows;
+  const long long step = (long long)gridDim.x * ROWS_PER_BLOCK;
+  if constexpr (PREFETCHED) prefetch_row(args, sj_shared, (long long)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / T, t);
   // Every thread runs every iteration (rows past the end only skip memory), so shuffles and
   // barriers see the whole warp and block.
-  for (long long first = (long long)blockIdx.x * ROWS_PER_BLOCK; first < rows;
-       first += (long long)gridDim.x * ROWS_PER_BLOCK) {
+  for (long long first = (long long)blockIdx.x * ROWS_PER_BLOCK; first < rows; first += step) {
     const long long r = first + threadIdx.x / T;
     const bool live = r < rows;
     idx_t x_row, y_row;
     row_offsets(args, live ? (unsigned)r : 0u, x_row, y_row);
     compute_t v[CHUNKS][VEC];
+    if constexpr (PREFETCHED) asm volatile("cp.async.wait_all;" ::: "memory");
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       data_t in[VEC];
-      if (live) sj_load_elements<VEC, VEC>(in, args.x + x_row + value_offset(chunk_start(c, t), args.x_head_stride));
+      if (live) {
+        if constexpr (PREFETCHED) {
+          sj_access<VEC, data_t> a;
+          a.bytes = *reinterpret_cast<const decltype(a.bytes)*>(copy_slot(sj_shared, c));
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) in[e] = a.elements[e];
+        } else {
+          sj_load_elements<VEC, VEC>(in, args.x + x_row + value_offset(chunk_start(c, t), args.x_head_stride));
+        }
+      }
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[c][e] = live ? to_compute(in[e]) : (compute_t)0;
     }
+    if constexpr (PREFETCHED) prefetch_row(args, sj_shared, r + step, t);
     transform_row_to_out(v, row, t);
     if (!live) continue;
     const compute_t scale = (compute_t)args.scale;

@@ -1,6 +1,8 @@
 // Hadamard kernels compile with NVRTC for every size class, dtype and access width, sm_80 and sm_90.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "compile/compile_jobs.hpp"
 #include "ops/hadamard/impl.hpp"
 #include "shapejit/hadamard.hpp"
@@ -33,5 +35,9 @@ TEST_CASE("hadamard compiles for every size class (bf16: every size) and every d
   for (const jit::Program* p : detail::make_hadamard_plan(inplace, {16, 64, 5})->programs()) programs.push_back(*p);
   for (const std::string& f : test::compile_programs(programs, {"sm_80", "sm_90"})) FAIL_CHECK(f);
   CHECK(programs.size() >= 2 * 60);
+  // f32 rows across warps prefetch, in 16-byte and (misaligned variants) 4-byte copies.
+  CHECK(std::count_if(programs.begin(), programs.end(), [](const jit::Program& p) {
+          return p.label.find("_prefetch") != std::string::npos;
+        }) >= 4);
   MESSAGE((2 * programs.size()) << " hadamard kernels compiled");
 }

@@ -29,9 +29,11 @@ struct Run {
 };
 
 /// Plans `desc`, launches it on random x (at element offset `x_offset` of its buffer) into a
-/// poisoned y, and compares every output (sampled rows and outputs for large n) with the reference.
-/// Elements of y's buffer outside its view must keep the poison.
-Run check_plan(const HadamardDesc& desc, std::int64_t x_offset, std::uint64_t seed) {
+/// poisoned y, and compares every output (sampled rows and outputs for large n; with `every_row`,
+/// `values_per_row` sampled outputs of every row) with the reference. Elements of y's buffer outside
+/// its view must keep the poison.
+Run check_plan(const HadamardDesc& desc, std::int64_t x_offset, std::uint64_t seed, bool every_row = false,
+               std::int64_t values_per_row = 1024) {
   const HadamardPlan plan = plan_hadamard(desc);
   const plan::HadamardPlanData& data = plan.impl().data;
   const DType t = desc.x.dtype;
@@ -62,12 +64,12 @@ Run check_plan(const HadamardDesc& desc, std::int64_t x_offset, std::uint64_t se
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::vector<std::int64_t> at = detail::hadamard_row_offsets(data, y_strides, row);
     for (std::int64_t o : at) written[static_cast<std::size_t>(o + x_offset)] = true;
-    if (n > 1024 && row % std::max<std::int64_t>(1, rows / 3) != 0) continue;
+    if (!every_row && n > 1024 && row % std::max<std::int64_t>(1, rows / 3) != 0) continue;
     const std::vector<double> in = detail::hadamard_row_inputs(data, x_host.data() + x_offset * e, row);
     double l1 = 0;
     for (double v : in) l1 += std::fabs(v);
-    for (std::int64_t k = 0; k < std::min<std::int64_t>(n, 1024); ++k) {
-      const std::int64_t i = n <= 1024 ? k : static_cast<std::int64_t>(pick() % static_cast<std::uint64_t>(n));
+    for (std::int64_t k = 0; k < std::min(n, values_per_row); ++k) {
+      const std::int64_t i = n <= values_per_row ? k : static_cast<std::int64_t>(pick() % static_cast<std::uint64_t>(n));
       const double want = detail::hadamard_reference_output(data, in, i);
       const double got = detail::load_as_double(y_host.data(), t, at[static_cast<std::size_t>(i)] + x_offset);
       const double tolerance = test::ulp(t, want) + (t == DType::f64 ? 1e-13 : 4e-6) * l1 * *data.desc.scale;
@@ -143,6 +145,29 @@ TEST_CASE("hadamard: [B, H, S, D] views, padded outputs, in place and misaligned
     CHECK(check_plan(d, 1, 16).bad == 0);
     d = desc_of({3, 32, 128}, 32, t);  // n = 4096; misaligned, one-value bit passes across four warps
     CHECK(check_plan(d, 1, 17).bad == 0);
+  }
+}
+
+TEST_CASE("hadamard: f32 blocks that prefetch their next rows, on every row, strided, in place and misaligned" *
+          test::gpu_only()) {
+  // Grids of a quarter of the rows (at least 264 blocks): blocks take 4 rows, or 2 and 3 where the
+  // rows do not split evenly, so some copy past the last row and skip it.
+  struct Shape {
+    std::vector<std::int64_t> shape;
+    std::int64_t group;
+  };
+  for (const Shape& c : {Shape{{1100, 1, 2048 * 2}, 1}, Shape{{700, 1, 12 * 256}, 1}, Shape{{40, 16, 32, 128}, 32},
+                         Shape{{1000, 1, 28 * 128}, 1}}) {
+    CAPTURE(c.shape.front());
+    HadamardDesc d = desc_of(c.shape, c.group, DType::f32);
+    if (c.shape.size() == 4) d.x.strides = {16 * 32 * 128, 128, 16 * 128, 1};  // [B, H, S, D] storage
+    REQUIRE(plan_hadamard(d).impl().data.spec.prefetch);
+    Run run = check_plan(d, 0, 21, true, 32);
+    CHECK(run.bad == 0);
+    CHECK(run.checked >= 600 * 32);
+    d.inplace = true;
+    CHECK(check_plan(d, 0, 22, true, 32).bad == 0);
+    CHECK(check_plan(d, 1, 23, true, 32).bad == 0);  // one element off: 4-byte copies
   }
 }
 

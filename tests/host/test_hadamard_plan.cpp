@@ -183,6 +183,29 @@ TEST_CASE("hadamard: plans merge contiguous outer dims, pick vectors from every 
   }
 }
 
+TEST_CASE("hadamard: f32 rows across warps prefetch their next rows, four rows a block, in shared memory") {
+  const plan::HadamardPlanData f32 = plan_hadamard(desc_of({1100, 1, 4096}, 1, DType::f32)).impl().data;
+  CHECK(f32.spec.threads_per_row == 128);
+  CHECK(f32.spec.prefetch);
+  CHECK(plan::hadamard_prefetches(f32.spec));
+  // The exchanged row in f32 with a word of padding per 32, then the copied row.
+  CHECK(plan::hadamard_shared_bytes(f32.spec) == (4096 + 128) * 4 + 4096 * 4);
+  CHECK(plan::hadamard_grid(f32.spec, 1100) == 275);
+  CHECK(plan::hadamard_grid(f32.spec, 300) == 264);  // at least 264 blocks where there are rows for them
+  CHECK(plan::hadamard_grid(f32.spec, 5) == 5);
+  // Its one-value variant still copies 4-byte accesses.
+  CHECK(plan::hadamard_prefetches(plan::hadamard_scalar_variant(f32.spec)));
+
+  // Not for 2-byte data, rows of one warp, or copies past 160 KB of shared memory.
+  const plan::HadamardSpec bf16 = plan_hadamard(desc_of({1100, 1, 4096}, 1)).impl().data.spec;
+  CHECK_FALSE(bf16.prefetch);
+  CHECK(plan::hadamard_grid(bf16, 1100) == 1100);
+  CHECK(plan::hadamard_shared_bytes(bf16) == (4096 + 128) * 4);
+  CHECK_FALSE(plan_hadamard(desc_of({8, 1, 1024}, 1, DType::f32)).impl().data.spec.prefetch);
+  CHECK(plan_hadamard(desc_of({8, 1, 16384}, 1, DType::f32)).impl().data.spec.prefetch);
+  CHECK_FALSE(plan_hadamard(desc_of({8, 1, 32768}, 1, DType::f32)).impl().data.spec.prefetch);
+}
+
 TEST_CASE("hadamard: the reference transform twice with the orthonormal scale gives the input back") {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> dist(-2, 2);
