@@ -108,10 +108,11 @@ int main(int argc, char** argv) {
     cases.push_back({DType::bf16, {8, 128}, 4});    // GQA keys, groups of 4 heads
     for (std::int64_t n : {128, 1024, 4096, 8192, 12 * 256, 20 * 256, 28 * 128}) cases.push_back({DType::f32, {1, n}, 1});
     // f32 rows the prefetching rule was not tuned on.
-    for (std::int64_t n : {2048, 16384, 12 * 128, 12 * 1024, 20 * 512, 28 * 256, 28 * 512})
+    for (std::int64_t n : {2048, 16384, 12 * 128, 12 * 1024, 20 * 512, 28 * 256, 28 * 512, 20 * 64, 28 * 64})
       cases.push_back({DType::f32, {1, n}, 1});
     cases.push_back({DType::f32, {32, 128}, 32});
-    cases.push_back({DType::f64, {1, 1024}, 1});
+    for (std::int64_t n : {1024, 2048, 4096, 8192, 12 * 256, 12 * 64, 20 * 64, 12 * 512, 28 * 256})
+      cases.push_back({DType::f64, {1, n}, 1});
 
     bench::Table table;
     table.header = {"case", "kernel", "GB/s", "copy GB/s (same bytes)", "of copy", "check"};

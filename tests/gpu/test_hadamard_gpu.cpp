@@ -148,18 +148,22 @@ TEST_CASE("hadamard: [B, H, S, D] views, padded outputs, in place and misaligned
   }
 }
 
-TEST_CASE("hadamard: f32 blocks that prefetch their next rows, on every row, strided, in place and misaligned" *
+TEST_CASE("hadamard: f32 and f64 blocks that prefetch their next rows, on every row, strided, in place, misaligned" *
           test::gpu_only()) {
   // Grids of a quarter of the rows (at least 264 blocks): blocks take 4 rows, or 2 and 3 where the
   // rows do not split evenly, so some copy past the last row and skip it.
   struct Shape {
     std::vector<std::int64_t> shape;
     std::int64_t group;
+    DType t;
   };
-  for (const Shape& c : {Shape{{1100, 1, 2048 * 2}, 1}, Shape{{700, 1, 12 * 256}, 1}, Shape{{40, 16, 32, 128}, 32},
-                         Shape{{1000, 1, 28 * 128}, 1}}) {
-    CAPTURE(c.shape.front());
-    HadamardDesc d = desc_of(c.shape, c.group, DType::f32);
+  for (const Shape& c : {Shape{{1100, 1, 4096}, 1, DType::f32}, Shape{{700, 1, 12 * 256}, 1, DType::f32},
+                         Shape{{40, 16, 32, 128}, 32, DType::f32}, Shape{{1000, 1, 28 * 128}, 1, DType::f32},
+                         Shape{{1200, 1, 2048}, 1, DType::f32}, Shape{{600, 1, 2048}, 1, DType::f64},
+                         Shape{{700, 1, 20 * 64}, 1, DType::f64}}) {
+    CAPTURE(dtype_name(c.t));
+    CAPTURE(c.shape.back());
+    HadamardDesc d = desc_of(c.shape, c.group, c.t);
     if (c.shape.size() == 4) d.x.strides = {16 * 32 * 128, 128, 16 * 128, 1};  // [B, H, S, D] storage
     REQUIRE(plan_hadamard(d).impl().data.spec.prefetch);
     Run run = check_plan(d, 0, 21, true, 32);
@@ -167,7 +171,7 @@ TEST_CASE("hadamard: f32 blocks that prefetch their next rows, on every row, str
     CHECK(run.checked >= 600 * 32);
     d.inplace = true;
     CHECK(check_plan(d, 0, 22, true, 32).bad == 0);
-    CHECK(check_plan(d, 1, 23, true, 32).bad == 0);  // one element off: 4-byte copies
+    CHECK(check_plan(d, 1, 23, true, 32).bad == 0);  // one element off: one-value copies
   }
 }
 

@@ -183,7 +183,7 @@ TEST_CASE("hadamard: plans merge contiguous outer dims, pick vectors from every 
   }
 }
 
-TEST_CASE("hadamard: f32 rows across warps prefetch their next rows, four rows a block, in shared memory") {
+TEST_CASE("hadamard: f32 and f64 rows across warps prefetch their next rows, four rows a block, in shared memory") {
   const plan::HadamardPlanData f32 = plan_hadamard(desc_of({1100, 1, 4096}, 1, DType::f32)).impl().data;
   CHECK(f32.spec.threads_per_row == 128);
   CHECK(f32.spec.prefetch);
@@ -202,6 +202,15 @@ TEST_CASE("hadamard: f32 rows across warps prefetch their next rows, four rows a
   CHECK(plan::hadamard_grid(bf16, 1100) == 1100);
   CHECK(plan::hadamard_shared_bytes(bf16) == (4096 + 128) * 4);
   CHECK_FALSE(plan_hadamard(desc_of({8, 1, 1024}, 1, DType::f32)).impl().data.spec.prefetch);
+  // Rows of 2048 stay in one warp of 64 values a thread unless they prefetch across two.
+  const plan::HadamardSpec f32_2048 = plan_hadamard(desc_of({8, 1, 2048}, 1, DType::f32)).impl().data.spec;
+  CHECK(f32_2048.threads_per_row == 64);
+  CHECK(f32_2048.prefetch);
+  CHECK(plan_hadamard(desc_of({8, 1, 2048}, 1)).impl().data.spec.threads_per_row == 32);
+  const plan::HadamardSpec f64 = plan_hadamard(desc_of({8, 1, 8192}, 1, DType::f64)).impl().data.spec;
+  CHECK(f64.prefetch);
+  CHECK(plan::hadamard_shared_bytes(f64) == (8192 + 256) * 8 + 8192 * 8);
+  CHECK_FALSE(plan_hadamard(desc_of({8, 1, 16384}, 1, DType::f64)).impl().data.spec.prefetch);
   CHECK(plan_hadamard(desc_of({8, 1, 16384}, 1, DType::f32)).impl().data.spec.prefetch);
   CHECK_FALSE(plan_hadamard(desc_of({8, 1, 32768}, 1, DType::f32)).impl().data.spec.prefetch);
 }

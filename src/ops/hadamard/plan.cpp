@@ -112,13 +112,18 @@ HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_d
   return factors;
 }
 
-HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes) {
+bool prefetches_rows(DType data) { return data == DType::f32 || data == DType::f64; }
+
+HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
+                                      bool prefetching) {
   // About 32 (f32) or 16 (f64) values in registers per thread; twice that where it keeps the row in
   // one warp (a shared-memory exchange costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
-  // of copy -> 98-99%, while n = 4096 with twice the values went both ways). The m-point factor lives
+  // of copy -> 98-99%, while n = 4096 with twice the values went both ways), unless rows across
+  // warps prefetch (H200, f32 n = 2048: 67% in one warp, 94-95% in two). The m-point factor lives
   // in the thread, so with m > 1 the vector shrinks until m vectors fit twice the base budget.
   const std::int64_t base_values = value_bytes == 8 ? 16 : 32;
-  const bool one_warp_with_twice = base * pow2 > 32 * base_values && base * pow2 <= 64 * base_values;
+  const bool one_warp_with_twice =
+      !prefetching && base * pow2 > 32 * base_values && base * pow2 <= 64 * base_values;
   const std::int64_t values = one_warp_with_twice ? 2 * base_values : base_values;
   HadamardLayout layout;
   layout.vec = vec;
@@ -160,7 +165,8 @@ unsigned hadamard_grid(const HadamardSpec& spec, std::int64_t rows) {
 
 HadamardSpec hadamard_scalar_variant(HadamardSpec spec) {
   const HadamardFactors f = hadamard_factors(hadamard_n(spec));
-  const HadamardLayout layout = choose_hadamard_layout(f.base, f.pow2, 1, spec.data == DType::f64 ? 8 : 4);
+  const HadamardLayout layout =
+      choose_hadamard_layout(f.base, f.pow2, 1, spec.data == DType::f64 ? 8 : 4, prefetches_rows(spec.data));
   spec.vec = layout.vec;
   spec.threads_per_row = layout.threads_per_row;
   spec.rows_per_block = layout.rows_per_block;
@@ -287,15 +293,16 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
     if (d.extent > 1) steps.insert(steps.end(), {d.x_stride, d.y_stride});
   const int max_vec = std::min(overrides.max_vec, static_cast<int>(16 / dtype_size(s.data)));
   const HadamardLayout layout = choose_hadamard_layout(factors.base, factors.pow2, largest_pow2_dividing(max_vec, steps),
-                                                       s.data == DType::f64 ? 8 : 4);
+                                                       s.data == DType::f64 ? 8 : 4, prefetches_rows(s.data));
   s.vec = layout.vec;
   s.threads_per_row = layout.threads_per_row;
   s.rows_per_block = layout.rows_per_block;
-  // f32 rows across warps copy a block's next rows into shared memory while it transforms these.
-  // (H200, hadamard_bench: f32 n = 3072-8192 went from 52-84% of copy to 58-95%; bf16 and f16 rows
-  // lost up to 19 points to the blocks per SM the copies take, except n = 32768, alone on its SM
-  // either way, which gained 5-8 points but needs 199 KB.)
-  s.prefetch = s.data == DType::f32 && s.threads_per_row > 32 &&
+  // f32 and f64 rows across warps copy a block's next rows into shared memory while it transforms
+  // these. (H200, hadamard_bench: f32 n = 3072-8192 went from 52-84% of copy to 58-95%, f64 n =
+  // 2048-8192 from 56-82% to 81-93%; bf16 and f16 rows lost up to 19 points to the blocks per SM
+  // the copies take, except n = 32768, alone on its SM either way, which gained 5-8 points but
+  // needs 199 KB.)
+  s.prefetch = prefetches_rows(s.data) && s.threads_per_row > 32 &&
                hadamard_rows_bytes(n, s.data, s.rows_per_block) + n * s.rows_per_block * dtype_size(s.data) <=
                    kPrefetchMaxSharedBytes;
 

@@ -117,11 +117,16 @@ HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_d
                                          const char* group_name);
 
 /// Threads per row and rows per block for n = base * pow2 with `vec`-value accesses and `value_bytes`
-/// per computed value (4 or 8): a pure function of them.
+/// per computed value (4 or 8), where rows across warps prefetch (`prefetching`) or not: a pure
+/// function of them.
 struct HadamardLayout {
   int vec = 1, threads_per_row = 1, rows_per_block = 1;
 };
-HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes);
+HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
+                                      bool prefetching);
+
+/// Whether hadamard rows of `data` that span several warps prefetch their next rows (f32 and f64).
+bool prefetches_rows(DType data);
 
 /// H_m of Paley's second construction for m in {12, 20, 28}, row-major signs.
 std::vector<std::int8_t> paley_hadamard(std::int64_t m);

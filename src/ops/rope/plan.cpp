@@ -383,7 +383,7 @@ void fuse_hadamard(const RopeDesc& desc, const RopeOverrides& overrides, RopePla
   for (const auto* strides : {&args.x_stride, &args.y_stride, &args.k_stride, &args.k_out_stride})
     vec = largest_pow2_dividing(vec, {(*strides)[0], (*strides)[1], (*strides)[2]});
   const HadamardLayout layout = choose_hadamard_layout(factors.base, factors.pow2, static_cast<int>(vec),
-                                                       spec.data == DType::f64 ? 8 : 4);
+                                                       spec.data == DType::f64 ? 8 : 4, false);
   spec.chunk = spec.access = layout.vec;
   spec.hadamard_threads = layout.threads_per_row;
   spec.hadamard_rows_per_block = layout.rows_per_block;
