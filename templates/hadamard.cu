@@ -1,6 +1,6 @@
 // Grouped-head fast Walsh-Hadamard transform kernel, after compute.cu and hadamard_transform.cu
 // (the transform of one row). Reads from the specialization, besides theirs:
-//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, PREFETCH, data_t, idx_t.
+//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, PREFETCH, EXCHANGE_BYTES, data_t, idx_t.
 
 struct HadamardDim {
   long long extent, multiplier, shift, x_stride, y_stride;
@@ -53,14 +53,19 @@ constexpr int SPARE_REGISTERS = is_f16_data<data_t>::value && VALUES > 48 ? 48 :
 constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + SPARE_REGISTERS) * REGISTERS_PER_VALUE));
 constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? (REGISTER_BLOCKS < 32 ? REGISTER_BLOCKS : 32) : 0;
 
-// With PREFETCH, a block's next rows are copied into shared memory (cp.async, no registers held)
-// while it transforms these: a block alone on its SM otherwise leaves DRAM idle between its loads.
-// Each thread copies and later reads only its own chunks, so the copies need no barrier.
+// With PREFETCH, a block's next rows are copied into shared memory past its EXCHANGE_BYTES (cp.async,
+// no registers held) while it transforms these: a block alone on its SM otherwise leaves DRAM idle
+// between its loads. Each thread copies and later reads only its own chunks, so the copies need no
+// barrier; a slot is copied into again only after the thread has read it into registers.
+#if __CUDA_ARCH__ >= 800
+constexpr bool ASYNC_COPIES = true;
+#else
+constexpr bool ASYNC_COPIES = false;  // cp.async is sm_80 and later: plain loads before
+#endif
 constexpr int ACCESS_BYTES = VEC * (int)sizeof(data_t);
-constexpr bool PREFETCHED = PREFETCH && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
+constexpr bool PREFETCHED =
+    PREFETCH && ASYNC_COPIES && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
 constexpr int BLOCK_THREADS = T * ROWS_PER_BLOCK;
-// Where the copies start: past the exchanged rows (hadamard_shared_bytes on the host).
-constexpr long long EXCHANGE_BYTES = T > 32 ? (N + N / 32) * (long long)sizeof(compute_t) * ROWS_PER_BLOCK : 0;
 
 __device__ __forceinline__ void sj_copy_async(void* shared, const void* global) {
   const unsigned to = (unsigned)__cvta_generic_to_shared(shared);

@@ -19,8 +19,10 @@ constexpr int kBlockThreads = 256;
 constexpr int kMaxThreadsPerRow = 1024;
 constexpr std::int64_t kMaxBlocks = 65535;
 constexpr std::int64_t kPrefetchRowsPerBlock = 4;
-constexpr std::int64_t kPrefetchMinBlocks = 264;  // about two blocks per SM of the largest GPUs
-constexpr std::int64_t kPrefetchMaxSharedBytes = 160 * 1024;  // within sm_80's 163 KB per block
+constexpr std::int64_t kPrefetchMinBlocks = 264;  // two blocks per SM of an H100 or H200 (132 SMs)
+// sm_86, sm_89 and sm_120 allow 99 KB of shared memory a block: prefetching keeps every size that fits
+// there without it (include/shapejit/hadamard.hpp) fitting there.
+constexpr unsigned kPrefetchMaxSharedBytes = 99 * 1024;
 constexpr std::int64_t kMaxF64Size = 16384;  // a row of f64 values in shared memory fits 227 KB up to here
 
 bool is_pow2(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
@@ -119,7 +121,7 @@ HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int 
   // About 32 (f32) or 16 (f64) values in registers per thread; twice that where it keeps the row in
   // one warp (a shared-memory exchange costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
   // of copy -> 98-99%, while n = 4096 with twice the values went both ways), unless rows across
-  // warps prefetch (H200, f32 n = 2048: 67% in one warp, 94-95% in two). The m-point factor lives
+  // warps prefetch (H200, f32 n = 2048: 66-67% in one warp, 94-95% in two). The m-point factor lives
   // in the thread, so with m > 1 the vector shrinks until m vectors fit twice the base budget.
   const std::int64_t base_values = value_bytes == 8 ? 16 : 32;
   const bool one_warp_with_twice =
@@ -144,11 +146,13 @@ bool hadamard_prefetches(const HadamardSpec& s) {
   return s.prefetch && (access_bytes == 4 || access_bytes == 8 || access_bytes == 16);
 }
 
+unsigned hadamard_exchange_bytes(const HadamardSpec& s) {
+  return s.threads_per_row <= 32 ? 0 : hadamard_rows_bytes(hadamard_n(s), s.data, s.rows_per_block);
+}
+
 unsigned hadamard_shared_bytes(const HadamardSpec& s) {
-  const std::int64_t n = hadamard_n(s);
-  const unsigned exchange = s.threads_per_row <= 32 ? 0 : hadamard_rows_bytes(n, s.data, s.rows_per_block);
-  const auto copies = static_cast<unsigned>(hadamard_prefetches(s) ? n * s.rows_per_block * dtype_size(s.data) : 0);
-  return exchange + copies;
+  const std::int64_t copies = hadamard_prefetches(s) ? hadamard_n(s) * s.rows_per_block * dtype_size(s.data) : 0;
+  return hadamard_exchange_bytes(s) + static_cast<unsigned>(copies);
 }
 
 unsigned hadamard_grid(const HadamardSpec& spec, std::int64_t rows) {
@@ -298,13 +302,14 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   s.threads_per_row = layout.threads_per_row;
   s.rows_per_block = layout.rows_per_block;
   // f32 and f64 rows across warps copy a block's next rows into shared memory while it transforms
-  // these. (H200, hadamard_bench: f32 n = 3072-8192 went from 52-84% of copy to 58-95%, f64 n =
-  // 2048-8192 from 56-82% to 81-93%; bf16 and f16 rows lost up to 19 points to the blocks per SM
-  // the copies take, except n = 32768, alone on its SM either way, which gained 5-8 points but
-  // needs 199 KB.)
+  // these. (H200, hadamard_bench: f32 n = 3072-8192 went from 52-85% of copy to 58-94%, f64 n =
+  // 2048-8192 from 55-82% to 81-93%; bf16 and f16 rows lost up to 19 points, likely to the blocks
+  // per SM the copies take, except n = 32768, alone on its SM either way, which gained 5-8 points
+  // but needs 196 KB.)
+  HadamardSpec with_copies = s;
+  with_copies.prefetch = true;
   s.prefetch = prefetches_rows(s.data) && s.threads_per_row > 32 &&
-               hadamard_rows_bytes(n, s.data, s.rows_per_block) + n * s.rows_per_block * dtype_size(s.data) <=
-                   kPrefetchMaxSharedBytes;
+               hadamard_shared_bytes(with_copies) <= kPrefetchMaxSharedBytes;
 
   HadamardKernelArgs& a = plan.args;
   a.rows = rows;

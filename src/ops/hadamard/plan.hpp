@@ -48,7 +48,11 @@ unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
 /// in templates/hadamard.cu: the spec asks for it and each access moves 4, 8 or 16 bytes).
 bool hadamard_prefetches(const HadamardSpec& spec);
 
-/// Dynamic shared memory of one block: the values of its rows when a row spans several warps, else 0.
+/// Shared memory a block exchanges its rows' values through: where a row spans several warps, else 0.
+unsigned hadamard_exchange_bytes(const HadamardSpec& spec);
+
+/// Dynamic shared memory of one block: the exchange, then the copies of its next rows where it
+/// prefetches (EXCHANGE_BYTES and copy_slot in templates/hadamard.cu).
 unsigned hadamard_shared_bytes(const HadamardSpec& spec);
 
 /// Blocks of a launch of `rows` rows.
@@ -125,7 +129,8 @@ struct HadamardLayout {
 HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
                                       bool prefetching);
 
-/// Whether hadamard rows of `data` that span several warps prefetch their next rows (f32 and f64).
+/// Whether rows of `data` may prefetch (f32 and f64): those that span several warps do where the
+/// copies fit (HadamardSpec::prefetch).
 bool prefetches_rows(DType data);
 
 /// H_m of Paley's second construction for m in {12, 20, 28}, row-major signs.
