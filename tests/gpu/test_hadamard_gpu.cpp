@@ -69,7 +69,8 @@ Run check_plan(const HadamardDesc& desc, std::int64_t x_offset, std::uint64_t se
     double l1 = 0;
     for (double v : in) l1 += std::fabs(v);
     for (std::int64_t k = 0; k < std::min(n, values_per_row); ++k) {
-      const std::int64_t i = n <= values_per_row ? k : static_cast<std::int64_t>(pick() % static_cast<std::uint64_t>(n));
+      const std::int64_t i =
+          n <= values_per_row ? k : static_cast<std::int64_t>(pick() % static_cast<std::uint64_t>(n));
       const double want = detail::hadamard_reference_output(data, in, i);
       const double got = detail::load_as_double(y_host.data(), t, at[static_cast<std::size_t>(i)] + x_offset);
       const double tolerance = test::ulp(t, want) + (t == DType::f64 ? 1e-13 : 4e-6) * l1 * *data.desc.scale;

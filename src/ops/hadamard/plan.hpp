@@ -25,7 +25,7 @@ namespace shapejit::plan {
   X(int, rows_per_block, 1)        /* R: rows one block transforms together */                     \
   X(int, row_dims, 1)              /* run-time dims the row index spans (group index first) */     \
   X(bool, inplace, false)          /* y is x */                                                    \
-  X(bool, wide_index, false)       /* 64-bit element offsets */                                 \
+  X(bool, wide_index, false)       /* 64-bit element offsets */                                    \
   X(bool, prefetch, false)         /* next rows copied to shared memory during this one */
 
 struct HadamardSpec {
@@ -45,7 +45,8 @@ inline std::int64_t hadamard_n(const HadamardSpec& s) { return s.group * s.head_
 unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
 
 /// Whether a block copies its next rows into shared memory while it transforms these (PREFETCHED
-/// in templates/hadamard.cu: the spec asks for it and each access moves 4, 8 or 16 bytes).
+/// in templates/hadamard.cu: the spec asks for it and each access moves 4, 8 or 16 bytes; before
+/// sm_80 the kernel loads plainly, in the same launch shape).
 bool hadamard_prefetches(const HadamardSpec& spec);
 
 /// Shared memory a block exchanges its rows' values through: where a row spans several warps, else 0.
