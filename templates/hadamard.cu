@@ -1,6 +1,6 @@
 // Grouped-head fast Walsh-Hadamard transform kernel, after compute.cu and hadamard_transform.cu
 // (the transform of one row). Reads from the specialization, besides theirs:
-//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, PREFETCH, EXCHANGE_BYTES, data_t, idx_t.
+//   ROWS_PER_BLOCK, ROW_DIMS, INPLACE, WIDE_INDEX, PREFETCH, EXCHANGE_BYTES, SHARED_BYTES, data_t, idx_t.
 
 struct HadamardDim {
   long long extent, multiplier, shift, x_stride, y_stride;
@@ -51,7 +51,20 @@ struct is_f16_data<sj_f16> {
 };
 constexpr int SPARE_REGISTERS = is_f16_data<data_t>::value && VALUES > 48 ? 48 : 32;
 constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + SPARE_REGISTERS) * REGISTERS_PER_VALUE));
-constexpr int MIN_BLOCKS = BASE > 1 && REGISTER_BLOCKS > 1 ? (REGISTER_BLOCKS < 32 ? REGISTER_BLOCKS : 32) : 0;
+// No more blocks than the SM's shared memory holds (SHARED_BYTES a block, plus 1 KB the driver
+// keeps): a cap past them only starves the registers (H200, f32 rows prefetching their copies:
+// n = 3584 58% -> 81% of copy, 7168 64% -> 85%, 5120 70% -> 81% when ptxas is not held to 11, 5
+// and 7 blocks where 7, 3 and 5 fit).
+#if __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
+constexpr long long SM_SHARED_BYTES = 164 * 1024;
+#elif __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+constexpr long long SM_SHARED_BYTES = 228 * 1024;
+#else
+constexpr long long SM_SHARED_BYTES = 100 * 1024;  // sm_86, sm_89, sm_120, and what is not listed
+#endif
+constexpr int SHARED_BLOCKS = SHARED_BYTES > 0 ? (int)(SM_SHARED_BYTES / (SHARED_BYTES + 1024)) : 32;
+constexpr int FITTING_BLOCKS = REGISTER_BLOCKS < SHARED_BLOCKS ? REGISTER_BLOCKS : SHARED_BLOCKS;
+constexpr int MIN_BLOCKS = BASE > 1 && FITTING_BLOCKS > 1 ? (FITTING_BLOCKS < 32 ? FITTING_BLOCKS : 32) : 0;
 
 // With PREFETCH, a block's next rows are copied into shared memory past its EXCHANGE_BYTES (cp.async,
 // no registers held) while it transforms these: a block alone on its SM otherwise leaves DRAM idle

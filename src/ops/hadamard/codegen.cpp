@@ -26,6 +26,7 @@ jit::Program hadamard_program(const plan::HadamardSpec& spec, const std::string&
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int")
       .integer("EXCHANGE_BYTES", plan::hadamard_exchange_bytes(spec))
+      .integer("SHARED_BYTES", plan::hadamard_shared_bytes(spec))
       .array("HM", hadamard_base_signs(spec.base));
   return {hadamard_kernel_label(spec), render({"compute.cu", "hadamard_transform.cu", "hadamard.cu"}, params), {}, manifest_line};
 }

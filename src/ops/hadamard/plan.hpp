@@ -53,7 +53,7 @@ bool hadamard_prefetches(const HadamardSpec& spec);
 unsigned hadamard_exchange_bytes(const HadamardSpec& spec);
 
 /// Dynamic shared memory of one block: the exchange, then the copies of its next rows where it
-/// prefetches (EXCHANGE_BYTES and copy_slot in templates/hadamard.cu).
+/// prefetches (EXCHANGE_BYTES, SHARED_BYTES and copy_slot in templates/hadamard.cu).
 unsigned hadamard_shared_bytes(const HadamardSpec& spec);
 
 /// Blocks of a launch of `rows` rows.
