@@ -76,9 +76,12 @@ constexpr bool ASYNC_COPIES = true;
 constexpr bool ASYNC_COPIES = false;  // cp.async is sm_80 and later: plain loads before
 #endif
 constexpr int ACCESS_BYTES = VEC * (int)sizeof(data_t);
-constexpr bool PREFETCHED =
-    PREFETCH && ASYNC_COPIES && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
+constexpr bool COPIES = PREFETCH && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
+constexpr bool PREFETCHED = COPIES && ASYNC_COPIES;
 constexpr int BLOCK_THREADS = T * ROWS_PER_BLOCK;
+static_assert(EXCHANGE_BYTES % 16 == 0, "copy slots start 16-byte aligned");
+static_assert(SHARED_BYTES == EXCHANGE_BYTES + (COPIES ? N * ROWS_PER_BLOCK * (long long)sizeof(data_t) : 0),
+              "the host's shared memory holds the exchange and the copies");
 
 __device__ __forceinline__ void sj_copy_async(void* shared, const void* global) {
   const unsigned to = (unsigned)__cvta_generic_to_shared(shared);

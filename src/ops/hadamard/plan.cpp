@@ -19,7 +19,7 @@ constexpr int kBlockThreads = 256;
 constexpr int kMaxThreadsPerRow = 1024;
 constexpr std::int64_t kMaxBlocks = 65535;
 constexpr std::int64_t kPrefetchRowsPerBlock = 4;
-constexpr std::int64_t kPrefetchMinBlocks = 264;  // two blocks per SM of an H100 or H200 (132 SMs)
+constexpr std::int64_t kPrefetchMinBlocks = 264;  // two blocks per SM of an H100 SXM or H200 (132 SMs)
 // sm_86, sm_89 and sm_120 allow 99 KB of shared memory a block: prefetching keeps every size that fits
 // there without it (include/shapejit/hadamard.hpp) fitting there.
 constexpr unsigned kPrefetchMaxSharedBytes = 99 * 1024;
@@ -302,10 +302,10 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   s.threads_per_row = layout.threads_per_row;
   s.rows_per_block = layout.rows_per_block;
   // f32 and f64 rows across warps copy a block's next rows into shared memory while it transforms
-  // these. (H200, hadamard_bench: f32 n = 3072-8192 went from 52-85% of copy to 58-94%, f64 n =
-  // 2048-8192 from 55-82% to 81-93%; bf16 and f16 rows lost up to 19 points, likely to the blocks
-  // per SM the copies take, except n = 32768, alone on its SM either way, which gained 5-8 points
-  // but needs 196 KB.)
+  // these. (H200, hadamard_bench: the f32 rows that do, n = 2048-12288, went from 47-85% of copy to
+  // 76-95%, the f64 rows, n = 1024-6144, from 49-82% to 73-94%; bf16 and f16 rows lost up to 19
+  // points, likely to the blocks per SM the copies take, except n = 32768, alone on its SM either
+  // way, which gained 5-8 points but needs 196 KB.)
   HadamardSpec with_copies = s;
   with_copies.prefetch = true;
   s.prefetch = prefetches_rows(s.data) && s.threads_per_row > 32 &&

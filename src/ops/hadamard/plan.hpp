@@ -46,7 +46,7 @@ unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
 
 /// Whether a block copies its next rows into shared memory while it transforms these (PREFETCHED
 /// in templates/hadamard.cu: the spec asks for it and each access moves 4, 8 or 16 bytes; before
-/// sm_80 the kernel loads plainly, in the same launch shape).
+/// sm_80 the kernel loads plainly, in the same launch shape and shared memory).
 bool hadamard_prefetches(const HadamardSpec& spec);
 
 /// Shared memory a block exchanges its rows' values through: where a row spans several warps, else 0.
