@@ -37,6 +37,10 @@ int largest_pow2_dividing(int limit, const std::vector<std::int64_t>& values) {
 
 bool is_float(DType t) { return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64; }
 
+/// Whether rows of `data` may prefetch (f32 and f64): those that span several warps do where the
+/// copies fit (HadamardSpec::prefetch).
+bool prefetches_rows(DType data) { return data == DType::f32 || data == DType::f64; }
+
 // ---- the base matrices ----------------------------------------------------------------------
 
 /// GF(q) for q = 5, 9 or 13: subtraction and the quadratic character. GF(9) is GF(3)[i]/(i^2 + 1),
@@ -113,8 +117,6 @@ HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_d
                      kMaxF64Size);
   return factors;
 }
-
-bool prefetches_rows(DType data) { return data == DType::f32 || data == DType::f64; }
 
 HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
                                       bool prefetching) {

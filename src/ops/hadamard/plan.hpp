@@ -130,10 +130,6 @@ struct HadamardLayout {
 HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
                                       bool prefetching);
 
-/// Whether rows of `data` may prefetch (f32 and f64): those that span several warps do where the
-/// copies fit (HadamardSpec::prefetch).
-bool prefetches_rows(DType data);
-
 /// H_m of Paley's second construction for m in {12, 20, 28}, row-major signs.
 std::vector<std::int8_t> paley_hadamard(std::int64_t m);
 
