@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
         cases.push_back({t, {1, n}, 1});
     cases.push_back({DType::bf16, {32, 128}, 32});  // [B, S, H, D] KV keys, all 32 heads in one group
     cases.push_back({DType::bf16, {8, 128}, 4});    // GQA keys, groups of 4 heads
+    // Rows of one warp crossing their lanes in shared memory, which the rule was not tuned on.
+    cases.push_back({DType::bf16, {16, 128}, 16});
+    cases.push_back({DType::f16, {8, 256}, 8});
     for (std::int64_t n : {128, 1024, 4096, 8192, 12 * 256, 20 * 256, 28 * 128}) cases.push_back({DType::f32, {1, n}, 1});
     // f32 rows the prefetching rule was not tuned on.
     for (std::int64_t n : {2048, 16384, 12 * 128, 12 * 1024, 20 * 512, 28 * 256, 28 * 512, 20 * 64, 28 * 64})

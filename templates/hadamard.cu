@@ -106,6 +106,25 @@ __device__ __forceinline__ void prefetch_row(const HadamardArgs& args, unsigned 
     sj_copy_async(copy_slot(shared, c), args.x + x_row + value_offset(chunk_start(c, t), args.x_head_stride));
 }
 
+// Stores one vector of results times `scale`; 2-byte data converts them two at a time.
+template <typename D>
+__device__ __forceinline__ void store_scaled(D* to, const compute_t (&v)[VEC], compute_t scale) {
+  if constexpr (sizeof(D) == 2 && VEC % 2 == 0) {
+    union {
+      sj_bytes<VEC * 2> bytes;
+      unsigned words[(VEC + 1) / 2];
+    } out;
+#pragma unroll
+    for (int p = 0; p < VEC / 2; ++p) out.words[p] = sj_pair_from_floats<D>(v[2 * p] * scale, v[2 * p + 1] * scale);
+    *reinterpret_cast<decltype(out.bytes)*>(to) = out.bytes;
+  } else {
+    D out[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) out[e] = from_compute<D>(v[e] * scale);
+    sj_store_elements<VEC, VEC>(to, out);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_kernel(const HadamardArgs args) {
   extern __shared__ __align__(16) unsigned char sj_shared[];
   compute_t* row = reinterpret_cast<compute_t*>(sj_shared);
@@ -144,10 +163,7 @@ extern "C" __global__ void __launch_bounds__(T * ROWS_PER_BLOCK, MIN_BLOCKS) sj_
     const compute_t scale = (compute_t)args.scale;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      data_t out[VEC];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) out[e] = from_compute<data_t>(v[c][e] * scale);
-      sj_store_elements<VEC, VEC>(args.y + y_row + value_offset(out_start(c, t), args.y_head_stride), out);
+      store_scaled(args.y + y_row + value_offset(out_start(c, t), args.y_head_stride), v[c], scale);
     }
   }
 }

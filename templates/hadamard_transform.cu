@@ -1,6 +1,6 @@
 // The grouped-head fast Walsh-Hadamard transform of one row held in registers: the piece shared by
 // the hadamard kernel and rope fused with a Hadamard transform. Reads from the specialization:
-//   HEAD_DIM, GROUP, BASE, VEC, THREADS_PER_ROW, compute_t, and HM (the BASE x BASE signs of the
+//   HEAD_DIM, GROUP, BASE, VEC, THREADS_PER_ROW, LANE_PASSES, compute_t, and HM (the BASE x BASE signs of the
 //   m-point factor; {1} for BASE 1).
 //
 // A row is one transform of N = GROUP * HEAD_DIM values, value i = a * POW2 + r (a < BASE, r <
@@ -8,8 +8,9 @@
 // accesses of VEC consecutive values: chunk c of thread t starts at a * POW2 + (p * T + t) * VEC with
 // a = c / POW2_CHUNKS, p = c % POW2_CHUNKS. Butterflies over the bits of r inside a vector and
 // across chunks run in registers, and so does the m-point factor. Over the bits of t: in a row of
-// one warp, through shuffles; in a row of several warps, in passes through shared memory (the last
-// of them, where that saves one, in the layout the row is stored from: out_start).
+// one warp, through shuffles unless LANE_PASSES (a power-of-two row of one warp, which the host
+// gives shared memory); in a row of several warps, in passes through shared memory (the last of
+// them, where that saves one, in the layout the row is stored from: out_start).
 
 constexpr long long N = GROUP * HEAD_DIM;
 constexpr long long POW2 = N / BASE;
@@ -138,7 +139,8 @@ __device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VE
 // top OUT_WIDTH t bits to it (see out_start).
 __host__ __device__ constexpr int sj_log2(long long v) { return v > 1 ? 1 + sj_log2(v / 2) : 0; }
 constexpr int LOG_VEC = sj_log2(VEC), LOG_T = sj_log2(T), LOG_V = sj_log2(VALUES);
-constexpr bool BIT_PASSES = WARPS > 1;
+constexpr bool BIT_PASSES = WARPS > 1 || LANE_PASSES;
+static_assert(!LANE_PASSES || (T == 32 && BASE == 1), "lane passes are for power-of-two rows of one warp");
 static_assert(BASE % 4 == 0 || BASE == 1, "m-point passes split a by quarters");
 static_assert(BASE > 1 || (1LL << (LOG_V + LOG_T)) == N, "a power-of-two row splits by bits");
 constexpr int WIN = BASE == 1 ? LOG_V : sj_log2(4 * VALUES / BASE);  // r bits a thread holds in a pass

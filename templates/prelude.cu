@@ -129,6 +129,28 @@ template <> __device__ __forceinline__ sj_bf16 sj_from_float<sj_bf16>(float f) {
   return h;
 }
 
+// Two floats as one word of 2-byte values, `low` in its low half: one conversion instruction for
+// both on sm_80 and later.
+template <typename T> __device__ __forceinline__ unsigned sj_pair_from_floats(float low, float high);
+template <> __device__ __forceinline__ unsigned sj_pair_from_floats<sj_f16>(float low, float high) {
+#if __CUDA_ARCH__ >= 800
+  unsigned w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
+  return w;
+#else
+  return sj_from_float<sj_f16>(low).bits | (unsigned)sj_from_float<sj_f16>(high).bits << 16;
+#endif
+}
+template <> __device__ __forceinline__ unsigned sj_pair_from_floats<sj_bf16>(float low, float high) {
+#if __CUDA_ARCH__ >= 800
+  unsigned w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
+  return w;
+#else
+  return sj_from_float<sj_bf16>(low).bits | (unsigned)sj_from_float<sj_bf16>(high).bits << 16;
+#endif
+}
+
 __device__ __forceinline__ double sj_nan_double() { return __longlong_as_double(0x7ff8000000000000LL); }
 __device__ __forceinline__ float sj_nan_float() { return __uint_as_float(0x7fc00000u); }
 

@@ -176,6 +176,24 @@ TEST_CASE("hadamard: f32 and f64 blocks that prefetch their next rows, on every 
   }
 }
 
+TEST_CASE("hadamard: 2-byte rows of one warp that cross their lanes in shared memory, every row, strided, in place, "
+          "misaligned" * test::gpu_only()) {
+  for (DType t : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(t));
+    HadamardDesc d = desc_of({30, 16, 8, 128}, 16, t);  // n = 2048 over 16 heads of [B, H, S, D] storage
+    d.x.strides = {16 * 8 * 128, 128, 16 * 128, 1};
+    REQUIRE(plan::hadamard_lane_passes(plan_hadamard(d).impl().data.spec));
+    Run run = check_plan(d, 0, 31, true, 32);
+    CHECK(run.bad == 0);
+    CHECK(run.checked >= 30 * 8 * 32);
+    d.inplace = true;
+    CHECK(check_plan(d, 0, 32, true, 32).bad == 0);
+    CHECK(check_plan(d, 1, 33, true, 32).bad == 0);  // one element off: the one-value variant
+    d = desc_of({50, 1, 2048}, 1, t);
+    CHECK(check_plan(d, 0, 34, true, 64).bad == 0);
+  }
+}
+
 TEST_CASE("hadamard: H(H(x)) = x with the orthonormal scale, in place" * test::gpu_only()) {
   for (std::int64_t n : {256, 4096, 12 * 64, 32768}) {
     CAPTURE(n);

@@ -220,6 +220,32 @@ TEST_CASE("hadamard: f32 and f64 rows across warps prefetch their next rows, fou
   CHECK_FALSE(plan_hadamard(desc_of({8, 1, 16384}, 1, DType::f32)).impl().data.spec.prefetch);
 }
 
+TEST_CASE("hadamard: power-of-two rows of 64 values in one warp cross their lanes through shared memory") {
+  for (DType t : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(t));
+    const plan::HadamardSpec s = plan_hadamard(desc_of({8, 1, 2048}, 1, t)).impl().data.spec;
+    CHECK(s.threads_per_row == 32);
+    CHECK(plan::hadamard_lane_passes(s));
+    CHECK(plan::hadamard_exchange_bytes(s) == (2048 + 64) * 4);  // the row in f32, a word of padding per 32
+    CHECK(plan::hadamard_shared_bytes(s) == plan::hadamard_exchange_bytes(s));
+    const plan::HadamardSpec scalar = plan::hadamard_scalar_variant(s);
+    CHECK(scalar.threads_per_row == 32);
+    CHECK(plan::hadamard_shared_bytes(scalar) == plan::hadamard_shared_bytes(s));
+  }
+  // Rows of 32 values a thread, m-point rows and rows across warps keep their exchange as it was.
+  for (const plan::HadamardSpec& s :
+       {plan_hadamard(desc_of({8, 1, 1024}, 1)).impl().data.spec,
+        plan_hadamard(desc_of({8, 1, 1024}, 1, DType::f32)).impl().data.spec,
+        plan_hadamard(desc_of({8, 1, 20 * 64}, 1)).impl().data.spec}) {
+    CHECK(s.threads_per_row == 32);
+    CHECK_FALSE(plan::hadamard_lane_passes(s));
+    CHECK(plan::hadamard_exchange_bytes(s) == 0);
+  }
+  const plan::HadamardSpec f32_2048 = plan_hadamard(desc_of({8, 1, 2048}, 1, DType::f32)).impl().data.spec;
+  CHECK_FALSE(plan::hadamard_lane_passes(f32_2048));
+  CHECK(plan::hadamard_exchange_bytes(f32_2048) == (2048 + 64) * 4);
+}
+
 TEST_CASE("hadamard: the reference transform twice with the orthonormal scale gives the input back") {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> dist(-2, 2);

@@ -148,8 +148,17 @@ bool hadamard_prefetches(const HadamardSpec& s) {
   return s.prefetch && (access_bytes == 4 || access_bytes == 8 || access_bytes == 16);
 }
 
+bool hadamard_lane_passes(const HadamardSpec& s) {
+  // Crossing 32 lanes costs each value five shuffles and five multiply-adds, against one store and
+  // one load in shared memory (H200, n = 2048 in one warp: f16 83% of copy -> 90%, bf16 87% -> 89%;
+  // rows of 32 values a thread, n = 1024, stayed within 1.5 points either way and keep the
+  // shuffles; m-point rows of one warp fell, bf16 n = 1280 89% -> 65%).
+  return s.threads_per_row == 32 && s.base == 1 && hadamard_n(s) / 32 >= 64;
+}
+
 unsigned hadamard_exchange_bytes(const HadamardSpec& s) {
-  return s.threads_per_row <= 32 ? 0 : hadamard_rows_bytes(hadamard_n(s), s.data, s.rows_per_block);
+  const bool exchanges = s.threads_per_row > 32 || hadamard_lane_passes(s);
+  return exchanges ? hadamard_rows_bytes(hadamard_n(s), s.data, s.rows_per_block) : 0;
 }
 
 unsigned hadamard_shared_bytes(const HadamardSpec& s) {

@@ -49,7 +49,12 @@ unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
 /// sm_80 the kernel loads plainly, in the same launch shape and shared memory).
 bool hadamard_prefetches(const HadamardSpec& spec);
 
-/// Shared memory a block exchanges its rows' values through: where a row spans several warps, else 0.
+/// Whether a row of one warp crosses its lanes through shared memory rather than shuffles
+/// (LANE_PASSES in templates/hadamard_transform.cu): power-of-two rows of 64 values a thread.
+bool hadamard_lane_passes(const HadamardSpec& spec);
+
+/// Shared memory a block exchanges its rows' values through: where a row spans several warps or
+/// takes lane passes, else 0.
 unsigned hadamard_exchange_bytes(const HadamardSpec& spec);
 
 /// Dynamic shared memory of one block: the exchange, then the copies of its next rows where it
