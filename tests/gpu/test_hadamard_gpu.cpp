@@ -180,8 +180,8 @@ TEST_CASE("hadamard: 2-byte rows of one warp that cross their lanes in shared me
           "misaligned" * test::gpu_only()) {
   for (DType t : {DType::bf16, DType::f16}) {
     CAPTURE(dtype_name(t));
-    HadamardDesc d = desc_of({30, 16, 8, 128}, 16, t);  // n = 2048 over 16 heads of [B, H, S, D] storage
-    d.x.strides = {16 * 8 * 128, 128, 16 * 128, 1};
+    HadamardDesc d = desc_of({30, 8, 16, 128}, 16, t);  // n = 2048 over 16 heads of [B, H, S, D] storage
+    d.x.strides = {16 * 8 * 128, 128, 8 * 128, 1};
     REQUIRE(plan::hadamard_lane_passes(plan_hadamard(d).impl().data.spec));
     Run run = check_plan(d, 0, 31, true, 32);
     CHECK(run.bad == 0);
