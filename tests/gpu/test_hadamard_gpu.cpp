@@ -161,7 +161,9 @@ TEST_CASE("hadamard: f32 and f64 blocks that prefetch their next rows, on every 
   for (const Shape& c : {Shape{{1100, 1, 4096}, 1, DType::f32}, Shape{{700, 1, 12 * 256}, 1, DType::f32},
                          Shape{{40, 16, 32, 128}, 32, DType::f32}, Shape{{1000, 1, 28 * 128}, 1, DType::f32},
                          Shape{{1200, 1, 2048}, 1, DType::f32}, Shape{{600, 1, 2048}, 1, DType::f64},
-                         Shape{{700, 1, 1024}, 1, DType::f64}, Shape{{700, 1, 20 * 64}, 1, DType::f64}}) {
+                         Shape{{700, 1, 1024}, 1, DType::f64}, Shape{{700, 1, 20 * 64}, 1, DType::f64},
+                         Shape{{900, 1, 20 * 64}, 1, DType::f32}, Shape{{900, 1, 12 * 128}, 1, DType::f32},
+                         Shape{{700, 1, 12 * 64}, 1, DType::f64}}) {
     CAPTURE(dtype_name(c.t));
     CAPTURE(c.shape.back() * c.group);  // n
     HadamardDesc d = desc_of(c.shape, c.group, c.t);

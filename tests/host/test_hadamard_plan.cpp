@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "core/convert.hpp"
 #include "ops/hadamard/impl.hpp"
@@ -217,6 +218,16 @@ TEST_CASE("hadamard: f32 and f64 rows across warps prefetch their next rows, fou
   CHECK(plan::hadamard_shared_bytes(f64) == (4096 + 128) * 8 + 4096 * 8);
   CHECK_FALSE(plan_hadamard(desc_of({8, 1, 8192}, 1, DType::f64)).impl().data.spec.prefetch);
   CHECK(plan_hadamard(desc_of({8, 1, 12288}, 1, DType::f32)).impl().data.spec.prefetch);
+  // m-point rows that would fill one warp span two and prefetch, with half the vector.
+  for (const auto& [n, t, vec] : {std::tuple{20 * 64, DType::f32, 1}, std::tuple{12 * 128, DType::f32, 2},
+                                  std::tuple{28 * 64, DType::f32, 1}, std::tuple{12 * 64, DType::f64, 1}}) {
+    CAPTURE(n);
+    const plan::HadamardSpec s = plan_hadamard(desc_of({8, 1, n}, 1, t)).impl().data.spec;
+    CHECK(s.threads_per_row == 64);
+    CHECK(s.vec == vec);
+    CHECK(s.prefetch);
+  }
+  CHECK(plan_hadamard(desc_of({8, 1, 20 * 64}, 1)).impl().data.spec.threads_per_row == 32);  // bf16: one warp
   CHECK_FALSE(plan_hadamard(desc_of({8, 1, 16384}, 1, DType::f32)).impl().data.spec.prefetch);
 }
 

@@ -132,6 +132,9 @@ HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int 
   HadamardLayout layout;
   layout.vec = vec;
   while (layout.vec > 1 && (layout.vec > pow2 || base * layout.vec > 2 * base_values)) layout.vec /= 2;
+  // An m-point row that would fill one warp spans two with half the vector where rows across warps
+  // prefetch (H200: f32 n = 1280 70% of copy -> 73%, 1792 61% -> 65%, f64 768 79% -> 81%, f32 1536 unchanged).
+  if (prefetching && base > 1 && layout.vec > 1 && pow2 / layout.vec == 32) layout.vec /= 2;
   const std::int64_t threads = base > 1 ? pow2 / layout.vec : std::max<std::int64_t>(1, pow2 / values);
   layout.threads_per_row = static_cast<int>(std::min({threads, pow2 / layout.vec, std::int64_t{kMaxThreadsPerRow}}));
   layout.rows_per_block = layout.threads_per_row >= 32 ? 1 : kBlockThreads / layout.threads_per_row;
