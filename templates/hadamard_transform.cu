@@ -124,7 +124,7 @@ __device__ __forceinline__ void transform_across_lanes(compute_t (&v)[CHUNKS][VE
   }
 }
 
-// ---- rows across several warps: bit passes through shared memory ------------------------------
+// ---- rows across several warps (and LANE_PASSES rows): bit passes through shared memory --------
 // Value a * POW2 + r, r's bits: e (the vector) at [0, LOG_VEC), t at [LOG_VEC, LOG_VEC + LOG_T), the
 // chunk above. After the in-thread step (e and chunk bits, the m-point factor), the t bits of r go
 // in passes of up to WIN bits: in pass j thread t' holds every combination of that pass's bits (slot
@@ -237,7 +237,7 @@ __device__ __forceinline__ long long out_start(int c, int t) {
 }
 
 // The unscaled transform of the row in v, in place; `row` is the row's shared memory (padded(N)
-// values), used when the row spans several warps. Every thread of the block calls it.
+// values), used by bit passes (BIT_PASSES). Every thread of the block calls it.
 __device__ __forceinline__ void transform_row(compute_t (&v)[CHUNKS][VEC], compute_t* row, int t) {
   transform_in_thread(v);
   if constexpr (BIT_PASSES) {

@@ -129,25 +129,22 @@ template <> __device__ __forceinline__ sj_bf16 sj_from_float<sj_bf16>(float f) {
   return h;
 }
 
-// Two floats as one word of 2-byte values, `low` in its low half: one conversion instruction for
-// both on sm_80 and later.
-template <typename T> __device__ __forceinline__ unsigned sj_pair_from_floats(float low, float high);
-template <> __device__ __forceinline__ unsigned sj_pair_from_floats<sj_f16>(float low, float high) {
+// Two floats rounded to a 2-byte float type T as one word, `low` in its low half: one conversion
+// instruction for both on sm_80 and later.
+template <typename T> constexpr bool sj_is_bf16 = false;
+template <> constexpr bool sj_is_bf16<sj_bf16> = true;
+template <typename T>
+__device__ __forceinline__ unsigned sj_pair_from_floats(float low, float high) {
+  static_assert(sizeof(T) == 2, "pairs of f16 or bf16 values");
 #if __CUDA_ARCH__ >= 800
   unsigned w;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
+  if constexpr (sj_is_bf16<T>)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
   return w;
 #else
-  return sj_from_float<sj_f16>(low).bits | (unsigned)sj_from_float<sj_f16>(high).bits << 16;
-#endif
-}
-template <> __device__ __forceinline__ unsigned sj_pair_from_floats<sj_bf16>(float low, float high) {
-#if __CUDA_ARCH__ >= 800
-  unsigned w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(high), "f"(low));
-  return w;
-#else
-  return sj_from_float<sj_bf16>(low).bits | (unsigned)sj_from_float<sj_bf16>(high).bits << 16;
+  return sj_from_float<T>(low).bits | (unsigned)sj_from_float<T>(high).bits << 16;
 #endif
 }
 

@@ -19,20 +19,6 @@ constexpr int PAIRS = STYLE_NEOX ? CHUNK : CHUNK / 2;  // table entries one chun
 constexpr int ROTATED_CHUNKS = (STYLE_NEOX ? HALF : ROTARY_DIM) / CHUNK;
 constexpr int PASS_CHUNKS = (HEAD_DIM - ROTARY_DIM) / CHUNK;
 
-// Two f32 values rounded to a 16-bit dtype in one instruction: a in the low half, b in the high.
-__device__ __forceinline__ unsigned pack_pair(float a, float b, sj_bf16) {
-  unsigned packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(b), "f"(a));
-  return packed;
-}
-__device__ __forceinline__ unsigned pack_pair(float a, float b, sj_f16) {
-  unsigned packed;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(b), "f"(a));
-  return packed;
-}
-__device__ __forceinline__ unsigned pack_pair(float, float, float) { return 0; }  // never called: 4-byte data
-__device__ __forceinline__ unsigned pack_pair(double, double, double) { return 0; }
-
 // Rounds CHUNK computed values to data_t and stores them at p, N elements per access: 16-bit
 // dtypes two at a time.
 template <int N = ACCESS>
@@ -42,7 +28,7 @@ __device__ __forceinline__ void store_chunk(data_t* p, const compute_t (&v)[CHUN
     sj_access<WORDS_PER_ACCESS, unsigned> words[CHUNK / N];
 #pragma unroll
     for (int j = 0; j < CHUNK / 2; ++j)
-      words[j / WORDS_PER_ACCESS].elements[j % WORDS_PER_ACCESS] = pack_pair(v[2 * j], v[2 * j + 1], data_t{});
+      words[j / WORDS_PER_ACCESS].elements[j % WORDS_PER_ACCESS] = sj_pair_from_floats<data_t>(v[2 * j], v[2 * j + 1]);
 #pragma unroll
     for (int i = 0; i < CHUNK / N; ++i) {
       auto* to = reinterpret_cast<decltype(words[i].bytes)*>(p) + i;

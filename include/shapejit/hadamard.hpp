@@ -36,8 +36,9 @@ struct HadamardDesc {
   /// G, the heads transformed together (divides heads); n = G * dhead must be a power of two from 2
   /// to 32768 (16384 for f64), or 12, 20 or 28 times a power of two up to 12288, 20480 and 28672.
   /// A row that spans several warps (power-of-two rows above 2048 values of 2-byte data, from 2048
-  /// of f32 and from 1024 of f64; m-point rows from about as long) is exchanged through (n + n/32) *
-  /// 4 bytes (8 for f64) of shared memory per block, and f32 and f64 blocks also copy their next
+  /// of f32 and from 1024 of f64; m-point rows from about as long, f32 from 1280 and f64 from 768),
+  /// and a 2-byte row of 2048 values in one warp, is exchanged through (n + n/32) * 4 bytes (8 for
+  /// f64) of shared memory per block, and f32 and f64 blocks across warps also copy their next
   /// rows there (n * 4 or 8 bytes more) where the sum stays within 99 KB. n above 24576 (12288 for
   /// f64) needs a GPU with more than 99 KB per block (A100, H100; not sm_86, sm_89 or sm_120, where
   /// the first launch fails). Hadamard kernels target sm_80 and later (before it, bf16 does not

@@ -21,7 +21,7 @@ TEST_CASE("hadamard compiles for every size class (bf16: every size) and every d
   for (std::int64_t m : {12, 20, 28})
     for (std::int64_t p = 1; p <= 1024; p *= 2) add(m * p, DType::bf16, p >= 4 ? m : 1);
   for (DType t : {DType::f16, DType::f32, DType::f64})
-    for (std::int64_t n : {8, 128, 2048, 4096, 96, 20 * 64, 28 * 1024, 16384})
+    for (std::int64_t n : {8, 128, 2048, 4096, 96, 12 * 64, 12 * 128, 20 * 64, 28 * 64, 28 * 1024, 16384})
       if (t != DType::f64 || n <= 16384) add(n, t, 1);
 
   std::vector<jit::Program> programs;

@@ -193,6 +193,12 @@ TEST_CASE("hadamard: 2-byte rows of one warp that cross their lanes in shared me
     CHECK(check_plan(d, 1, 33, true, 32).bad == 0);  // one element off: the one-value variant
     d = desc_of({50, 1, 2048}, 1, t);
     CHECK(check_plan(d, 0, 34, true, 64).bad == 0);
+    d = desc_of({30, 8, 16, 128}, 16, t);  // sequence rows padded to 132: four-value accesses
+    d.x.strides = {16 * 8 * 132, 132, 8 * 132, 1};
+    const plan::HadamardSpec four = plan_hadamard(d).impl().data.spec;
+    REQUIRE(four.vec == 4);
+    REQUIRE(plan::hadamard_lane_passes(four));
+    CHECK(check_plan(d, 0, 35, true, 32).bad == 0);
   }
 }
 

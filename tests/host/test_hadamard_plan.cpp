@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/convert.hpp"
+#include "ops/hadamard/codegen.hpp"
 #include "ops/hadamard/impl.hpp"
 #include "ops/hadamard/reference.hpp"
 #include "ops/registry.hpp"
@@ -242,7 +243,15 @@ TEST_CASE("hadamard: power-of-two rows of 64 values in one warp cross their lane
     const plan::HadamardSpec scalar = plan::hadamard_scalar_variant(s);
     CHECK(scalar.threads_per_row == 32);
     CHECK(plan::hadamard_shared_bytes(scalar) == plan::hadamard_shared_bytes(s));
+    for (const plan::HadamardSpec& k : {s, scalar})
+      CHECK(codegen::hadamard_program(k, "").source.find("constexpr bool LANE_PASSES = true;") != std::string::npos);
   }
+  // Sequence rows padded to 132 in [B, H, S, D] storage: four-value accesses, the same lanes.
+  HadamardDesc padded = desc_of({30, 8, 16, 128}, 16);
+  padded.x.strides = {16 * 8 * 132, 132, 8 * 132, 1};
+  const plan::HadamardSpec four = plan_hadamard(padded).impl().data.spec;
+  CHECK(four.vec == 4);
+  CHECK(plan::hadamard_lane_passes(four));
   // Rows of 32 values a thread, m-point rows and rows across warps keep their exchange as it was.
   for (const plan::HadamardSpec& s :
        {plan_hadamard(desc_of({8, 1, 1024}, 1)).impl().data.spec,
@@ -251,6 +260,7 @@ TEST_CASE("hadamard: power-of-two rows of 64 values in one warp cross their lane
     CHECK(s.threads_per_row == 32);
     CHECK_FALSE(plan::hadamard_lane_passes(s));
     CHECK(plan::hadamard_exchange_bytes(s) == 0);
+    CHECK(codegen::hadamard_program(s, "").source.find("constexpr bool LANE_PASSES = false;") != std::string::npos);
   }
   const plan::HadamardSpec f32_2048 = plan_hadamard(desc_of({8, 1, 2048}, 1, DType::f32)).impl().data.spec;
   CHECK_FALSE(plan::hadamard_lane_passes(f32_2048));

@@ -25,7 +25,7 @@ jit::Program hadamard_program(const plan::HadamardSpec& spec, const std::string&
       .type("data_t", prelude_type(spec.data))
       .type("compute_t", spec.data == DType::f64 ? "double" : "float")
       .type("idx_t", spec.wide_index ? "long long" : "int")
-      .integer("LANE_PASSES", plan::hadamard_lane_passes(spec))
+      .flag("LANE_PASSES", plan::hadamard_lane_passes(spec))
       .integer("EXCHANGE_BYTES", plan::hadamard_exchange_bytes(spec))
       .integer("SHARED_BYTES", plan::hadamard_shared_bytes(spec))
       .array("HM", hadamard_base_signs(spec.base));

@@ -121,8 +121,9 @@ HadamardFactors checked_hadamard_factors(std::int64_t group, std::int64_t head_d
 HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int vec, int value_bytes,
                                       bool prefetching) {
   // About 32 (f32) or 16 (f64) values in registers per thread; twice that where it keeps the row in
-  // one warp (a shared-memory exchange costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
-  // of copy -> 98-99%, while n = 4096 with twice the values went both ways), unless rows across
+  // one warp (an exchange across warps costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
+  // of copy -> 98-99%, while n = 4096 with twice the values went both ways; such rows now cross
+  // their lanes in shared memory, hadamard_lane_passes), unless rows across
   // warps prefetch (H200, f32 n = 2048: 66-67% in one warp, 94-95% in two). The m-point factor lives
   // in the thread, so with m > 1 the vector shrinks until m vectors fit twice the base budget.
   const std::int64_t base_values = value_bytes == 8 ? 16 : 32;
@@ -152,8 +153,8 @@ bool hadamard_prefetches(const HadamardSpec& s) {
 }
 
 bool hadamard_lane_passes(const HadamardSpec& s) {
-  // Crossing 32 lanes costs each value five shuffles and five multiply-adds, against one store and
-  // one load in shared memory (H200, n = 2048 in one warp: f16 83% of copy -> 90%, bf16 87% -> 89%;
+  // Crossing 32 lanes costs each value five shuffles and five multiply-adds, against two stores and
+  // two loads in shared memory (H200, n = 2048 in one warp: f16 83% of copy -> 90%, bf16 87% -> 89%;
   // rows of 32 values a thread, n = 1024, stayed within 1.5 points either way and keep the
   // shuffles; m-point rows of one warp fell, bf16 n = 1280 89% -> 65%).
   return s.threads_per_row == 32 && s.base == 1 && hadamard_n(s) / 32 >= 64;
@@ -316,10 +317,11 @@ HadamardPlanData plan_hadamard_data(const HadamardDesc& desc, const HadamardOver
   s.threads_per_row = layout.threads_per_row;
   s.rows_per_block = layout.rows_per_block;
   // f32 and f64 rows across warps copy a block's next rows into shared memory while it transforms
-  // these. (H200, hadamard_bench: the f32 rows that do, n = 2048-12288, went from 47-85% of copy to
-  // 76-95%, the f64 rows, n = 1024-6144, from 49-82% to 73-94%; bf16 and f16 rows lost up to 19
-  // points, likely to the blocks per SM the copies take, except n = 32768, alone on its SM either
-  // way, which gained 5-8 points but needs 196 KB.)
+  // these. (H200, hadamard_bench: the f32 rows that did at first, n = 2048-12288, went from 47-85%
+  // of copy to 76-95%, the f64 rows, n = 1024-6144, from 49-82% to 73-94%; m-point rows of one warp
+  // joined them later, see choose_hadamard_layout. bf16 and f16 rows lost up to 19 points, likely to
+  // the blocks per SM the copies take, except n = 32768, alone on its SM either way, which gained
+  // 5-8 points but needs 196 KB.)
   HadamardSpec with_copies = s;
   with_copies.prefetch = true;
   s.prefetch = prefetches_rows(s.data) && s.threads_per_row > 32 &&

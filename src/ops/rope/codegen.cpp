@@ -51,7 +51,7 @@ jit::Program rope_program(const plan::RopeSpec& spec, const std::string& manifes
     return {rope_kernel_label(spec), render({"compute.cu", "rope_common.cu", "rope.cu"}, params), {}, manifest_line};
   // Fused: the transform piece reads the hadamard kernel's names for the row layout.
   params.integer("GROUP", spec.hadamard_group)
-      .integer("LANE_PASSES", 0)
+      .flag("LANE_PASSES", false)
       .integer("BASE", spec.hadamard_base)
       .integer("VEC", spec.access)
       .integer("THREADS_PER_ROW", spec.hadamard_threads)
