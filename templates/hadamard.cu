@@ -41,15 +41,7 @@ __device__ __forceinline__ void row_offsets(const HadamardArgs& a, unsigned r, i
 // 2048: 128 instead of 90, and 66% of copy at n = 16384 instead of 91%).
 // (f64 values and their temporaries take two registers each; an SM holds at most 32 blocks.)
 constexpr int REGISTERS_PER_VALUE = (int)(sizeof(compute_t) / 4);
-template <typename D>
-struct is_f16_data {
-  static constexpr bool value = false;
-};
-template <>
-struct is_f16_data<sj_f16> {
-  static constexpr bool value = true;
-};
-constexpr int SPARE_REGISTERS = is_f16_data<data_t>::value && VALUES > 48 ? 48 : 32;
+constexpr int SPARE_REGISTERS = sj_is_f16<data_t> && VALUES > 48 ? 48 : 32;
 constexpr int REGISTER_BLOCKS = (int)(65536 / (T * ROWS_PER_BLOCK * (VALUES + SPARE_REGISTERS) * REGISTERS_PER_VALUE));
 // No more blocks than the SM's shared memory holds (SHARED_BYTES a block, plus 1 KB the driver
 // keeps): a cap past them only starves the registers (H200, f32 rows prefetching their copies:
@@ -76,11 +68,11 @@ constexpr bool ASYNC_COPIES = true;
 constexpr bool ASYNC_COPIES = false;  // cp.async is sm_80 and later: plain loads before
 #endif
 constexpr int ACCESS_BYTES = VEC * (int)sizeof(data_t);
-constexpr bool COPIES = PREFETCH && (ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16);
-constexpr bool PREFETCHED = COPIES && ASYNC_COPIES;
+static_assert(!PREFETCH || ACCESS_BYTES == 4 || ACCESS_BYTES == 8 || ACCESS_BYTES == 16, "copies of 4, 8 or 16 bytes");
+constexpr bool PREFETCHED = PREFETCH && ASYNC_COPIES;
 constexpr int BLOCK_THREADS = T * ROWS_PER_BLOCK;
 static_assert(EXCHANGE_BYTES % 16 == 0, "copy slots start 16-byte aligned");
-static_assert(SHARED_BYTES == EXCHANGE_BYTES + (COPIES ? N * ROWS_PER_BLOCK * (long long)sizeof(data_t) : 0),
+static_assert(SHARED_BYTES == EXCHANGE_BYTES + (PREFETCH ? N * ROWS_PER_BLOCK * (long long)sizeof(data_t) : 0),
               "the host's shared memory holds the exchange and the copies");
 
 __device__ __forceinline__ void sj_copy_async(void* shared, const void* global) {

@@ -129,10 +129,14 @@ template <> __device__ __forceinline__ sj_bf16 sj_from_float<sj_bf16>(float f) {
   return h;
 }
 
-// Two floats rounded to a 2-byte float type T as one word, `low` in its low half: one conversion
-// instruction for both on sm_80 and later.
+// Which 2-byte float type T is.
 template <typename T> constexpr bool sj_is_bf16 = false;
 template <> constexpr bool sj_is_bf16<sj_bf16> = true;
+template <typename T> constexpr bool sj_is_f16 = false;
+template <> constexpr bool sj_is_f16<sj_f16> = true;
+
+// Two floats rounded to a 2-byte float type T as one word, `low` in its low half: one conversion
+// instruction for both on sm_80 and later.
 template <typename T>
 __device__ __forceinline__ unsigned sj_pair_from_floats(float low, float high) {
   static_assert(sizeof(T) == 2, "pairs of f16 or bf16 values");

@@ -191,7 +191,7 @@ TEST_CASE("hadamard: f32 and f64 rows across warps prefetch their next rows, fou
   const plan::HadamardPlanData f32 = plan_hadamard(desc_of({1100, 1, 4096}, 1, DType::f32)).impl().data;
   CHECK(f32.spec.threads_per_row == 128);
   CHECK(f32.spec.prefetch);
-  CHECK(plan::hadamard_prefetches(f32.spec));
+  CHECK(f32.spec.vec == 4);  // 16-byte copies
   // The exchanged row in f32 with a word of padding per 32, then the copied row.
   CHECK(plan::hadamard_shared_bytes(f32.spec) == (4096 + 128) * 4 + 4096 * 4);
   CHECK(plan::hadamard_grid(f32.spec, 1100) == 275);
@@ -199,7 +199,7 @@ TEST_CASE("hadamard: f32 and f64 rows across warps prefetch their next rows, fou
   CHECK(plan::hadamard_grid(f32.spec, 5) == 5);
   // Its one-value variant (4-byte copies) launches in the same shared memory and grid.
   const plan::HadamardSpec scalar = plan::hadamard_scalar_variant(f32.spec);
-  CHECK(plan::hadamard_prefetches(scalar));
+  CHECK(scalar.prefetch);
   CHECK(plan::hadamard_shared_bytes(scalar) == plan::hadamard_shared_bytes(f32.spec));
   CHECK(plan::hadamard_grid(scalar, 1100) == 275);
 

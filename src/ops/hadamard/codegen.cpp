@@ -9,7 +9,7 @@ std::string hadamard_kernel_label(const plan::HadamardSpec& s) {
   return fmt::format("hadamard_{}_n{}_g{}_d{}_m{}_v{}_t{}_r{}_dims{}{}{}{}", dtype_name(s.data), plan::hadamard_n(s),
                      s.group, s.head_dim, s.base, s.vec, s.threads_per_row, s.rows_per_block, s.row_dims,
                      s.inplace ? "_inplace" : "", s.wide_index ? "_i64" : "",
-                     plan::hadamard_prefetches(s) ? "_prefetch" : "");
+                     s.prefetch ? "_prefetch" : "");
 }
 
 std::vector<std::int64_t> hadamard_base_signs(std::int64_t base) {

@@ -147,11 +147,6 @@ unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows) {
   return static_cast<unsigned>((n + n / 32) * value_bytes * rows);
 }
 
-bool hadamard_prefetches(const HadamardSpec& s) {
-  const std::int64_t access_bytes = s.vec * static_cast<std::int64_t>(dtype_size(s.data));
-  return s.prefetch && (access_bytes == 4 || access_bytes == 8 || access_bytes == 16);
-}
-
 bool hadamard_lane_passes(const HadamardSpec& s) {
   // Crossing 32 lanes costs each value five shuffles and five multiply-adds, against two stores and
   // two loads in shared memory (H200, n = 2048 in one warp: f16 83% of copy -> 90%, bf16 87% -> 89%;
@@ -166,7 +161,7 @@ unsigned hadamard_exchange_bytes(const HadamardSpec& s) {
 }
 
 unsigned hadamard_shared_bytes(const HadamardSpec& s) {
-  const std::int64_t copies = hadamard_prefetches(s) ? hadamard_n(s) * s.rows_per_block * dtype_size(s.data) : 0;
+  const std::int64_t copies = s.prefetch ? hadamard_n(s) * s.rows_per_block * dtype_size(s.data) : 0;
   return hadamard_exchange_bytes(s) + static_cast<unsigned>(copies);
 }
 
@@ -176,7 +171,7 @@ unsigned hadamard_grid(const HadamardSpec& spec, std::int64_t rows) {
   // prefetched.
   const std::int64_t blocks = (rows + spec.rows_per_block - 1) / spec.rows_per_block;
   const std::int64_t grid =
-      hadamard_prefetches(spec)
+      spec.prefetch
           ? std::max(std::min(blocks, kPrefetchMinBlocks), (blocks + kPrefetchRowsPerBlock - 1) / kPrefetchRowsPerBlock)
           : blocks;
   return static_cast<unsigned>(std::clamp<std::int64_t>(grid, 1, kMaxBlocks));

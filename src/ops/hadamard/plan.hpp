@@ -26,7 +26,8 @@ namespace shapejit::plan {
   X(int, row_dims, 1)              /* run-time dims the row index spans (group index first) */     \
   X(bool, inplace, false)          /* y is x */                                                    \
   X(bool, wide_index, false)       /* 64-bit element offsets */                                    \
-  X(bool, prefetch, false)         /* next rows copied to shared memory during this one */
+  X(bool, prefetch, false)         /* next rows copied to shared memory during this one (f32, f64: \
+                                      accesses of 4, 8 or 16 bytes; plain loads before sm_80) */
 
 struct HadamardSpec {
   SHAPEJIT_SPEC_FIELDS(SHAPEJIT_HADAMARD_SPEC_FIELDS)
@@ -43,11 +44,6 @@ inline std::int64_t hadamard_n(const HadamardSpec& s) { return s.group * s.head_
 /// Shared memory holding `rows` rows of n values in the transform's arithmetic (f64 data: 8 bytes a
 /// value, else 4), padded one value per 32 against bank conflicts (templates/hadamard_transform.cu).
 unsigned hadamard_rows_bytes(std::int64_t n, DType data, std::int64_t rows);
-
-/// Whether a block copies its next rows into shared memory while it transforms these (PREFETCHED
-/// in templates/hadamard.cu: the spec asks for it and each access moves 4, 8 or 16 bytes; before
-/// sm_80 the kernel loads plainly, in the same launch shape and shared memory).
-bool hadamard_prefetches(const HadamardSpec& spec);
 
 /// Whether a row of one warp crosses its lanes through shared memory rather than shuffles
 /// (LANE_PASSES in templates/hadamard_transform.cu): power-of-two rows of 64 values a thread.
