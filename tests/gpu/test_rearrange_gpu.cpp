@@ -260,6 +260,35 @@ TEST_CASE("rearrange: high-rank tiny extents, wide transposes and channel moves"
   }
 }
 
+TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A two or four times as long, at every "
+          "pointer misalignment" * test::gpu_only()) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    int tile_a, tile_b;  // with pointers aligned to 16 bytes
+  };
+  // Destination rows of 67 units (8-byte stores), of 13 x 33 units (single units) and of 65 x 3 units
+  // (8-byte stores over two dims).
+  const Case cases[] = {{{3, 130, 67}, {0, 2, 1}, 128, 32},
+                        {{29, 7, 13, 33}, {3, 1, 0, 2}, 128, 16},
+                        {{3, 3, 70, 2, 4, 3, 65}, {1, 4, 0, 6, 3, 5, 2}, 128, 32}};
+  std::uint64_t seed = 4099;
+  for (const Case& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::f32, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::f32, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    const plan::RearrangeSpec& aligned = launched_variant(plan, 0).spec;
+    CHECK(aligned.vec_a < 4);
+    CHECK(aligned.tile_a == c.tile_a);
+    CHECK(aligned.tile_b == c.tile_b);
+    for (std::size_t src_shift : {std::size_t{0}, std::size_t{4}, std::size_t{8}})
+      for (std::size_t dst_shift : {std::size_t{0}, std::size_t{4}, std::size_t{8}}) {
+        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+      }
+  }
+}
+
 TEST_CASE("rearrange: odd row pitches take skewed tiles (4-byte units) or words of two (2-byte units) at every "
           "pointer misalignment" * test::gpu_only()) {
   struct Case {

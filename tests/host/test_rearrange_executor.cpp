@@ -367,11 +367,12 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
         skewed += f == plan::RearrangeFamily::skewed;
         words += c.elem == 2 && f == plan::RearrangeFamily::words;
       }
-  // Skewed: every run of 4-byte elements with pointers aligned to them (16, 8 and 4 bytes), 12 per
-  // mode. Words of two: the 2-byte elements down to 2-byte pointers, [67, 5, 93] (an outer dim)
-  // included, 12 per mode. Narrower pointers split elements into units that stay tiled, as do 1-byte
-  // elements ([257, 129]).
-  CHECK(skewed == 24);
+  // Skewed: every run of 4-byte elements with pointers aligned to them (16, 8 and 4 bytes), 10 per
+  // mode: [65, 64] with 16- and 8-byte pointers takes a tile whose A, four times as long for its
+  // single-unit stores (narrow_store_aspect), spans the 65-unit rows whole. Words of two: the 2-byte
+  // elements down to 2-byte pointers, [67, 5, 93] (an outer dim) included, 12 per mode. Narrower
+  // pointers split elements into units that stay tiled, as do 1-byte elements ([257, 129]).
+  CHECK(skewed == 20);
   CHECK(words == 24);
   // Narrow loads alone keep fixed tiles: an odd source pitch under an even destination pitch, with
   // pointers aligned for 8- and 16-byte vectors.
@@ -383,6 +384,22 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
   const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))
     CHECK(f != plan::RearrangeFamily::skewed);
+}
+
+TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two or four times as long") {
+  std::mt19937_64 rng(4099);
+  const auto aligned = [](const PermuteCase& c) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
+  };
+  // Destination rows of 67 units (8-byte stores), of 13 x 33 units (single units), of 9 x 33 (16-byte).
+  const PermuteCase pairs{{3, 130, 67}, {0, 2, 1}, 4}, singles{{29, 7, 13, 33}, {3, 1, 0, 2}, 4},
+      vectors{{40, 9, 33}, {2, 0, 1}, 4};
+  const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles), v = aligned(vectors);
+  CHECK((p.vec_a == 2 && p.tile_a == 128 && p.tile_b == 32));
+  CHECK((s.vec_a == 1 && s.tile_a == 128 && s.tile_b == 16));
+  CHECK((v.vec_a == 4 && v.tile_a == 64));
+  for (const PermuteCase& c : {pairs, singles, vectors}) check_permute(c, rng, false);
 }
 
 TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "

@@ -918,18 +918,32 @@ constexpr std::int64_t kPassingMinRunBytes = 32;
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                            bool load_runs = true) {
+                            bool load_runs = true, int aspect = 0) {
   RearrangeVariant best =
-      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none, load_runs);
+      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none, load_runs, aspect);
   const DimList<TileDim> plain_dims = tile_group_dims(best);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
     if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
     RearrangeVariant passed =
-        plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing, load_runs);
+        plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing, load_runs, aspect);
     if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
   }
   return best;
+}
+
+// The A side of a tile of 4-byte units that stores A in vectors narrower than 16 bytes (an odd
+// destination pitch, a misaligned pointer) doubles per halving of its vector, as doublings of a square
+// tile's side (0: square), likely because its destination row pieces, which start off the 32-byte
+// sectors, are then 512 or 1024 bytes long rather than 256. (H200, f32 on random seeds 971-974, every
+// tile with A two and four times as long: lines storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy,
+// 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%,
+// as did TTC f32, 92.5% -> 91.4% and 85.5%, so they stay square. On seeds 975-980, drawn after, the
+// 40 lines of 168 this rule changes: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more.)
+int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& square) {
+  const bool tiled = square.family == RearrangeFamily::transpose || square.family == RearrangeFamily::packed;
+  if (form.unit_bytes != 4 || !tiled || square.vec_a >= 4 || square.store_linear > 0) return 0;
+  return square.vec_a == 2 ? 1 : 2;
 }
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
@@ -970,13 +984,16 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
                                   std::int64_t src_align, std::int64_t dst_align) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
+  const int aspect = narrow_store_aspect(form, v.spec);
+  if (aspect > 0) v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, aspect);
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
   if (!long_over_short && !narrow_side) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
-  RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs);
+  RearrangeVariant quarter =
+      plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs, aspect);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
   const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
