@@ -267,7 +267,7 @@ TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A
     std::vector<int> perm;
     int tile_a, tile_b;  // with pointers aligned to 16 bytes
   };
-  // Destination rows of 67 units (8-byte stores), of 13 x 33 units (single units) and of 65 x 3 units
+  // Destination rows of 130 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 3 units
   // (8-byte stores over two dims).
   const Case cases[] = {{{3, 130, 67}, {0, 2, 1}, 128, 32},
                         {{29, 7, 13, 33}, {3, 1, 0, 2}, 128, 16},

@@ -392,7 +392,7 @@ TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
   };
-  // Destination rows of 67 units (8-byte stores), of 13 x 33 units (single units), of 9 x 33 (16-byte).
+  // Destination rows of 130 units (8-byte stores), of 13 x 29 units (single units), of 9 x 40 (16-byte).
   const PermuteCase pairs{{3, 130, 67}, {0, 2, 1}, 4}, singles{{29, 7, 13, 33}, {3, 1, 0, 2}, 4},
       vectors{{40, 9, 33}, {2, 0, 1}, 4};
   const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles), v = aligned(vectors);

@@ -932,18 +932,19 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   return best;
 }
 
-// The A side of a tile of 4-byte units that stores A in vectors narrower than 16 bytes (an odd
-// destination pitch, a misaligned pointer) doubles per halving of its vector, as doublings of a square
-// tile's side (0: square), likely because its destination row pieces, which start off the 32-byte
-// sectors, are then 512 or 1024 bytes long rather than 256. (H200, f32 on random seeds 971-974, every
-// tile with A two and four times as long: lines storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy,
-// 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%,
-// as did TTC f32, 92.5% -> 91.4% and 85.5%, so they stay square. On seeds 975-980, drawn after, the
-// 40 lines of 168 this rule changes: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more.)
-int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& square) {
-  const bool tiled = square.family == RearrangeFamily::transpose || square.family == RearrangeFamily::packed;
-  if (form.unit_bytes != 4 || !tiled || square.vec_a >= 4 || square.store_linear > 0) return 0;
-  return square.vec_a == 2 ? 1 : 2;
+// The aspect (doublings of A's side of a square tile) of a tile of 4-byte units whose default tile
+// stores A in vectors narrower than 16 bytes (an odd destination pitch, a misaligned pointer): one per
+// halving of the vector. The tile is planned again with it, and may then group its dims differently
+// (A taking dims B had; some leave skewed tiles). Why longer destination pieces help there was not
+// measured. (H200, f32 on random seeds 971-974, every tile with A two and four times as long: lines
+// storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%;
+// those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC f32, 92.5% -> 91.4% and
+// 85.5%, so they keep their tile. On seeds 975-980, drawn after, the 40 lines of 168 this rule
+// changes: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more.)
+int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& planned) {
+  const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
+  if (form.unit_bytes != 4 || !tiled || planned.vec_a >= 4 || planned.store_linear > 0) return 0;
+  return planned.vec_a == 2 ? 1 : 2;
 }
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
@@ -985,7 +986,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
   const int aspect = narrow_store_aspect(form, v.spec);
-  if (aspect > 0) v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, aspect);
+  if (aspect > 0) v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect);
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
