@@ -122,10 +122,10 @@ HadamardLayout choose_hadamard_layout(std::int64_t base, std::int64_t pow2, int 
                                       bool prefetching) {
   // About 32 (f32) or 16 (f64) values in registers per thread; twice that where it keeps the row in
   // one warp (an exchange across warps costs more than the registers; H100, bf16/f16 n = 2048: 77-84%
-  // of copy -> 98-99%, while n = 4096 with twice the values went both ways; such rows now cross
-  // their lanes in shared memory, hadamard_lane_passes), unless rows across
-  // warps prefetch (H200, f32 n = 2048: 66-67% in one warp, 94-95% in two). The m-point factor lives
-  // in the thread, so with m > 1 the vector shrinks until m vectors fit twice the base budget.
+  // of copy -> 98-99%, while n = 4096 with twice the values went both ways; such rows now cross their
+  // lanes in shared memory, hadamard_lane_passes), unless rows across warps prefetch (H200, f32 n =
+  // 2048: 66-67% in one warp, 94-95% in two). The m-point factor lives in the thread, so with m > 1
+  // the vector shrinks until m vectors fit twice the base budget.
   const std::int64_t base_values = value_bytes == 8 ? 16 : 32;
   const bool one_warp_with_twice =
       !prefetching && base * pow2 > 32 * base_values && base * pow2 <= 64 * base_values;
