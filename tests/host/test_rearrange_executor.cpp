@@ -380,6 +380,20 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
   const plan::RearrangePlanData narrow_loads = plan::plan_rearrange_data({{65, 64}, {}, DType::f32, 0}, odd_source, {});
   for (std::uintptr_t alignment : {16u, 8u})
     CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
+  // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) keep
+  // their tile, four times as long along A (narrow_store_aspect), at 16- and 8-byte pointers; at
+  // 4-byte pointers the loads are single units too, and the tiles skewed.
+  for (const PermuteCase& c : {PermuteCase{{301, 132}, {1, 0}, 4}, PermuteCase{{301, 130}, {1, 0}, 4}}) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const plan::RearrangePlanData data = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
+    for (std::uintptr_t alignment : {16u, 8u}) {
+      const plan::RearrangeSpec s = plan::variant_for_pointers(data, alignment).spec;
+      CHECK(s.family == plan::RearrangeFamily::transpose);
+      CHECK((s.vec_a == 1 && s.vec_b >= 2 && s.tile_a == 256 && s.tile_b == 16));
+    }
+    CHECK(plan::variant_for_pointers(data, 4).spec.family == plan::RearrangeFamily::skewed);
+    check_permute(c, rng, false);
+  }
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
   const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))

@@ -1047,11 +1047,14 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // narrow side saves. u8 lost too (H200, [8191, 8193]: 32% -> 29%, sixteen one-byte shared-memory
 // writes per vector), so 1-byte units stay tiled. 2-byte units that pass take word tiles instead,
 // unless fixed tiles of pairs count along A (fixed_tiles_along_a; plan_fixed_family): skewed tiles
-// stay their tuning candidate.
+// stay their tuning candidate. Tiles of 4-byte units that load wider vectors keep their tile, long
+// along A since narrow_store_aspect (H200, measured planning's timings of every candidate on f32 seeds
+// 987-990: 4 such lines 58-71% -> 80-86% of copy, while the 5 that load single units lost or
+// stayed level off skewed tiles).
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
-  const bool unit_fits = form.unit_bytes == 4 || (form.unit_bytes == 2 && form.dims.size() == 2);
+  const bool unit_fits = (form.unit_bytes == 4 && tiled.vec_b == 1) || (form.unit_bytes == 2 && form.dims.size() == 2);
   return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
          form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kSkewedTile &&
          form.dims[b_dim].extent >= kSkewedTile;
