@@ -389,21 +389,34 @@ TEST_CASE("rearrange: u8 transposes whose groups span several dims take word til
   check_launch_share(cases, {plan::RearrangeFamily::words}, 8191, "word tiles", true);
 }
 
-TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a time, or pairs from 64 x 128 "
-          "tiles, take words of two, at every pointer misalignment" * test::gpu_only()) {
+TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a time take words of two, or tiles "
+          "four times as long along A, at every pointer misalignment" * test::gpu_only()) {
   // Odd destination pitches over odd and even source pitches, plain and over composite groups (A =
   // 5 x 61, A = 49 x 19 in dst; B = 37 x 3 in src), and a 2-D transpose of pairs on both sides that
-  // counts along B ([6002, 130]: skewed tiles before). Then transposes with outer dims whose fixed
-  // tiles would store pairs from 64 x 128 tiles.
-  const std::vector<PermuteCase> cases = {
-      {{1029, 1021}, {1, 0}, DType::f16},       {{1029, 1022}, {1, 0}, DType::f16},
-      {{97, 38, 3879}, {2, 1, 0}, DType::f16},  {{5, 61, 1037}, {2, 1, 0}, DType::f16},
-      {{3, 49, 19, 37}, {0, 3, 2, 1}, DType::f16}, {{531, 5, 3, 37}, {2, 1, 3, 0}, DType::f16},
-      {{6002, 130}, {1, 0}, DType::f16},        {{6, 342, 386}, {0, 2, 1}, DType::f16},
+  // counts along B ([6002, 130]: skewed tiles before).
+  const std::vector<PermuteCase> words = {
+      {{1029, 1021}, {1, 0}, DType::f16},          {{1029, 1022}, {1, 0}, DType::f16},
+      {{5, 61, 1037}, {2, 1, 0}, DType::f16},      {{3, 49, 19, 37}, {0, 3, 2, 1}, DType::f16},
+      {{531, 5, 3, 37}, {2, 1, 3, 0}, DType::f16}, {{6002, 130}, {1, 0}, DType::f16},
+  };
+  for (const PermuteCase& c : words) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
+  check_launch_share(words, {plan::RearrangeFamily::words}, 6151, "word tiles", true);
+  // Tiles four times as long along A (narrow_store_aspect) at aligned pointers, word tiles at some
+  // misaligned ones: single-unit stores over an outer dim, and pairs from what were 64 x 128 tiles.
+  const std::vector<PermuteCase> longer = {
+      {{97, 38, 3879}, {2, 1, 0}, DType::f16},
+      {{6, 342, 386}, {0, 2, 1}, DType::f16},
       {{3, 270, 2, 226}, {3, 0, 2, 1}, DType::f16},
   };
-  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::words);
-  check_launch_share(cases, {plan::RearrangeFamily::words}, 6151, "word tiles", true);
+  for (const PermuteCase& c : longer) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
+    CHECK(spec.tile_a >= 128);
+  }
+  check_launch_share(longer,
+                     {plan::RearrangeFamily::words, plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed},
+                     6161, "word or fixed tiles", true);
 }
 
 TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at every pointer misalignment" *

@@ -143,23 +143,25 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   CHECK(family_of({5699, 34561}, {1, 0}) == RearrangeFamily::words);
   // Single-unit loads beside 16-byte stores keep the packed tile.
   CHECK(family_of({40, 4, 36, 2, 5, 35, 3, 33}, {3, 5, 2, 7, 4, 6, 1, 0}) == RearrangeFamily::packed);
-  // Pairs stored from a 64 x 128 fixed tile take word tiles outside 2-D transposes; a 2-D transpose
-  // keeps 64 x 64 tiles of pairs, and a 64 x 88 and a 256 x 32 tile of pairs stay.
-  CHECK(family_of({1293, 342, 386}, {0, 2, 1}) == RearrangeFamily::words);
-  CHECK(family_of({3, 270, 2, 226}, {3, 0, 2, 1}) == RearrangeFamily::words);
+  // Pairs stored from fixed tiles take tiles four times as long along A (narrow_store_aspect) before
+  // word tiles are considered, so tiles of pairs that were 64 x 128 (word tiles before) or 64 x 88
+  // stay tiles of pairs, A 176 to 272 units over B 32; a 2-D transpose keeps 64 x 64 tiles of pairs.
+  for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
+           {{1293, 342, 386}, {0, 2, 1}},
+           {{3, 270, 2, 226}, {3, 0, 2, 1}},
+           {{3, 2, 37, 39, 70, 176}, {0, 1, 5, 2, 3, 4}},
+           {{7, 185, 3182, 32}, {0, 1, 3, 2}}}) {
+    const plan::RearrangeSpec s = aligned(permute_plan(shape, perm, DType::f16)).spec;
+    CHECK((s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed));
+    CHECK(s.tile_a >= 176);
+    CHECK(s.tile_b == 32);
+    CHECK(s.vec_a >= 2);
+  }
   const auto& two_d = aligned(permute_plan({28434, 5966}, {1, 0}, DType::f16)).spec;
   CHECK(two_d.family == RearrangeFamily::transpose);
   CHECK(two_d.tile_a == 64);
   CHECK(two_d.tile_b == 64);
   CHECK(two_d.vec_a == 2);
-  const auto& shorter_b = aligned(permute_plan({3, 2, 37, 39, 70, 176}, {0, 1, 5, 2, 3, 4}, DType::f16)).spec;
-  CHECK(shorter_b.family == RearrangeFamily::transpose);
-  CHECK(shorter_b.tile_a == 64);
-  CHECK(shorter_b.tile_b < 128);
-  const auto& long_a = aligned(permute_plan({7, 185, 3182, 32}, {0, 1, 3, 2}, DType::f16)).spec;
-  CHECK(long_a.family == RearrangeFamily::transpose);
-  CHECK(long_a.tile_a == 256);
-  CHECK(long_a.vec_a == 2);
 }
 
 TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {
@@ -244,10 +246,17 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
   check_words(aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8)), 256, 88, 3);
   // 2-byte units over composite groups hold twice the load blocks: 32 B units, not 16; a plain 2-D
-  // transpose keeps 16, and a short A group (39 units) lengthens B to 24.
+  // transpose keeps 16, and a short A group (39 units) lengthens B to 24 (in its word-tile candidate:
+  // the planned tile stores A whole in linear vectors since narrow_store_aspect).
   check_words(aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)), 128, 32, 6);
   check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 16, 6);
-  check_words(aligned(permute_plan({39, 3123589}, {1, 0}, DType::f16)), 128, 24, 6);
+  const std::vector<plan::RearrangeVariant> short_a =
+      plan::tuning_candidates(permute_plan({39, 3123589}, {1, 0}, DType::f16));
+  const auto word_tile = std::find_if(short_a.begin(), short_a.end(), [](const plan::RearrangeVariant& v) {
+    return v.spec.family == RearrangeFamily::words && v.spec.store_words == 1;
+  });
+  REQUIRE(word_tile != short_a.end());
+  check_words(*word_tile, 128, 24, 6);
   // 1-byte units over composite groups: four blocks where the tile stays within 6 KB (A = 76 units:
   // 64 B units), two over a full A group (112 units plus a skew vector: 32), and two with 64-bit indices.
   check_words(aligned(permute_plan({143, 12, 133, 12, 41}, {2, 1, 4, 3, 0}, DType::u8)), 128, 64, 6);
@@ -351,9 +360,10 @@ TEST_CASE("alignment variants: a plan object plans the assumed alignment, the ot
 }
 
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {
-  // The default is a square 128 x 128 tile; measured planning also times tiles twice and four times
-  // as long along A (and along B), at a full and a quarter volume.
-  const plan::RearrangePlanData square = permute_plan({31, 10, 102, 289, 20}, {0, 4, 3, 1, 2}, DType::u8);
+  // The default is a square 128 x 128 tile (8-byte stores, the widest for 1-byte units); measured
+  // planning also times tiles twice and four times as long along A (and along B), at a full and a
+  // quarter volume.
+  const plan::RearrangePlanData square = permute_plan({31, 8, 102, 289, 24}, {0, 4, 3, 1, 2}, DType::u8);
   const plan::RearrangeSpec& planned = aligned(square).spec;
   REQUIRE(planned.tile_a == 128);
   REQUIRE(planned.tile_b == 128);
@@ -406,11 +416,16 @@ TEST_CASE("tables: filled once where tiles add to them without carries; composit
   CHECK(beside_small.spec.tile_b == 1188);
   CHECK(beside_small.spec.fixed_b);
   CHECK_FALSE(beside_small.spec.bounds);
-  // B (198 units) is whole; A's 64-unit tiles cut 35 x 36 across its dims, so only B's table is fixed.
-  const auto& whole_b = aligned(permute_plan({40, 4, 36, 5, 35, 3, 33, 2}, {7, 1, 3, 6, 0, 5, 2, 4}, DType::u8));
-  CHECK(whole_b.spec.tile_b == whole_b.args.extent_b);
-  CHECK(whole_b.spec.fixed_b);
-  CHECK_FALSE(whole_b.spec.fixed_a);
+  // B (198 units) is whole; A's 64-unit tiles cut 35 x 36 across its dims, so only B's table is fixed
+  // (the square tile, a tuning candidate: the default takes A four times as long, narrow_store_aspect).
+  const std::vector<plan::RearrangeVariant> candidates =
+      plan::tuning_candidates(permute_plan({40, 4, 36, 5, 35, 3, 33, 2}, {7, 1, 3, 6, 0, 5, 2, 4}, DType::u8));
+  const auto whole_b = std::find_if(candidates.begin(), candidates.end(), [](const plan::RearrangeVariant& c) {
+    return c.spec.family == RearrangeFamily::packed && c.spec.tile_a == 64 && c.spec.tile_b == c.args.extent_b;
+  });
+  REQUIRE(whole_b != candidates.end());
+  CHECK(whole_b->spec.fixed_b);
+  CHECK_FALSE(whole_b->spec.fixed_a);
   // A = 32 x 15 f16 units in tiles of 128: whole 32s times 4 of the last dim (its last tile partial).
   const auto& last_in_pieces = aligned(permute_plan({15, 15, 32, 15, 15, 32}, {1, 5, 4, 0, 3, 2}, DType::f16));
   CHECK(last_in_pieces.spec.dims_a == 2);

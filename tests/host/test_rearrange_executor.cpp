@@ -507,11 +507,14 @@ TEST_CASE("2-byte transposes that fixed tiles would store one unit at a time mov
   // Odd destination pitches (single-unit stores) over even and odd source pitches, groups of one dim
   // and composite ones (A = 49 x 19, A = 5 x 31, B = 37 x 3), outer dims on either side; pairs on
   // both sides of 2-D transposes over an odd source pitch: [6002, 131] counts along B and stores its
-  // long rows in 16-byte vectors, [602, 131] stores words, its rows aligned to them.
+  // long rows in 16-byte vectors, [602, 131] stores words, its rows aligned to them. [67, 5, 94] and
+  // [601, 132] keep word tiles over even source pitches (aligned loads, skewed stores), where most
+  // such tiles take a longer A since narrow_store_aspect.
   const PermuteCase cases[] = {
       {{201, 135}, {1, 0}, 2},        {{129, 256}, {1, 0}, 2},        {{97, 38, 387}, {2, 1, 0}, 2},
       {{3, 49, 19, 37}, {0, 3, 2, 1}, 2}, {{5, 31, 137}, {2, 1, 0}, 2}, {{131, 5, 3, 37}, {2, 1, 3, 0}, 2},
       {{67, 5, 93}, {2, 1, 0}, 2},    {{6002, 131}, {1, 0}, 2},       {{602, 131}, {1, 0}, 2},
+      {{67, 5, 94}, {2, 1, 0}, 2},    {{601, 132}, {1, 0}, 2},
   };
   std::map<std::pair<bool, bool>, int> skews;  // (skew_load, skew_store) -> 2-byte word-tile variants
   std::map<int, int> store_words;               // words per store vector -> 2-byte word-tile variants

@@ -932,20 +932,28 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   return best;
 }
 
-// The aspect (doublings of A's side of a square tile) of a tile of 4-byte units whose default tile
-// stores A in vectors narrower than 16 bytes (an odd destination pitch, a misaligned pointer): one per
-// halving of the vector. The tile is planned again with it, and may then group its dims differently
-// (A taking dims B had; some leave skewed tiles). Why longer destination pieces help there was not
-// measured. (H200, f32 on random seeds 971-974, every tile with A two and four times as long: lines
-// storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%;
-// those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC f32, 92.5% -> 91.4% and
-// 85.5%, so they keep their tile. On seeds 975-980, drawn after, the 40 lines of 168 this rule
-// changes: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more.)
+// The aspect (doublings of A's side of a square tile) of a tile of 1- to 4-byte units whose default
+// tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
+// vector half as wide, two for narrower ones. The tile is planned again with it, and may then group
+// its dims differently (A taking dims B had; some leave skewed or word tiles). Why longer destination
+// pieces help there was not measured. (H200, f32 on random seeds 971-974, every tile with A two and
+// four times as long: lines storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors
+// 78.6% -> 83.4% and 83.2%; those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC
+// f32, 92.5% -> 91.4% and 85.5%, so they keep their tile. On seeds 975-980, drawn after, the 40 lines of
+// 168 this rule changed: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more. 1- and 2-byte units,
+// measured planning's timings of every candidate on seeds 995-998: u8 64.7% -> 65.8%, f16 70.3% ->
+// 71.8%; u8 tiles of 8-byte stores, the widest for 1-byte units, keep their tile: with A twice as
+// long some rose and those near 90% fell by 3-5 points.)
 int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& planned) {
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
-  if (form.unit_bytes != 4 || !tiled || planned.vec_a >= 4 || planned.store_linear > 0) return 0;
-  return planned.vec_a == 2 ? 1 : 2;
+  if (form.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
+  const int widest = form.unit_bytes == 1 ? 8 : 16 / static_cast<int>(form.unit_bytes);
+  if (planned.vec_a >= widest) return 0;
+  return 2 * planned.vec_a == widest ? 1 : 2;
 }
+
+// Units per load of a tile: its linear loads' vectors, else its micro-tiles'.
+int load_vector(const RearrangeSpec& s) { return s.load_linear > 0 ? s.load_linear : s.vec_b; }
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
 // tile_b of at most kShortTileB.
@@ -986,7 +994,13 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
   const int aspect = narrow_store_aspect(form, v.spec);
-  if (aspect > 0) v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect);
+  if (aspect > 0) {
+    // Kept unless it loads narrower vectors (H200, measured planning's timings: f32
+    // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
+    // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads).
+    RearrangeVariant longer = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, aspect);
+    if (load_vector(longer.spec) >= load_vector(v.spec)) v = std::move(longer);
+  }
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
@@ -1184,7 +1198,8 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // for most; this rule moves the 36 of 64 x 128, taking the 38 from 58.9% to 67.3% of copy. On 50
   // lines of seeds 471-800, drawn after: 49.0% -> 70.1% in each of three rounds, 49 up (f16
   // [1293,342,386] 0,2,1: 40% -> 79%), one level; a 256 x 32 tile of the same volume fell (95% ->
-  // 87%).
+  // 87%). Since narrow_store_aspect, such tiles reach here only where their longer tile would load
+  // narrower vectors: the others take it (f16 [1293,342,386]: 73% on word tiles, 82% on 176 x 32).
   if (form.unit_bytes == 2) {
     const bool wide_pair_tile = form.dims.size() > 2 && tiled.family == RearrangeFamily::transpose &&
                                 tiled.vec_a == 2 && tiled.tile_a == kSkewedTile && tiled.tile_b >= 2 * kSkewedTile;
