@@ -408,15 +408,31 @@ TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a 
       {{6, 342, 386}, {0, 2, 1}, DType::f16},
       {{3, 270, 2, 226}, {3, 0, 2, 1}, DType::f16},
   };
+  int word_launches = 0;
   for (const PermuteCase& c : longer) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const plan::RearrangeSpec spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    const RearrangePlan plan = plan_rearrange({view.shape, {}, c.dtype, 0}, view);
+    const plan::RearrangeSpec spec = launched_variant(plan, 0).spec;
     CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
     CHECK(spec.tile_a >= 128);
+    for (std::uintptr_t src_shift : {0u, 2u, 6u})
+      for (std::uintptr_t dst_shift : {0u, 2u, 4u})
+        word_launches += launched_variant(plan, src_shift | dst_shift).spec.family == plan::RearrangeFamily::words;
   }
+  CHECK(word_launches > 0);
   check_launch_share(longer,
                      {plan::RearrangeFamily::words, plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed},
                      6161, "word or fixed tiles", true);
+  // A of one 64-unit dim cannot grow: at 4-byte pointers its 64 x 128 tile of pairs takes word tiles,
+  // aligned on both sides (wants_word_tiles).
+  const std::vector<PermuteCase> fixed_a = {{{7, 64, 1000}, {0, 2, 1}, DType::f16}};
+  const TensorDesc view = permuted({fixed_a[0].shape, {}, DType::f16, 0}, fixed_a[0].perm);
+  const plan::RearrangeSpec at_words = launched_variant(plan_rearrange({view.shape, {}, DType::f16, 0}, view), 4).spec;
+  CHECK(at_words.family == plan::RearrangeFamily::words);
+  CHECK_FALSE(at_words.skew_load);
+  CHECK_FALSE(at_words.skew_store);
+  check_launch_share(fixed_a, {plan::RearrangeFamily::words, plan::RearrangeFamily::transpose}, 6171,
+                     "word or fixed tiles", true);
 }
 
 TEST_CASE("rearrange: small whole tiles of many small dims take slab dims, at every pointer misalignment" *
@@ -591,6 +607,8 @@ TEST_CASE("rearrange: tiles whose registers spill without their low-register var
 
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
+  // [51, 3, 231] and the rank-15 case take runs at 1-byte pointers; at wider ones their A, short,
+  // is stored whole in linear vectors since narrow_store_aspect (half the launches or more stay runs).
   const std::vector<PermuteCase> cases = {
       {{51, 3, 231}, {1, 2, 0}, DType::u8},
       {{51, 2, 231, 5}, {1, 3, 2, 0}, DType::u8},

@@ -162,6 +162,13 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   CHECK(two_d.tile_a == 64);
   CHECK(two_d.tile_b == 64);
   CHECK(two_d.vec_a == 2);
+  // A of one 64-unit dim cannot grow: at 4-byte pointers the 64 x 128 tile of pairs takes word tiles,
+  // aligned on both sides.
+  const plan::RearrangeSpec fixed_a =
+      plan::variant_for_pointers(permute_plan({7, 64, 1000}, {0, 2, 1}, DType::f16), 4).spec;
+  CHECK(fixed_a.family == RearrangeFamily::words);
+  CHECK_FALSE(fixed_a.skew_load);
+  CHECK_FALSE(fixed_a.skew_store);
 }
 
 TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {

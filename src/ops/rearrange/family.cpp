@@ -934,16 +934,17 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 
 // The aspect (doublings of A's side of a square tile) of a tile of 1- to 4-byte units whose default
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
-// vector half as wide, two for narrower ones. The tile is planned again with it, and may then group
-// its dims differently (A taking dims B had; some leave skewed or word tiles). Why longer destination
-// pieces help there was not measured. (H200, f32 on random seeds 971-974, every tile with A two and
-// four times as long: lines storing 4-byte vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors
-// 78.6% -> 83.4% and 83.2%; those storing 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC
-// f32, 92.5% -> 91.4% and 85.5%, so they keep their tile. On seeds 975-980, drawn after, the 40 lines of
-// 168 this rule changed: 72.2% -> 80.3%, 28 up and 2 down by 3 points or more. 1- and 2-byte units,
-// measured planning's timings of every candidate on seeds 995-998: u8 64.7% -> 65.8%, f16 70.3% ->
-// 71.8%; u8 tiles of 8-byte stores, the widest for 1-byte units, keep their tile: with A twice as
-// long some rose and those near 90% fell by 3-5 points.)
+// vector half as wide, two for narrower ones. The tile is planned again with it (kept unless it loads
+// narrower vectors, plan_fixed_tiles), and may then group its dims differently (A taking dims B had;
+// some leave skewed or word tiles). Why longer destination pieces help there was not measured. (H200,
+// f32 on random seeds 971-974, every tile with A two and four times as long: lines storing 4-byte
+// vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing
+// 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC f32, 92.5% -> 91.4% and 85.5%, so they
+// keep their tile. On seeds 975-980, drawn after, the 40 lines of 168 it changed: 72.2% -> 80.3%. 1- and
+// 2-byte units, on the lines of fresh seeds 1041-1060 it changes: u8 (62) 55.4% -> 67.1%, 53 up and 7
+// down by 3 points or more, f16 (107) 63.6% -> 71.4%, 72 up and 16 down. u8 tiles of 8-byte stores,
+// the widest for 1-byte units, keep their tile: with A twice as long, measured planning's timings on
+// seeds 995-998 rose on some and fell 3-5 points on those near 90%.)
 int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& planned) {
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
   if (form.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
@@ -993,13 +994,19 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
                                   std::int64_t src_align, std::int64_t dst_align) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
-  const int aspect = narrow_store_aspect(form, v.spec);
+  int aspect = narrow_store_aspect(form, v.spec);
   if (aspect > 0) {
     // Kept unless it loads narrower vectors (H200, measured planning's timings: f32
     // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
-    // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads).
-    RearrangeVariant longer = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, aspect);
-    if (load_vector(longer.spec) >= load_vector(v.spec)) v = std::move(longer);
+    // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads. On the 26 f32 lines of
+    // fresh seeds 1003-1040 the guard changes: 67.9% -> 71.2%, 11 up and 9 down, the losses where the
+    // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
+    RearrangeVariant longer =
+        plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect);
+    if (load_vector(longer.spec) >= load_vector(v.spec))
+      v = std::move(longer);
+    else
+      aspect = 0;
   }
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
@@ -1062,13 +1069,14 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // writes per vector), so 1-byte units stay tiled. 2-byte units that pass take word tiles instead,
 // unless fixed tiles of pairs count along A (fixed_tiles_along_a; plan_fixed_family): skewed tiles
 // stay their tuning candidate. Tiles of 4-byte units that load wider vectors keep their tile, long
-// along A since narrow_store_aspect (H200, measured planning's timings of every candidate on f32 seeds
-// 987-990: 4 such lines 58-71% -> 80-86% of copy, while the 5 that load single units lost or
-// stayed level off skewed tiles).
+// along A since narrow_store_aspect (H200, the 42 lines of fresh f32 seeds 1003-1040 this moves off
+// skewed tiles: 67.9% -> 77.5% of copy, 34 up and 5 down by 3 points or more, the losses long A rows
+// counted along A first, [127389,1570] 1,0 68% -> 59%).
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
-  const bool unit_fits = (form.unit_bytes == 4 && tiled.vec_b == 1) || (form.unit_bytes == 2 && form.dims.size() == 2);
+  const bool unit_fits =
+      (form.unit_bytes == 4 && load_vector(tiled) == 1) || (form.unit_bytes == 2 && form.dims.size() == 2);
   return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
          form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kSkewedTile &&
          form.dims[b_dim].extent >= kSkewedTile;
@@ -1198,8 +1206,10 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // for most; this rule moves the 36 of 64 x 128, taking the 38 from 58.9% to 67.3% of copy. On 50
   // lines of seeds 471-800, drawn after: 49.0% -> 70.1% in each of three rounds, 49 up (f16
   // [1293,342,386] 0,2,1: 40% -> 79%), one level; a 256 x 32 tile of the same volume fell (95% ->
-  // 87%). Since narrow_store_aspect, such tiles reach here only where their longer tile would load
-  // narrower vectors: the others take it (f16 [1293,342,386]: 73% on word tiles, 82% on 176 x 32).
+  // 87%), all measured before narrow_store_aspect: tiles of pairs now take A four times as long
+  // first (f16 [1293,342,386]: 73% on word tiles, 82% on 176 x 32), so a 64 x 128 tile reaches here
+  // only where A, one dim of 64 units, cannot grow (f16 [7,64,1000] 0,2,1 at 4-byte pointers; not
+  // measured since).
   if (form.unit_bytes == 2) {
     const bool wide_pair_tile = form.dims.size() > 2 && tiled.family == RearrangeFamily::transpose &&
                                 tiled.vec_a == 2 && tiled.tile_a == kSkewedTile && tiled.tile_b >= 2 * kSkewedTile;
@@ -1219,7 +1229,7 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
   // ([69928,2466] 1,0: 55% -> 71%) and 10 of seeds drawn after 62.9% -> 71.3%, none of them down by
   // more than 2 points, [25984,7326] above 71% -> 68%; against word stores they lost ([160,67289,18]
   // 1,2,0: 74% -> 56%). Packed tiles keep theirs (u8 [583,6,2,122,174] 2,0,4,3,1: 83% on its
-  // packed tile, 57% on words).
+  // packed tile, 57% on words; measured before narrow_store_aspect lengthened that tile).
   const std::int64_t word_store_bytes = kWordBytes * word_store_words(form, g);
   const bool word_and_pair = tiled.family == RearrangeFamily::transpose && tiled.store_linear == 0 &&
                              tiled.load_linear == 0 && tiled.vec_a >= kWordBytes && tiled.vec_b == 2 &&
@@ -1253,9 +1263,9 @@ int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite, boo
 // A tile is at most 32 row groups along A (32 - store_words when stores are skewed: store_words
 // groups are read ahead) and as many words along B as its threads' load blocks fill. For 2-byte
 // units a short A group makes a longer B side (f16 [39, 3123589] 1,0: 33% -> 38% with 24 units along
-// B, not 16); 1-byte tiles share the budget among a full A's 32 groups whatever their A (the one u8
-// line a shorter A lengthened on those seeds, [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes
-// and fell from 44% to 38%).
+// B, not 16, before narrow_store_aspect gave it a packed tile); 1-byte tiles share the budget among
+// a full A's 32 groups whatever their A (the one u8 line a shorter A lengthened on those seeds,
+// [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes and fell from 44% to 38%).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align, int store_words) {
   const std::int64_t word = units_per_word(form.unit_bytes);
