@@ -123,6 +123,15 @@ plan::RearrangeFamily aligned_family(const PermuteCase& c) {
   return launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.family;
 }
 
+// The (source, destination) pointer misalignments in bytes each case runs at: none, one element,
+// and three (source) or two (destination) elements.
+std::vector<std::pair<std::size_t, std::size_t>> misalignments(std::size_t elem) {
+  std::vector<std::pair<std::size_t, std::size_t>> shifts;
+  for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
+    for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) shifts.emplace_back(src_shift, dst_shift);
+  return shifts;
+}
+
 int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer_list<plan::RearrangeFamily> families,
                          std::uint64_t seed) {
   int taken = 0;
@@ -131,14 +140,12 @@ int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer
     const TensorDesc dst{view.shape, {}, c.dtype, 0};
     const std::size_t elem = dtype_size(c.dtype);
     const RearrangePlan plan = plan_rearrange(dst, view);
-    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
-      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
-        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
-        const plan::RearrangeFamily family = launched_variant(plan, address).spec.family;
-        taken += std::find(families.begin(), families.end(), family) != families.end();
-        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-        CHECK_MESSAGE(failure.empty(), failure);
-      }
+    for (const auto& [src_shift, dst_shift] : misalignments(elem)) {
+      const plan::RearrangeFamily family = launched_variant(plan, src_shift | dst_shift).spec.family;
+      taken += std::find(families.begin(), families.end(), family) != families.end();
+      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
   }
   return taken;
 }
@@ -308,20 +315,19 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles (4-byte units) or words 
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const TensorDesc dst{view.shape, {}, c.dtype, 0};
     const std::size_t elem = dtype_size(c.dtype);
-    for (std::size_t src_shift : {std::size_t{0}, elem, 3 * elem})
-      for (std::size_t dst_shift : {std::size_t{0}, elem, 2 * elem}) {
-        // 64 x 64 f32 has even pitches: skewed only where a pointer is misaligned for 8-byte vectors.
-        const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
-        const bool skewed = c.shape[0] != 64 || address % 8 != 0;
-        const RearrangePlan plan = plan_rearrange(dst, view);
-        const plan::RearrangeFamily family = launched_variant(plan, address).spec.family;
-        if (elem == 2)
-          CHECK(family == plan::RearrangeFamily::words);
-        else
-          CHECK((family == plan::RearrangeFamily::skewed) == skewed);
-        const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-        CHECK_MESSAGE(failure.empty(), failure);
-      }
+    for (const auto& [src_shift, dst_shift] : misalignments(elem)) {
+      // 64 x 64 f32 has even pitches: skewed only where a pointer is misaligned for 8-byte vectors.
+      const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
+      const bool skewed = c.shape[0] != 64 || address % 8 != 0;
+      const RearrangePlan plan = plan_rearrange(dst, view);
+      const plan::RearrangeFamily family = launched_variant(plan, address).spec.family;
+      if (elem == 2)
+        CHECK(family == plan::RearrangeFamily::words);
+      else
+        CHECK((family == plan::RearrangeFamily::skewed) == skewed);
+      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
   }
 }
 
@@ -415,9 +421,8 @@ TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a 
     const plan::RearrangeSpec spec = launched_variant(plan, 0).spec;
     CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
     CHECK(spec.tile_a >= 128);
-    for (std::uintptr_t src_shift : {0u, 2u, 6u})
-      for (std::uintptr_t dst_shift : {0u, 2u, 4u})
-        word_launches += launched_variant(plan, src_shift | dst_shift).spec.family == plan::RearrangeFamily::words;
+    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype)))
+      word_launches += launched_variant(plan, src_shift | dst_shift).spec.family == plan::RearrangeFamily::words;
   }
   CHECK(word_launches > 0);
   check_launch_share(longer,
