@@ -57,14 +57,15 @@ union PackA { VecA v; Unit u[VEC_A]; unsigned w[WORDS_A]; };
 union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
 
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
-// B-vector index, so both the micro-tile stores (down a column) and the row reads hit distinct banks.
+// micro-tile row times SWIZZLE_STEP, so both the micro-tile stores (down a column) and the row reads
+// hit distinct banks.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   if constexpr (A_PASS > 0) {
     const int a_low = a % A_CHAIN, b_low = b % A_PASS;
     return a_low + A_CHAIN * b_low + A_PASS * (a - a_low) + TILE_A * (b - b_low);
   }
   if (ROWS_BY_A) return a * PITCH + b;
-  if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ ((b / VEC_B) % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
+  if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ (b / VEC_B * SWIZZLE_STEP % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
   return b * PITCH + a;
 }
 

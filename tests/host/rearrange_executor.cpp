@@ -143,16 +143,20 @@ struct SharedTile {
   }
 };
 
-// sj_smem_pos of the template.
-int smem_pos(const RearrangeSpec& s, int a, int b) {
+}  // namespace
+
+int tiled_smem_pos(const RearrangeSpec& s, int a, int b) {
   if (s.a_pass > 0) {
     const int a_low = a % s.a_chain, b_low = b % s.a_pass;
     return a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low);
   }
   if (s.load_linear) return a * s.pitch + b;
-  if (s.swizzle) return b * s.pitch + (((a / s.vec_a) ^ ((b / s.vec_b) % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
+  if (s.swizzle)
+    return b * s.pitch + (((a / s.vec_a) ^ (b / s.vec_b * s.swizzle_step % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
   return b * s.pitch + a;
 }
+
+namespace {
 
 void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
@@ -242,7 +246,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
             copy_units(in.data() + i * s.vec_b * u, src + at * u, s.vec_b, u);
           }
         for (int j = 0; j < s.vec_b; ++j) {
-          std::uint8_t* row = tile.at(smem_pos(s, la, lb + j), s.vec_a);
+          std::uint8_t* row = tile.at(tiled_smem_pos(s, la, lb + j), s.vec_a);
           for (int i = 0; i < s.vec_a; ++i) copy_units(row + i * u, in.data() + (i * s.vec_b + j) * u, 1, u);
         }
       }
@@ -285,9 +289,9 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
           const std::int64_t at = dst_base + a0 + la + dst_b(lb);
           check_vector(dst + at * u, s.vec_a * u);
           if (s.load_linear) {  // rows by A index: gather the vector
-            for (int i = 0; i < s.vec_a; ++i) copy_units(dst + (at + i) * u, tile.at(smem_pos(s, la + i, lb), 1), 1, u);
+            for (int i = 0; i < s.vec_a; ++i) copy_units(dst + (at + i) * u, tile.at(tiled_smem_pos(s, la + i, lb), 1), 1, u);
           } else {
-            copy_units(dst + at * u, tile.at(smem_pos(s, la, lb), s.vec_a), s.vec_a, u);
+            copy_units(dst + at * u, tile.at(tiled_smem_pos(s, la, lb), s.vec_a), s.vec_a, u);
           }
         }
       }

@@ -19,6 +19,10 @@ void reference_rearrange(std::uint8_t* dst_base, const TensorDesc& dst, const st
 /// touch shared memory out of range or misaligned.
 void execute_variant(const plan::RearrangeVariant& variant, std::uint8_t* dst, const std::uint8_t* src);
 
+/// Unit offset in shared memory where a transpose or packed kernel stages tile element (a, b), as
+/// its template's sj_smem_pos computes it.
+int tiled_smem_pos(const plan::RearrangeSpec& s, int a, int b);
+
 /// Launches the plan on the CPU as RearrangePlan::launch does on the GPU, for base pointers
 /// whose addresses OR'ed together are `address_bits` (this picks the alignment variant).
 void execute_plan(const plan::RearrangePlanData& plan, std::uint8_t* dst, const std::uint8_t* src,

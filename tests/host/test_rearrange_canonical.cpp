@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "ops/rearrange/plan.hpp"
+#include "rearrange_executor.hpp"
 #include "shapejit/rearrange.hpp"
 
 using namespace shapejit;
@@ -27,6 +28,27 @@ plan::RearrangePlanData permute_plan(std::vector<std::int64_t> shape, std::vecto
 
 // A copy: the plan is often a temporary.
 plan::RearrangeVariant aligned(const plan::RearrangePlanData& p) { return plan::variant_for_pointers(p, 0); }
+
+// Shared-memory wavefronts of one warp's accesses of `units` units each at the given unit positions:
+// lanes are served 128 bytes at a time, and a bank serves one 32-bit word per wavefront.
+int warp_wavefronts(const std::vector<int>& positions, int units, int unit_bytes) {
+  const int bytes = units * unit_bytes;
+  const std::size_t group = bytes <= 4 ? 32 : static_cast<std::size_t>(128 / bytes);
+  int total = 0;
+  for (std::size_t first = 0; first < positions.size(); first += group) {
+    std::vector<std::vector<int>> words(32);
+    for (std::size_t lane = first; lane < std::min(positions.size(), first + group); ++lane)
+      for (int w = 0; w < std::max(1, bytes / 4); ++w) {
+        const int word = positions[lane] * unit_bytes / 4 + w;
+        auto& bank = words[static_cast<std::size_t>(word % 32)];
+        if (std::find(bank.begin(), bank.end(), word) == bank.end()) bank.push_back(word);
+      }
+    std::size_t most = 0;
+    for (const auto& bank : words) most = std::max(most, bank.size());
+    total += static_cast<int>(most);
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -483,4 +505,37 @@ TEST_CASE("slab dims: a small whole tile grows by them rather than moving as one
   CHECK(loads.spec.b_chain == 30);
   CHECK(loads.spec.tile_b > 30);
   CHECK(loads.spec.vec_b == 2);
+}
+
+TEST_CASE("tiled: a warp's staging writes and its stores' reads take the fewest shared-memory wavefronts") {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+  };
+  // Tiles whose padded rows conflicted: single 4-byte units 16 B indices to a warp (f32, 2-way), 2-byte
+  // vectors beside single-unit loads (f16, 2-way), 4 x 8-byte micro-tiles (u8, 4-way); and a 16-byte
+  // transpose that keeps its swizzle.
+  const std::vector<Case> cases = {{{113, 27, 9, 123, 59}, {4, 3, 1, 0, 2}, DType::f32},
+                                   {{5128205, 39}, {1, 0}, DType::f32},
+                                   {{2, 58, 41, 18, 26, 51}, {3, 1, 0, 5, 2, 4}, DType::f16},
+                                   {{13, 6708, 376, 4}, {2, 0, 3, 1}, DType::u8},
+                                   {{8192, 8192}, {1, 0}, DType::f32}};
+  for (const Case& c : cases) {
+    const plan::RearrangeVariant v = aligned(permute_plan(c.shape, c.perm, c.dtype));
+    const plan::RearrangeSpec& s = v.spec;
+    CAPTURE(plan::kernel_label(s, v.args));
+    REQUIRE((s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed));
+    REQUIRE(s.load_linear == 0);
+    REQUIRE(s.store_linear == 0);
+    const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
+    std::vector<int> writes, reads;
+    for (int lane = 0; lane < 32; ++lane) {
+      writes.push_back(test::tiled_smem_pos(s, lane / micro_b * s.vec_a, lane % micro_b * s.vec_b));
+      reads.push_back(test::tiled_smem_pos(s, lane % micro_a * s.vec_a, lane / micro_a));
+    }
+    const int fewest = std::max(1, 32 * s.vec_a * s.unit_bytes / 128);
+    CHECK(warp_wavefronts(writes, s.vec_a, s.unit_bytes) == fewest);
+    CHECK(warp_wavefronts(reads, s.vec_a, s.unit_bytes) == fewest);
+  }
 }

@@ -25,6 +25,8 @@ constexpr int kThreads = 256;
 // (f16 64 x 64 transposes of seed 45: 61-62% -> 54-57%).
 constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
+constexpr int kSharedPerSm = 228 * 1024;  // shared memory per SM on sm_90
+constexpr std::int64_t kThreadsPerSm = 2048;
 constexpr std::int64_t kRegistersPerSm = 65536;
 constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
 constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under which slab dims beat linear moves
@@ -391,12 +393,83 @@ std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<std::size_
   return best;
 }
 
-// Shared-memory rows of a tiled spec: linear loads and stores need rows back to back; otherwise an
-// XOR swizzle of the A vectors when a row holds whole 128-byte periods, else one vector of padding.
+// Unit offset in shared memory of a tiled spec's A vector `vector` of B index b, whose micro-tile
+// row is b / vec_b (sj_smem_pos, where rows hold B indices).
+int staged_position(const RearrangeSpec& s, int vector, int b, int micro_row) {
+  if (s.swizzle) vector ^= micro_row * s.swizzle_step % s.swizzle_period;
+  return b * s.pitch + vector * s.vec_a;
+}
+
+// Shared-memory wavefronts of one warp access of `access_bytes` per lane at the given byte offsets.
+// Lanes are served 128 bytes at a time (all 32 for accesses of up to 4 bytes); in each group a bank
+// serves one 32-bit word per wavefront, and lanes that touch the same word (narrower accesses) share it.
+int warp_wavefronts(const std::int64_t* offsets, int lanes, int access_bytes) {
+  const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;
+  const int words_per_lane = std::max(1, access_bytes / 4);
+  int total = 0;
+  for (int first = 0; first < lanes; first += group) {
+    const int last = std::min(lanes, first + group);
+    int per_bank[32] = {};
+    std::int64_t bank_words[32][32];  // the distinct words of each bank (narrow accesses only)
+    for (int lane = first; lane < last; ++lane) {
+      const std::int64_t word = offsets[lane] / 4;
+      if (access_bytes < 4) {
+        std::int64_t* seen = bank_words[word % 32];
+        int& count = per_bank[word % 32];
+        if (std::find(seen, seen + count, word) == seen + count) seen[count++] = word;
+        continue;
+      }
+      for (int w = 0; w < words_per_lane; ++w) ++per_bank[(word + w) % 32];
+    }
+    total += *std::max_element(per_bank, per_bank + 32);
+  }
+  return total;
+}
+
+// Wavefronts of a tiled spec's shared-memory traffic, sampled on its first two warps, and the
+// fewest they could take: the staging writes (a warp's micro-tiles, VEC_A units down one column
+// each) and the reads of the stores (a warp's vectors along the rows). The two passes issue equally
+// many warp accesses per tile.
+struct Wavefronts {
+  int taken = 0, fewest = 0;
+};
+Wavefronts staging_wavefronts(const RearrangeSpec& s) {
+  const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
+  const int access_bytes = s.vec_a * s.unit_bytes;
+  Wavefronts out;
+  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b); reads: lane l reads vector
+  // l % micro_a of row l / micro_a. Both walked with counters (the planner's time is mostly
+  // divisions otherwise).
+  int write_vector = 0, write_row = 0, read_vector = 0, read_row = 0;
+  for (int warp = 0; warp < 2; ++warp) {
+    std::int64_t writes[32], reads[32];
+    int lanes_written = 0, lanes_read = 0;
+    for (int lane = 32 * warp; lane < 32 * warp + 32; ++lane) {
+      if (write_vector < micro_a) {
+        writes[lanes_written++] =
+            std::int64_t{staged_position(s, write_vector, write_row * s.vec_b, write_row)} * s.unit_bytes;
+        if (++write_row == micro_b) write_row = 0, ++write_vector;
+      }
+      if (read_row < s.tile_b) {
+        reads[lanes_read++] =
+            std::int64_t{staged_position(s, read_vector, read_row, read_row / s.vec_b)} * s.unit_bytes;
+        if (++read_vector == micro_a) read_vector = 0, ++read_row;
+      }
+    }
+    out.taken += warp_wavefronts(writes, lanes_written, access_bytes) + warp_wavefronts(reads, lanes_read, access_bytes);
+    out.fewest += (lanes_written * access_bytes + 127) / 128 + (lanes_read * access_bytes + 127) / 128;
+  }
+  return out;
+}
+
+// Shared-memory rows of a tiled spec, while its tile is chosen: linear loads and stores need rows
+// back to back; otherwise an XOR swizzle of the A vectors when a row holds whole 128-byte periods,
+// else one vector of padding (spread_rows may change the layout of the final tile).
 void choose_rows(RearrangeSpec& s) {
   const std::int64_t vec_a_bytes = std::int64_t{s.vec_a} * s.unit_bytes;
   const std::int64_t micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
   s.swizzle_period = static_cast<int>(128 / std::max<std::int64_t>(vec_a_bytes, 4));
+  s.swizzle_step = 1;
   s.swizzle = false;
   if (s.load_linear) {
     s.pitch = s.tile_b;
@@ -408,6 +481,51 @@ void choose_rows(RearrangeSpec& s) {
   } else {
     s.pitch = static_cast<int>(s.tile_a + (micro_a % 2 == 0 ? s.vec_a : 0));
   }
+}
+
+// Blocks per SM that a block's shared memory allows (the hardware keeps 1 KiB per block).
+std::int64_t blocks_by_shared(int bytes) { return kSharedPerSm / (bytes + 1024); }
+
+// The final tile's rows, where choose_rows' layout makes a warp's staging writes or the stores'
+// reads conflict in the shared-memory banks: the layout with the fewest wavefronts among padding of
+// 0 to 8 vectors and XOR swizzles over the widest power of two of vectors that divides a row,
+// stepping the XOR by 1, 2, 4, ... per micro-tile row (a warp stages rows VEC_B apart, which the
+// step spreads over the banks); one that takes more shared memory only where no fewer blocks fit.
+void spread_rows(RearrangeSpec& s) {
+  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
+  if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
+  Wavefronts current = staging_wavefronts(s);
+  if (current.taken == current.fewest) return;
+  const std::int64_t blocks = std::min<std::int64_t>(blocks_by_shared(shared_bytes(s)), kThreadsPerSm / s.threads);
+  RearrangeSpec best = s;
+  auto consider = [&](const RearrangeSpec& candidate) {
+    const Wavefronts w = staging_wavefronts(candidate);
+    if (w.taken < current.taken && blocks_by_shared(shared_bytes(candidate)) >= blocks &&
+        shared_bytes(candidate) <= kMaxStaticShared) {
+      best = candidate;
+      current = w;
+    }
+  };
+  RearrangeSpec padded = s;
+  padded.swizzle = false;
+  for (int pad = 0; pad <= 8 && current.taken > current.fewest; ++pad) {
+    padded.pitch = s.tile_a + pad * s.vec_a;
+    consider(padded);
+  }
+  int period = static_cast<int>(128 / std::max(s.vec_a * s.unit_bytes, 4));
+  while (period > 1 && !divides(period, s.tile_a / s.vec_a)) period /= 2;
+  if (s.vec_a * s.unit_bytes >= 4 && period > 1) {
+    RearrangeSpec swizzled = s;
+    swizzled.swizzle = true;
+    swizzled.pitch = s.tile_a;
+    swizzled.swizzle_period = period;
+    for (int step = 1; step < period && current.taken > current.fewest; step *= 2) {
+      swizzled.swizzle_step = step;
+      consider(swizzled);
+    }
+  }
+  s = best;
 }
 
 // Which group's contiguous chain may pass the other's first dims (tiles then span those whole).
@@ -1719,8 +1837,11 @@ bool wants_segments(const RearrangeVariant& segments, bool one_dim_groups) {
 
 }  // namespace
 
-RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
-                              std::int64_t dst_align) {
+namespace {
+
+// The planned variant, its tile's shared-memory rows not yet spread (spread_rows).
+RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                                       std::int64_t dst_align) {
   const RearrangeDims& dims = units.dims;
   if (dims.empty() || (dims.size() == 1 && dims[0].src_stride == 1 && dims[0].dst_stride == 1)) {
     RearrangeVariant v{units, {}, {}, 0, unit_count(dims) * units.unit_bytes};
@@ -1740,11 +1861,21 @@ RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64
   return v;
 }
 
+}  // namespace
+
+RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
+                              std::int64_t dst_align) {
+  RearrangeVariant v = plan_unspread_variant(units, exact, src_align, dst_align);
+  spread_rows(v.spec);
+  return v;
+}
+
 std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, bool exact, std::int64_t src_align,
                                                 std::int64_t dst_align) {
   std::vector<RearrangeVariant> out{plan_variant(units, exact, src_align, dst_align)};
   if (out.front().spec.family == RearrangeFamily::copy) return out;
   auto add = [&out](RearrangeVariant v) {
+    spread_rows(v.spec);
     for (const RearrangeVariant& seen : out)
       if (seen.spec == v.spec && seen.form == v.form && seen.grid == v.grid) return;
     out.push_back(std::move(v));
@@ -1841,7 +1972,9 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       key += fmt::format(".a{}x{}v{}{}.b{}x{}v{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a,
                          s.a_pass ? fmt::format("c{}p{}", s.a_chain, s.a_pass) : "", s.dims_b, s.tile_b,
                          s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.pitch, s.min_blocks,
-                         s.swizzle ? fmt::format(".sw{}", s.swizzle_period) : "",
+                         s.swizzle ? fmt::format(".sw{}{}", s.swizzle_period,
+                                                 s.swizzle_step > 1 ? fmt::format("x{}", s.swizzle_step) : "")
+                                   : "",
                          s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",
                          s.store_linear ? fmt::format(".sl{}r{}", s.store_linear, s.store_run) : "", s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");

@@ -52,7 +52,7 @@ std::string variant_text(const RearrangeVariant& v) {
                                        : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),
                          s.store_linear ? fmt::format("linear, {} units, runs of {} B indices", s.store_linear, s.store_run)
                                         : fmt::format("{} units along A", s.vec_a),
-                         shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {}", s.swizzle_period) : "");
+                         shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {} vectors, step {}", s.swizzle_period, s.swizzle_step) : "");
       break;
     case RearrangeFamily::skewed:
       out += fmt::format("  family skewed: tile {} (A, dst-contiguous) x {} (B, src-contiguous) units, skewed per row "

@@ -68,7 +68,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, vec_b, 1)             /* units per access along B (loads) */                              \
   X(int, pitch, 1)             /* shared-memory row length in units (one row per B index) */       \
   X(bool, swizzle, false)      /* XOR-swizzled rows (else padded to pitch) */                      \
-  X(int, swizzle_period, 1)    /* vectors per 128 bytes of shared memory */                        \
+  X(int, swizzle_period, 1)    /* A vectors the swizzle permutes (a power of two dividing a row) */ \
+  X(int, swizzle_step, 1)      /* XOR of micro-tile row i: (i * step) % swizzle_period */          \
   X(int, load_linear, 0)       /* units per linear load when the tile's src runs span B whole */   \
   X(int, load_run, 0)          /* A indices per source run under load_linear */                  \
   X(int, store_linear, 0)      /* units per linear store when the tile's dst runs span A whole */  \
