@@ -5,14 +5,14 @@
 // A indices is one run in dst and a range of B indices one run in src, so a composite group only
 // changes where rows start: per-tile tables of the rows' offsets, as in the tiled family.
 //
-// A word holds W units. A thread loads a block of W source rows x one word along B (SKEW_LOAD: the
-// two aligned words around a misaligned row's word, funnel-shifted together), transposes it in
-// registers into W words of W rows each, and writes them to shared memory: row b of the tile holds
-// its A units in words. Stores move vectors of STORE_WORDS words (V units): destination row b owns,
-// in the tile at (a0, b0), the A range [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < V is the row's
-// misalignment to V units (0 without SKEW_STORE); its vectors are aligned in dst, each word
-// funnel-shifted out of two shared words. So a tile loads STORE_WORDS extra groups of W rows before
-// a0 when stores are skewed.
+// A word holds W units. A thread loads a block of W source rows x LOAD_WORDS words along B from one
+// address per row (SKEW_LOAD: the LOAD_WORDS + 1 aligned words around a misaligned row's words,
+// funnel-shifted together), transposes each W x W block in registers into W words of W rows each,
+// and writes them to shared memory: row b of the tile holds its A units in words. Stores move vectors
+// of STORE_WORDS words (V units): destination row b owns, in the tile at (a0, b0), the A range
+// [a0 - s(b), a0 + TILE_A - s(b)), where s(b) < V is the row's misalignment to V units (0 without
+// SKEW_STORE); its vectors are aligned in dst, each word funnel-shifted out of two shared words. So
+// a tile loads STORE_WORDS extra groups of W rows before a0 when stores are skewed.
 static_assert(UNIT_BYTES == 1 || UNIT_BYTES == 2, "word tiles move 1- and 2-byte units");
 static_assert(STORE_WORDS == 1 || STORE_WORDS == 4, "stores of 4 or 16 bytes");
 constexpr int W = 4 / UNIT_BYTES;                    // units per word
@@ -22,11 +22,23 @@ constexpr int VECS_A = TILE_A / V;                   // store vectors per destin
 static_assert(TILE_A % V == 0, "a tile's rows hold whole store vectors");
 constexpr int GROUPS_A = (LEAD_A + TILE_A) / W;      // groups of W source rows a tile loads
 constexpr int WORDS_B = TILE_B / W;                  // load words per source row of a tile
-// Threads of a warp cover LANES_B words of W rows and 32 / LANES_B row groups: each row is read in
-// runs of 32 units (whole sectors). With an odd PITCH the shared-memory writes hit distinct banks,
-// except for 2-byte units with fewer than 16 words along B (2-way conflicts).
-constexpr int LANES_B = WORDS_B < 32 / W ? WORDS_B : 32 / W;
-constexpr int BANDS_B = (WORDS_B + LANES_B - 1) / LANES_B;
+// Words per row of a load block: as many as keep every thread loading a block, up to 8 words of
+// data a block (4 words of 2-byte units, 2 of 1-byte units), so that a row's address math and its
+// extra misaligned word serve several words. (H200, the 108 word-tile lines of seeds 1063-1072 against
+// one word a row: f16 63.2% -> 66.6% of copy, 18 up, none down; u8 at 2 words 64.7% -> 66.5%, 12
+// up, none down; u8 at 4 words, 3 lines, 72.9% -> 69.1%.)
+constexpr int MAX_LOAD_WORDS = 8 / W;
+constexpr bool FILLS_4 = MAX_LOAD_WORDS >= 4 && WORDS_B % 4 == 0 && WORDS_B / 4 * GROUPS_A >= THREADS;
+constexpr bool FILLS_2 = WORDS_B % 2 == 0 && WORDS_B / 2 * GROUPS_A >= THREADS;
+constexpr int LOAD_WORDS = FILLS_4 ? 4 : FILLS_2 ? 2 : 1;
+constexpr int CHUNKS_B = WORDS_B / LOAD_WORDS;       // load blocks per row group along B
+constexpr int LOADED_WORDS = LOAD_WORDS + (SKEW_LOAD ? 1 : 0);  // aligned words a block reads per row
+// Threads of a warp cover LANES_B load blocks of W rows and 32 / LANES_B row groups: each row is read
+// in runs of 32 units (whole sectors). The shared-memory writes of a warp's lanes fall in rows
+// LOAD_WORDS * W apart, which an odd PITCH spreads over distinct banks with the row groups, except
+// in tiles of 16 units along B (2-way conflicts).
+constexpr int LANES_B = CHUNKS_B < 32 / (W * LOAD_WORDS) ? CHUNKS_B : 32 / (W * LOAD_WORDS);
+constexpr int BANDS_B = (CHUNKS_B + LANES_B - 1) / LANES_B;
 constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;
 constexpr int LOADS_PER_THREAD = (LOAD_ITEMS + THREADS - 1) / THREADS;
 // Stores: where a destination row's vectors nearly fill a power of two of lanes (ROW_LANES, at most
@@ -105,13 +117,14 @@ __device__ __forceinline__ Index sj_dst_row(const SjArgs& args, const SjTile& ti
   return tile.dst_base + (DIMS_B > 1 ? table_b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
 }
 
-// Load item -> (row group g, word k along B). Consecutive items walk LANES_B words, then groups.
+// Load item -> (row group g, first word k along B). Consecutive items walk LANES_B blocks along B,
+// then groups.
 struct SjBlock {
   int g, k;
 };
 __device__ __forceinline__ SjBlock sj_block(int item) {
   const int lane = item % LANES_B, rest = item / LANES_B;
-  return {rest % GROUPS_A, rest / GROUPS_A * LANES_B + lane};
+  return {rest % GROUPS_A, (rest / GROUPS_A * LANES_B + lane) * LOAD_WORDS};
 }
 
 // Where the word of units [b, b + W) of the source row at unit offset `row` comes from: the
@@ -133,19 +146,19 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // tiles). Along B, where a row's ends are read and written unit by unit, only in tiles whose B range
 // (with the words around it) leaves the tensor: that path's loads and staging compile to about three
 // times the instructions (sm_90, u8 [5,3,22,3,9,43,5,59] 6,1,0,4,2,7,5,3: about 530 against 190).
-// Unchecked B only for up to 8 loaded rows per thread: with 16 (four blocks of 1-byte units), loads
-// all issued at once spilled (sm_90: 240 bytes of stack at the 80-register cap, measured when such
-// tiles skipped A's checks too; none with checks).
+// Unchecked B only for up to 20 loaded words per thread: with 32 (four blocks of 1-byte units, two
+// words a row), loads all issued at once spilled (sm_90: 240 bytes of stack at the 80-register cap,
+// measured when such tiles skipped A's checks too; none with checks).
 // A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
-constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W <= 8;
+constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W * LOADED_WORDS <= 20;
 __device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile, unsigned src_misalignment) {
   return ALLOW_UNCHECKED_B && (!SKEW_LOAD || tile.b0 >= W || src_misalignment % W == 0) &&
          tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
-// A load block: W source rows (row offsets) of one word column b, with what each row needs.
+// A load block: W source rows (row offsets) of LOAD_WORDS words from column b, with what each row needs.
 struct SjLoadBlock {
   bool valid;
   Index b;
@@ -170,55 +183,69 @@ __device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const S
 }
 
 // Issues the tile's loads, the aligned words only and all of them before any is used (the
-// funnel shifts wait for sj_stage), so every thread keeps its loads in flight together.
+// funnel shifts wait for sj_stage), so every thread keeps its loads in flight together. Aligned word
+// j of a row is read where word j of the block lies inside B, or, misaligned, word j - 1 does.
 template <bool CHECK_B>
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
                                         const SjTile& tile, const Index* table_a,
-                                        SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1]) {
+                                        SjWord (&in)[LOADS_PER_THREAD][W][LOADED_WORDS]) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     const SjLoadBlock lb = sj_load_block<CHECK_B>(args, tile, table_a, threadIdx.x + r * THREADS);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b, extent_b);
-      const SjWord* at = reinterpret_cast<const SjWord*>(s + (lb.row[i] + lb.b - from.m));
-      if (lb.row_valid[i] && from.whole) in[r][i][0] = at[0];
-      if (SKEW_LOAD && lb.row_valid[i] && from.whole && from.m) in[r][i][SKEW_LOAD ? 1 : 0] = at[1];
+      bool whole[LOAD_WORDS];
+      int m = 0;
+#pragma unroll
+      for (int j = 0; j < LOAD_WORDS; ++j) {
+        const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b + j * W, extent_b);
+        whole[j] = lb.row_valid[i] && from.whole;
+        m = from.m;
+      }
+      const SjWord* at = reinterpret_cast<const SjWord*>(s + (lb.row[i] + lb.b - m));
+#pragma unroll
+      for (int j = 0; j < LOADED_WORDS; ++j)
+        if ((j < LOAD_WORDS && whole[j]) || (SKEW_LOAD && j > 0 && m && whole[j - 1])) in[r][i][j] = at[j];
     }
   }
 }
 
-// Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes it and writes
-// its W words: word g of tile rows kW .. kW + W - 1.
+// Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes its W x W
+// blocks and writes their words: word g of tile rows kW .. kW + W - 1 for each of its words k.
 template <bool CHECK_B>
 __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
                                          const SjTile& tile, const Index* table_a,
-                                         const SjWord (&in)[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1], SjWord* smem) {
+                                         const SjWord (&in)[LOADS_PER_THREAD][W][LOADED_WORDS], SjWord* smem) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     const int item = threadIdx.x + r * THREADS;
     const SjLoadBlock lb = sj_load_block<CHECK_B>(args, tile, table_a, item);
     if (!lb.valid) continue;
-    SjWord rows[W];
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b, extent_b);
-      rows[i] = from.m ? sj_funnel(in[r][i][0], in[r][i][SKEW_LOAD ? 1 : 0], from.m) : in[r][i][0];
-      if (lb.row_valid[i] && !from.whole) {
-        SjWord w = 0;
-#pragma unroll
-        for (int u = 0; u < W; ++u)
-          if (lb.b + u < extent_b) w = sj_with_unit(w, u, s[lb.row[i] + lb.b + u]);
-        rows[i] = w;
-      }
-    }
-    SjWord out[W];
-    sj_transpose_block(rows, out);
     const SjBlock blk = sj_block(item);
 #pragma unroll
-    for (int j = 0; j < W; ++j) smem[(blk.k * W + j) * PITCH + blk.g] = out[j];
+    for (int j = 0; j < LOAD_WORDS; ++j) {
+      const Index b = lb.b + j * W;
+      if (CHECK_B && b >= extent_b) continue;
+      SjWord rows[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], b, extent_b);
+        rows[i] = from.m ? sj_funnel(in[r][i][j], in[r][i][SKEW_LOAD ? j + 1 : j], from.m) : in[r][i][j];
+        if (lb.row_valid[i] && !from.whole) {
+          SjWord w = 0;
+#pragma unroll
+          for (int u = 0; u < W; ++u)
+            if (b + u < extent_b) w = sj_with_unit(w, u, s[lb.row[i] + b + u]);
+          rows[i] = w;
+        }
+      }
+      SjWord out[W];
+      sj_transpose_block(rows, out);
+#pragma unroll
+      for (int c = 0; c < W; ++c) smem[((blk.k + j) * W + c) * PITCH + blk.g] = out[c];
+    }
   }
 }
 
@@ -226,7 +253,7 @@ template <bool CHECK_B>
 __device__ __forceinline__ void sj_load_and_stage(const SjArgs& args, const Unit* __restrict__ s,
                                                   unsigned src_misalignment, const SjTile& tile, const Index* table_a,
                                                   SjWord* smem) {
-  SjWord in[LOADS_PER_THREAD][W][SKEW_LOAD ? 2 : 1];
+  SjWord in[LOADS_PER_THREAD][W][LOADED_WORDS];
   sj_load<CHECK_B>(args, s, src_misalignment, tile, table_a, in);
   sj_stage<CHECK_B>(args, s, src_misalignment, tile, table_a, in, smem);
 }
