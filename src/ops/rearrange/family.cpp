@@ -396,32 +396,33 @@ std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<std::size_
 // Unit offset in shared memory of a tiled spec's A vector `vector` of B index b, whose micro-tile
 // row is b / vec_b (sj_smem_pos, where rows hold B indices).
 int staged_position(const RearrangeSpec& s, int vector, int b, int micro_row) {
-  if (s.swizzle) vector ^= micro_row * s.swizzle_step % s.swizzle_period;
+  if (s.swizzle) vector ^= micro_row * s.swizzle_step & (s.swizzle_period - 1);  // the period is a power of two
   return b * s.pitch + vector * s.vec_a;
 }
 
 // Shared-memory wavefronts of one warp access of `access_bytes` per lane at the given byte offsets.
 // Lanes are served 128 bytes at a time (all 32 for accesses of up to 4 bytes); in each group a bank
 // serves one 32-bit word per wavefront, and lanes that touch the same word (narrower accesses) share it.
-int warp_wavefronts(const std::int64_t* offsets, int lanes, int access_bytes) {
+int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;
   const int words_per_lane = std::max(1, access_bytes / 4);
   int total = 0;
   for (int first = 0; first < lanes; first += group) {
     const int last = std::min(lanes, first + group);
-    int per_bank[32] = {};
-    std::int64_t bank_words[32][32];  // the distinct words of each bank (narrow accesses only)
+    int per_bank[32] = {}, most = 0;
+    int bank_words[32][32];  // the distinct words of each bank (narrow accesses only)
     for (int lane = first; lane < last; ++lane) {
-      const std::int64_t word = offsets[lane] / 4;
+      const int word = offsets[lane] / 4;
       if (access_bytes < 4) {
-        std::int64_t* seen = bank_words[word % 32];
-        int& count = per_bank[word % 32];
+        int* seen = bank_words[word & 31];
+        int& count = per_bank[word & 31];
         if (std::find(seen, seen + count, word) == seen + count) seen[count++] = word;
+        most = std::max(most, count);
         continue;
       }
-      for (int w = 0; w < words_per_lane; ++w) ++per_bank[(word + w) % 32];
+      for (int w = 0; w < words_per_lane; ++w) most = std::max(most, ++per_bank[(word + w) & 31]);
     }
-    total += *std::max_element(per_bank, per_bank + 32);
+    total += most;
   }
   return total;
 }
@@ -440,20 +441,22 @@ Wavefronts staging_wavefronts(const RearrangeSpec& s) {
   // Staging: lane l writes micro-tile (l / micro_b, l % micro_b); reads: lane l reads vector
   // l % micro_a of row l / micro_a. Both walked with counters (the planner's time is mostly
   // divisions otherwise).
-  int write_vector = 0, write_row = 0, read_vector = 0, read_row = 0;
+  int write_vector = 0, write_row = 0, read_vector = 0, read_row = 0, read_micro_row = 0, read_row_in_micro = 0;
   for (int warp = 0; warp < 2; ++warp) {
-    std::int64_t writes[32], reads[32];
+    int writes[32], reads[32];
     int lanes_written = 0, lanes_read = 0;
     for (int lane = 32 * warp; lane < 32 * warp + 32; ++lane) {
       if (write_vector < micro_a) {
-        writes[lanes_written++] =
-            std::int64_t{staged_position(s, write_vector, write_row * s.vec_b, write_row)} * s.unit_bytes;
+        writes[lanes_written++] = staged_position(s, write_vector, write_row * s.vec_b, write_row) * s.unit_bytes;
         if (++write_row == micro_b) write_row = 0, ++write_vector;
       }
       if (read_row < s.tile_b) {
-        reads[lanes_read++] =
-            std::int64_t{staged_position(s, read_vector, read_row, read_row / s.vec_b)} * s.unit_bytes;
-        if (++read_vector == micro_a) read_vector = 0, ++read_row;
+        reads[lanes_read++] = staged_position(s, read_vector, read_row, read_micro_row) * s.unit_bytes;
+        if (++read_vector == micro_a) {
+          read_vector = 0;
+          ++read_row;
+          if (++read_row_in_micro == s.vec_b) read_row_in_micro = 0, ++read_micro_row;
+        }
       }
     }
     out.taken += warp_wavefronts(writes, lanes_written, access_bytes) + warp_wavefronts(reads, lanes_read, access_bytes);
