@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -400,27 +401,29 @@ int staged_position(const RearrangeSpec& s, int vector, int b, int micro_row) {
   return b * s.pitch + vector * s.vec_a;
 }
 
-// Shared-memory wavefronts of one warp access of `access_bytes` per lane at the given byte offsets.
-// Lanes are served 128 bytes at a time (all 32 for accesses of up to 4 bytes); in each group a bank
-// serves one 32-bit word per wavefront, and lanes that touch the same word (narrower accesses) share it.
+// Shared-memory wavefronts of one warp access of `access_bytes` per lane at the given byte offsets
+// (aligned to the access). Lanes are served 128 bytes at a time (all 32 for accesses of up to 4
+// bytes); in each group a bank serves one 32-bit word per wavefront, so aligned vectors conflict
+// where they fall in the same 128-byte slot, and lanes that touch the same word (narrower accesses)
+// share it.
 int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;
-  const int words_per_lane = std::max(1, access_bytes / 4);
+  const int shift = std::countr_zero(static_cast<unsigned>(access_bytes));  // accesses are powers of two
   int total = 0;
   for (int first = 0; first < lanes; first += group) {
     const int last = std::min(lanes, first + group);
-    int per_bank[32] = {}, most = 0;
-    int bank_words[32][32];  // the distinct words of each bank (narrow accesses only)
+    int per_slot[32] = {}, most = 0;
+    int slot_words[32][32];  // the distinct words of each bank (narrow accesses only)
     for (int lane = first; lane < last; ++lane) {
-      const int word = offsets[lane] / 4;
       if (access_bytes < 4) {
-        int* seen = bank_words[word & 31];
-        int& count = per_bank[word & 31];
+        const int word = offsets[lane] / 4;
+        int* seen = slot_words[word & 31];
+        int& count = per_slot[word & 31];
         if (std::find(seen, seen + count, word) == seen + count) seen[count++] = word;
         most = std::max(most, count);
-        continue;
+      } else {
+        most = std::max(most, ++per_slot[(offsets[lane] >> shift) & (group - 1)]);
       }
-      for (int w = 0; w < words_per_lane; ++w) most = std::max(most, ++per_bank[(word + w) & 31]);
     }
     total += most;
   }
@@ -430,37 +433,46 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
 // Wavefronts of a tiled spec's shared-memory traffic, sampled on its first two warps, and the
 // fewest they could take: the staging writes (a warp's micro-tiles, VEC_A units down one column
 // each) and the reads of the stores (a warp's vectors along the rows). The two passes issue equally
-// many warp accesses per tile.
+// many warp accesses per tile. Counting stops once `bound` wavefronts are taken.
 struct Wavefronts {
   int taken = 0, fewest = 0;
 };
-Wavefronts staging_wavefronts(const RearrangeSpec& s) {
+Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_limits<int>::max()) {
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
   const int access_bytes = s.vec_a * s.unit_bytes;
+  const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;  // lanes served together
   Wavefronts out;
-  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b); reads: lane l reads vector
-  // l % micro_a of row l / micro_a. Both walked with counters (the planner's time is mostly
-  // divisions otherwise).
-  int write_vector = 0, write_row = 0, read_vector = 0, read_row = 0, read_micro_row = 0, read_row_in_micro = 0;
-  for (int warp = 0; warp < 2; ++warp) {
-    int writes[32], reads[32];
-    int lanes_written = 0, lanes_read = 0;
-    for (int lane = 32 * warp; lane < 32 * warp + 32; ++lane) {
-      if (write_vector < micro_a) {
-        writes[lanes_written++] = staged_position(s, write_vector, write_row * s.vec_b, write_row) * s.unit_bytes;
-        if (++write_row == micro_b) write_row = 0, ++write_vector;
-      }
-      if (read_row < s.tile_b) {
-        reads[lanes_read++] = staged_position(s, read_vector, read_row, read_micro_row) * s.unit_bytes;
-        if (++read_vector == micro_a) {
-          read_vector = 0;
-          ++read_row;
-          if (++read_row_in_micro == s.vec_b) read_row_in_micro = 0, ++read_micro_row;
-        }
+  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters (the
+  // planner's time is mostly divisions otherwise).
+  int vector = 0, row = 0;
+  for (int warp = 0; warp < 2 && out.taken < bound; ++warp) {
+    int writes[32], lanes = 0;
+    for (; lanes < 32 && vector < micro_a; ++lanes) {
+      writes[lanes] = staged_position(s, vector, row * s.vec_b, row) * s.unit_bytes;
+      if (++row == micro_b) row = 0, ++vector;
+    }
+    out.taken += warp_wavefronts(writes, lanes, access_bytes);
+    out.fewest += (lanes * access_bytes + 127) / 128;
+  }
+  // Reads: lane l reads vector l % micro_a of row l / micro_a. Where rows hold whole groups of
+  // lanes, each group reads consecutive vectors of one row (permuted within 128 bytes when
+  // swizzled): one wavefront per 128 bytes in every layout.
+  const bool reads_in_rows = micro_a % group == 0;
+  vector = 0;
+  row = 0;
+  for (int warp = 0, micro_row = 0, row_in_micro = 0; warp < 2 && out.taken < bound; ++warp) {
+    int reads[32], lanes = 0;
+    for (; lanes < 32 && row < s.tile_b; ++lanes) {
+      reads[lanes] = staged_position(s, vector, row, micro_row) * s.unit_bytes;
+      if (++vector == micro_a) {
+        vector = 0;
+        ++row;
+        if (++row_in_micro == s.vec_b) row_in_micro = 0, ++micro_row;
       }
     }
-    out.taken += warp_wavefronts(writes, lanes_written, access_bytes) + warp_wavefronts(reads, lanes_read, access_bytes);
-    out.fewest += (lanes_written * access_bytes + 127) / 128 + (lanes_read * access_bytes + 127) / 128;
+    const int fewest = (lanes * access_bytes + 127) / 128;
+    out.taken += reads_in_rows ? fewest : warp_wavefronts(reads, lanes, access_bytes);
+    out.fewest += fewest;
   }
   return out;
 }
@@ -503,7 +515,7 @@ void spread_rows(RearrangeSpec& s) {
   const std::int64_t blocks = std::min<std::int64_t>(blocks_by_shared(shared_bytes(s)), kThreadsPerSm / s.threads);
   RearrangeSpec best = s;
   auto consider = [&](const RearrangeSpec& candidate) {
-    const Wavefronts w = staging_wavefronts(candidate);
+    const Wavefronts w = staging_wavefronts(candidate, current.taken);
     if (w.taken < current.taken && blocks_by_shared(shared_bytes(candidate)) >= blocks &&
         shared_bytes(candidate) <= kMaxStaticShared) {
       best = candidate;
