@@ -57,8 +57,8 @@ union PackA { VecA v; Unit u[VEC_A]; unsigned w[WORDS_A]; };
 union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
 
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
-// micro-tile row times SWIZZLE_STEP, so both the micro-tile stores (down a column) and the row reads
-// hit distinct banks.
+// micro-tile row times SWIZZLE_STEP. The planner picks the padding or swizzle whose micro-tile stores
+// (down a column) and row reads take the fewest bank wavefronts.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   if constexpr (A_PASS > 0) {
     const int a_low = a % A_CHAIN, b_low = b % A_PASS;

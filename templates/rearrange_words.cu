@@ -36,7 +36,7 @@ constexpr int LOADED_WORDS = LOAD_WORDS + (SKEW_LOAD ? 1 : 0);  // aligned words
 // Threads of a warp cover LANES_B load blocks of W rows and 32 / LANES_B row groups: each row is read
 // in runs of 32 units (whole sectors). The shared-memory writes of a warp's lanes fall in rows
 // LOAD_WORDS * W apart, which an odd PITCH spreads over distinct banks with the row groups, except
-// in tiles of 16 units along B (2-way conflicts).
+// where a row's lanes cover fewer than 32 units (tiles under 32 units along B: 2-way conflicts).
 constexpr int LANES_B = CHUNKS_B < 32 / (W * LOAD_WORDS) ? CHUNKS_B : 32 / (W * LOAD_WORDS);
 constexpr int BANDS_B = (CHUNKS_B + LANES_B - 1) / LANES_B;
 constexpr int LOAD_ITEMS = LANES_B * GROUPS_A * BANDS_B;
@@ -146,9 +146,11 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // tiles). Along B, where a row's ends are read and written unit by unit, only in tiles whose B range
 // (with the words around it) leaves the tensor: that path's loads and staging compile to about three
 // times the instructions (sm_90, u8 [5,3,22,3,9,43,5,59] 6,1,0,4,2,7,5,3: about 530 against 190).
-// Unchecked B only for up to 20 loaded words per thread: with 32 (four blocks of 1-byte units, two
-// words a row), loads all issued at once spilled (sm_90: 240 bytes of stack at the 80-register cap,
-// measured when such tiles skipped A's checks too; none with checks).
+// Unchecked B only for up to 20 loaded words per thread. With one word a row the limit was 8 rows:
+// 16 rows of 2 words (four blocks of 1-byte units) issued at once spilled (sm_90: 240 bytes of
+// stack at the 80-register cap), measured when such tiles skipped A's checks too; with the checks,
+// 16 words of 1-byte units take 80 registers and no stack (u8 [1001,100] 1,0). The blocks of
+// several words were measured with this limit.
 // A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
@@ -184,7 +186,8 @@ __device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const S
 
 // Issues the tile's loads, the aligned words only and all of them before any is used (the
 // funnel shifts wait for sj_stage), so every thread keeps its loads in flight together. Aligned word
-// j of a row is read where word j of the block lies inside B, or, misaligned, word j - 1 does.
+// j of a row is read where word j of the block is whole (sj_source) or, misaligned, word j - 1 is:
+// the words a one-word block of each would read, its own and the next.
 template <bool CHECK_B>
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
                                         const SjTile& tile, const Index* table_a,

@@ -26,7 +26,8 @@ constexpr int kThreads = 256;
 // (f16 64 x 64 transposes of seed 45: 61-62% -> 54-57%).
 constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
-constexpr int kSharedPerSm = 228 * 1024;  // shared memory per SM on sm_90
+// Shared memory per SM (sm_80 and sm_90) and threads per SM, which bound the blocks an SM holds.
+constexpr int kSharedPerSm[] = {164 * 1024, 228 * 1024};
 constexpr std::int64_t kThreadsPerSm = 2048;
 constexpr std::int64_t kRegistersPerSm = 65536;
 constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
@@ -498,26 +499,36 @@ void choose_rows(RearrangeSpec& s) {
   }
 }
 
-// Blocks per SM that a block's shared memory allows (the hardware keeps 1 KiB per block).
-std::int64_t blocks_by_shared(int bytes) { return kSharedPerSm / (bytes + 1024); }
+// Blocks per SM that a block's shared memory allows (the hardware keeps 1 KiB per block) with
+// `per_sm` bytes of shared memory, up to what the threads allow.
+std::int64_t blocks_by_shared(int bytes, int per_sm, int threads) {
+  return std::min<std::int64_t>(per_sm / (bytes + 1024), kThreadsPerSm / threads);
+}
+
+// Whether a layout of `bytes` of shared memory fits as many blocks per SM, on every architecture,
+// as `current_bytes` do, and the static limit.
+bool keeps_blocks(int bytes, int current_bytes, int threads) {
+  return bytes <= kMaxStaticShared && std::all_of(std::begin(kSharedPerSm), std::end(kSharedPerSm), [&](int per_sm) {
+           return blocks_by_shared(bytes, per_sm, threads) >= blocks_by_shared(current_bytes, per_sm, threads);
+         });
+}
 
 // The final tile's rows, where choose_rows' layout makes a warp's staging writes or the stores'
 // reads conflict in the shared-memory banks: the layout with the fewest wavefronts among padding of
 // 0 to 8 vectors and XOR swizzles over the widest power of two of vectors that divides a row,
 // stepping the XOR by 1, 2, 4, ... per micro-tile row (a warp stages rows VEC_B apart, which the
-// step spreads over the banks); one that takes more shared memory only where no fewer blocks fit.
+// step spreads over the banks); one that takes more shared memory only where as many blocks fit.
 void spread_rows(RearrangeSpec& s) {
   const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
   // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
   if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
   Wavefronts current = staging_wavefronts(s);
   if (current.taken == current.fewest) return;
-  const std::int64_t blocks = std::min<std::int64_t>(blocks_by_shared(shared_bytes(s)), kThreadsPerSm / s.threads);
+  const int current_bytes = shared_bytes(s);
   RearrangeSpec best = s;
   auto consider = [&](const RearrangeSpec& candidate) {
     const Wavefronts w = staging_wavefronts(candidate, current.taken);
-    if (w.taken < current.taken && blocks_by_shared(shared_bytes(candidate)) >= blocks &&
-        shared_bytes(candidate) <= kMaxStaticShared) {
+    if (w.taken < current.taken && keeps_blocks(shared_bytes(candidate), current_bytes, s.threads)) {
       best = candidate;
       current = w;
     }
