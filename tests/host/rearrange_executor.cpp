@@ -369,8 +369,8 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
   }
 }
 
-// The words template: 1- or 2-byte units loaded in 4-byte words and stored in vectors of store_words
-// words; misalignments come from the real addresses.
+// The words template: 1- or 2-byte units loaded in 4-byte words, in blocks of several words a row, and
+// stored in vectors of store_words words; misalignments come from the real addresses.
 using Word = std::array<std::uint8_t, 4>;
 
 void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
@@ -390,18 +390,11 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   auto dst_row = [&](std::int64_t bi) { return dst_offset(a, s, s.dims_a, s.dims_b, bi); };
   const int lead = s.skew_store ? vec : 0;  // units a tile reads before a0
   const int vecs_a = s.tile_a / vec, groups_a = (lead + s.tile_a) / w, words_b = s.tile_b / w;
-  const int lanes_b = std::min(words_b, 32 / w), bands_b = (words_b + lanes_b - 1) / lanes_b;
   if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
   auto misalignment = [&](const std::uint8_t* base, std::int64_t offset, int units) {
     return static_cast<int>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
                              static_cast<std::uintptr_t>(offset)) %
                             static_cast<std::uintptr_t>(units));
-  };
-  auto read_word = [](const std::uint8_t* at) {
-    check_vector(at, 4);
-    Word word;
-    std::memcpy(word.data(), at, 4);
-    return word;
   };
   auto funnel = [&](const Word& low, const Word& high, int shift) {
     std::uint8_t pair[8];
@@ -411,16 +404,54 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     std::memcpy(out.data(), pair + shift * u, 4);
     return out;
   };
-  auto load_word = [&](std::int64_t row, std::int64_t b) {
-    const int m = s.skew_load ? misalignment(src, row + b, w) : 0;
-    if (b - m >= 0 && b - m + (m ? 2 : 1) * w <= eb) {
-      const std::uint8_t* at = src + (row + b - m) * u;
-      return m ? funnel(read_word(at), read_word(at + 4), m) : read_word(at);
-    }
-    Word word{};
-    for (int x = 0; x < w; ++x)
-      if (b + x < eb) copy_units(word.data() + x * u, src + (row + b + x) * u, 1, u);
+  // Source units the tensor spans from the kernel's src pointer: every global read must lie inside.
+  std::int64_t src_span = 1;
+  for (int k = 0; k < s.num_dims; ++k) src_span += (a.dim[k].extent.value - 1) * a.dim[k].src_stride;
+  auto read_word = [&](std::int64_t offset) {
+    if (offset < 0 || offset + w > src_span) throw std::logic_error("words: a load outside the source tensor");
+    const std::uint8_t* at = src + offset * u;
+    check_vector(at, 4);
+    Word word;
+    std::memcpy(word.data(), at, 4);
     return word;
+  };
+  // Load blocks as the template issues them: load_words words along B of each of w rows from one
+  // aligned address per row, reading aligned word j where word j is whole (sj_source) or, on a
+  // misaligned row, word j - 1 is; a word that is not whole is read unit by unit. Tiles whose B range
+  // with its words lies inside skip the checks (sj_inside_b): every word is whole there.
+  auto fills = [&](int words) { return words_b % words == 0 && words_b / words * groups_a >= s.threads; };
+  const int load_words = 8 / w >= 4 && fills(4) ? 4 : fills(2) ? 2 : 1;
+  const int loaded_words = load_words + (s.skew_load ? 1 : 0);
+  const int chunks = words_b / load_words, lanes_b = std::min(chunks, 32 / (w * load_words));
+  const int load_items = lanes_b * groups_a * ((chunks + lanes_b - 1) / lanes_b);
+  const int loads_per_thread = (load_items + s.threads - 1) / s.threads;
+  const bool unchecked_allowed = loads_per_thread * w * loaded_words <= 20;
+  auto stage_block = [&](std::int64_t row, std::int64_t b, bool inside_b, std::vector<Word>& out) {
+    const int m = s.skew_load ? misalignment(src, row + b, w) : 0;
+    std::vector<bool> whole(static_cast<std::size_t>(load_words));
+    for (int j = 0; j < load_words; ++j) {
+      const std::int64_t bj = b + std::int64_t{j} * w;
+      whole[static_cast<std::size_t>(j)] =
+          inside_b || ((bj - m >= 0 || misalignment(src, 0, w) == 0) && bj - m + (m ? 2 : 1) * w <= eb);
+    }
+    std::vector<Word> in(static_cast<std::size_t>(loaded_words), Word{0xee, 0xee, 0xee, 0xee});
+    for (int j = 0; j < loaded_words; ++j)
+      if ((j < load_words && whole[static_cast<std::size_t>(j)]) || (j > 0 && m && whole[static_cast<std::size_t>(j - 1)]))
+        in[static_cast<std::size_t>(j)] = read_word(row + b - m + std::int64_t{j} * w);
+    for (int j = 0; j < load_words; ++j) {
+      const std::int64_t bj = b + std::int64_t{j} * w;
+      Word word = m ? funnel(in[static_cast<std::size_t>(j)], in[static_cast<std::size_t>(j + 1)], m)
+                    : in[static_cast<std::size_t>(j)];
+      if (!whole[static_cast<std::size_t>(j)]) {
+        word = Word{};
+        for (int x = 0; x < w; ++x)
+          if (bj + x < eb) {
+            if (row + bj + x < 0 || row + bj + x >= src_span) throw std::logic_error("words: a unit outside the source tensor");
+            copy_units(word.data() + x * u, src + (row + bj + x) * u, 1, u);
+          }
+      }
+      out[static_cast<std::size_t>(j)] = word;
+    }
   };
   std::vector<Word> smem(static_cast<std::size_t>(s.tile_b * s.pitch));
   auto shared = [&](int position) -> Word& {
@@ -431,23 +462,29 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     const auto [a0, b0, src_base, dst_base] = tile_origin(a, s, t, s.dims_a + s.dims_b, s.a_first);
     std::fill(smem.begin(), smem.end(), Word{0xee, 0xee, 0xee, 0xee});
     const std::int64_t a_base = a0 - lead;
-    for (int item = 0; item < lanes_b * groups_a * bands_b; ++item) {
-      const int lane = item % lanes_b, rest = item / lanes_b;
-      const int g = rest % groups_a, k = rest / groups_a * lanes_b + lane;
-      if (k >= words_b) continue;
-      const std::int64_t b = b0 + std::int64_t{k} * w;
-      std::vector<Word> rows(static_cast<std::size_t>(w), Word{0xee, 0xee, 0xee, 0xee});
-      if (b < eb)
+    const bool inside_b = unchecked_allowed && (!s.skew_load || b0 >= w || misalignment(src, 0, w) == 0) &&
+                          b0 + s.tile_b + (s.skew_load ? w : 0) <= eb;
+    for (int g = 0; g < groups_a; ++g)
+      for (int k = 0; k < words_b; k += load_words) {
+        const std::int64_t b = b0 + std::int64_t{k} * w;
+        if (!inside_b && b >= eb) continue;
+        std::vector<std::vector<Word>> rows(static_cast<std::size_t>(w),
+                                            std::vector<Word>(static_cast<std::size_t>(load_words), Word{0xee, 0xee, 0xee, 0xee}));
         for (int i = 0; i < w; ++i) {
           const std::int64_t ai = a_base + std::int64_t{g} * w + i;
-          if (ai >= 0 && ai < ea) rows[static_cast<std::size_t>(i)] = load_word(src_base + src_row(ai), b);
+          if (ai >= 0 && ai < ea) stage_block(src_base + src_row(ai), b, inside_b, rows[static_cast<std::size_t>(i)]);
         }
-      for (int j = 0; j < w; ++j) {
-        Word column;
-        for (int i = 0; i < w; ++i) std::memcpy(column.data() + i * u, rows[static_cast<std::size_t>(i)].data() + j * u, static_cast<std::size_t>(u));
-        shared((k * w + j) * s.pitch + g) = column;
+        for (int j = 0; j < load_words; ++j) {
+          if (!inside_b && b + std::int64_t{j} * w >= eb) continue;
+          for (int c = 0; c < w; ++c) {
+            Word column;
+            for (int i = 0; i < w; ++i)
+              std::memcpy(column.data() + i * u, rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)].data() + c * u,
+                          static_cast<std::size_t>(u));
+            shared(((k + j) * w + c) * s.pitch + g) = column;
+          }
+        }
       }
-    }
     for (int item = 0; item < s.tile_b * vecs_a; ++item) {
       const int lb = item / vecs_a, j = item % vecs_a;
       if (b0 + lb >= eb) continue;
