@@ -149,8 +149,8 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // Unchecked B only for up to 20 loaded words per thread. With one word a row the limit was 8 rows:
 // 16 rows of 2 words (four blocks of 1-byte units) issued at once spilled (sm_90: 240 bytes of
 // stack at the 80-register cap), measured when such tiles skipped A's checks too; with the checks,
-// 16 words of 1-byte units take 80 registers and no stack (u8 [1001,100] 1,0). The blocks of
-// several words were measured with this limit.
+// u8 [1001,100] 1,0 (16 words a thread) compiles without spilling. The blocks of several words were
+// measured with this limit.
 // A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
