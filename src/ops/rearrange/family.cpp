@@ -402,13 +402,16 @@ int staged_position(const RearrangeSpec& s, int vector, int b, int micro_row) {
   return b * s.pitch + vector * s.vec_a;
 }
 
+// Lanes of a warp whose shared-memory accesses of `access_bytes` are served together: 128 bytes'
+// worth, all 32 for accesses of up to 4 bytes.
+int lanes_served_together(int access_bytes) { return access_bytes <= 4 ? 32 : 128 / access_bytes; }
+
 // Shared-memory wavefronts of one warp access of `access_bytes` per lane at the given byte offsets
-// (aligned to the access). Lanes are served 128 bytes at a time (all 32 for accesses of up to 4
-// bytes); in each group a bank serves one 32-bit word per wavefront, so aligned vectors conflict
-// where they fall in the same 128-byte slot, and lanes that touch the same word (narrower accesses)
-// share it.
+// (aligned to the access), its lanes served in groups (lanes_served_together). In each group a bank
+// serves one 32-bit word per wavefront, so aligned vectors conflict where they fall in the same
+// 128-byte slot, and lanes that touch the same word (narrower accesses) share it.
 int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
-  const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;
+  const int group = lanes_served_together(access_bytes);
   const int shift = std::countr_zero(static_cast<unsigned>(access_bytes));  // accesses are powers of two
   int total = 0;
   for (int first = 0; first < lanes; first += group) {
@@ -441,7 +444,7 @@ struct Wavefronts {
 Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_limits<int>::max()) {
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
   const int access_bytes = s.vec_a * s.unit_bytes;
-  const int group = access_bytes <= 4 ? 32 : 128 / access_bytes;  // lanes served together
+  const int group = lanes_served_together(access_bytes);
   Wavefronts out;
   // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters (the
   // planner's time is mostly divisions otherwise).
