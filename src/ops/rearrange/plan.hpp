@@ -103,7 +103,10 @@ struct RearrangePlanImpl {
   /// Published index into data.variants per level, read without the lock; kUnplanned until planned.
   mutable std::array<std::atomic<int>, plan::kAlignmentLevels> level_variant;
   const plan::RearrangeVariant* variants = nullptr;  ///< data.variants.data()
-  std::string manifest;
+  /// The plan's manifest line, rendered when first asked for (a kernel's first compile, record mode,
+  /// RearrangePlan::manifest_line), not at planning.
+  mutable std::once_flag manifest_once;
+  mutable std::string manifest;
   std::unique_ptr<std::atomic<const jit::KernelHandle*>[]> kernels;  ///< kMaxVariants
 };
 

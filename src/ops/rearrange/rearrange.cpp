@@ -21,13 +21,21 @@
 namespace shapejit {
 namespace {
 
+const std::string& manifest_of(const detail::RearrangePlanImpl& impl) {
+  std::call_once(impl.manifest_once, [&] {
+    const std::lock_guard lock(impl.planning);  // launches may be planning other levels
+    impl.manifest = plan::manifest_line(impl.data);
+  });
+  return impl.manifest;
+}
+
 // Resolved at the variant's first launch, so that planning never renders source.
 const jit::KernelHandle& kernel_of(const detail::RearrangePlanImpl& impl, std::size_t index) {
   std::atomic<const jit::KernelHandle*>& slot = impl.kernels[index];
   if (const jit::KernelHandle* k = slot.load(std::memory_order_acquire)) return *k;
   const plan::RearrangeVariant& variant = impl.variants[index];
   const jit::KernelHandle* k = &jit::registered_kernel(plan::rearrange_key(variant.spec, variant.args),
-                                                       [&] { return codegen::rearrange_program(variant, impl.manifest); });
+                                                       [&] { return codegen::rearrange_program(variant, manifest_of(impl)); });
   slot.store(k, std::memory_order_release);
   return *k;
 }
@@ -77,13 +85,12 @@ RearrangePlan plan_rearrange(const TensorDesc& dst, const TensorDesc& src, const
   impl->variants = impl->data.variants.data();
   for (int level = 0; level < plan::kAlignmentLevels; ++level)
     impl->level_variant[static_cast<std::size_t>(level)].store(impl->data.variant_for_level[static_cast<std::size_t>(level)]);
-  impl->manifest = plan::manifest_line(impl->data);
   impl->kernels = std::make_unique<std::atomic<const jit::KernelHandle*>[]>(plan::kMaxVariants);
   if (jit::recording()) {
     std::vector<SpecKey> kernels;
     for (const plan::RearrangeVariant& v : plan::with_every_level(impl->data).variants)
       if (v.spec.family != plan::RearrangeFamily::copy) kernels.push_back(plan::rearrange_key(v.spec, v.args));
-    jit::record_manifest_line(impl->manifest, kernels);
+    jit::record_manifest_line(manifest_of(*impl), kernels);
   }
   RearrangePlan plan;
   plan.impl_ = std::move(impl);
@@ -129,7 +136,7 @@ std::string RearrangePlan::describe() const { return plan::describe(every_level(
 
 std::string RearrangePlan::json() const { return plan::describe_json(every_level(impl())); }
 
-std::string RearrangePlan::manifest_line() const { return impl().manifest; }
+std::string RearrangePlan::manifest_line() const { return manifest_of(impl()); }
 
 void rearrange(void* dst, const TensorDesc& dst_desc, const void* src, const TensorDesc& src_desc, void* stream) {
   static PlanCache<RearrangePlan> plans;
