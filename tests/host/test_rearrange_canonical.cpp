@@ -241,6 +241,19 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
   for (const auto* v : {&uneven, &near, &f32}) CHECK(v->grid == (v->args.num_tiles + 1) / 2);
 }
 
+TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many times longer in units") {
+  // f64 [5, 6567, 6091] 2,1,0: 32-unit tiles along A's 32835 units, 64-unit tiles along B's 6091:
+  // 1027 tiles to 96, yet A's rows are under 8 times as long, so A goes first.
+  const auto& rect = aligned(permute_plan({5, 6567, 6091}, {2, 1, 0}, DType::f64));
+  REQUIRE(rect.spec.family == RearrangeFamily::packed);
+  CHECK(rect.spec.tile_a * 2 == rect.spec.tile_b);
+  CHECK(rect.spec.a_first);
+  // f32 [65424, 3057] 1,0: square tiles, A's rows 21 times longer: B first.
+  const auto& tall = aligned(permute_plan({65424, 3057}, {1, 0}, DType::f32));
+  REQUIRE(tall.spec.family == RearrangeFamily::transpose);
+  CHECK_FALSE(tall.spec.a_first);
+}
+
 TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there at twice the blocks per SM") {
   // B spans the whole 4-unit dim and the tile fits a half-size block.
   const auto& small = aligned(permute_plan({3, 21999, 668, 4}, {0, 1, 3, 2}, DType::u8));
