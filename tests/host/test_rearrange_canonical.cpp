@@ -289,18 +289,20 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
   check_words(aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8)), 256, 88, 3);
-  // 2-byte units over composite groups hold twice the load blocks: 32 B units, not 16; a plain 2-D
-  // transpose keeps 16, and a short A group (39 units) lengthens B to 24 (in its word-tile candidate:
-  // the planned tile stores A whole in linear vectors since narrow_store_aspect).
+  // 2-byte units take twice the B their load blocks give, so that blocks read 4 words a row: 32 B
+  // units on a plain 2-D transpose, not 16, and over composite groups, whose 6 KB cap keeps it at 32;
+  // a short A group (39 units, funnel-shifted loads) had 24 B units; twice its budget passes one run
+  // of 16 words and is cut back to the run: 32 (in its word-tile candidate: the planned tile stores A
+  // whole in linear vectors since narrow_store_aspect).
   check_words(aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)), 128, 32, 6);
-  check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 16, 6);
+  check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 32, 6);
   const std::vector<plan::RearrangeVariant> short_a =
       plan::tuning_candidates(permute_plan({39, 3123589}, {1, 0}, DType::f16));
   const auto word_tile = std::find_if(short_a.begin(), short_a.end(), [](const plan::RearrangeVariant& v) {
     return v.spec.family == RearrangeFamily::words && v.spec.store_words == 1;
   });
   REQUIRE(word_tile != short_a.end());
-  check_words(*word_tile, 128, 24, 6);
+  check_words(*word_tile, 128, 32, 6);
   // 1-byte units over composite groups: four blocks where the tile stays within 6 KB (A = 76 units:
   // 64 B units), two over a full A group (112 units plus a skew vector: 32), and two with 64-bit indices.
   check_words(aligned(permute_plan({143, 12, 133, 12, 41}, {2, 1, 4, 3, 0}, DType::u8)), 128, 64, 6);
