@@ -496,9 +496,9 @@ TEST_CASE("blocks: slab tiles whose table-looked-up addresses overrun the regist
 TEST_CASE("slab dims: a small whole tile grows by them rather than moving as one run, at 16 and 8 bytes") {
   // f16, innermost dims 2 x 2: A (3 dims, 60 units) x B (2 units). At 16 bytes the tile would store
   // as one 16-byte run and stay 60 x 2, under a unit per thread, so it was walked as gathers; at
-  // 8 bytes it already grew by slab dims. Both alignments now take the grown tile; at 16 bytes it
-  // stores runs of A x B's first three dims (20 B indices: the chain and two slab dims) in 16-byte
-  // vectors, at 8 bytes A vectors.
+  // 8 bytes it already grew by slab dims. Both alignments now take the grown tile (256 B units: B
+  // grows through A's first dims, as tiles whose runs are under 64 bytes may; 120 before); at 16
+  // bytes it stores runs of A x B's chain (2 B indices) in 16-byte vectors, at 8 bytes A vectors.
   const plan::RearrangePlanData p = permute_plan({2, 3, 7, 5, 3, 7, 7, 2, 6, 5, 2, 2, 6, 2, 2},
                                                  {0, 4, 7, 1, 2, 11, 5, 12, 6, 10, 9, 14, 8, 3, 13}, DType::f16);
   const auto& at16 = plan::variant_for_pointers(p, 0);
@@ -506,11 +506,11 @@ TEST_CASE("slab dims: a small whole tile grows by them rather than moving as one
   for (const plan::RearrangeVariant* v : {&at16, &at8}) {
     CHECK(v->spec.family == RearrangeFamily::packed);
     CHECK(v->spec.tile_a == 60);
-    CHECK(v->spec.tile_b == 120);
+    CHECK(v->spec.tile_b == 256);
     CHECK(v->spec.b_chain == 2);
   }
   CHECK(at16.spec.store_linear == 8);
-  CHECK(at16.spec.store_run == 20);
+  CHECK(at16.spec.store_run == 2);
   CHECK(at8.spec.store_linear == 0);
   // u8, a 4 x 30 tile that would load as one run (walked as gathers before): it grows along B by
   // slab dims and loads 2-byte micro-tile vectors instead.
