@@ -329,16 +329,14 @@ std::optional<std::size_t> source_inner_dim(const RearrangeDims& dims, std::size
 }
 
 // Widest access (in units, a power of two up to `max_units`) such that `count` and every listed
-// stride are multiples of it and the pointer is aligned for it.
+// stride are multiples of it and the pointer is aligned for it (`max_units` and `align_units` are
+// powers of two, so a multiple of v is a value whose bits below v are clear).
 std::int64_t widest_vector(std::int64_t max_units, std::int64_t count, const DimList<std::int64_t>& strides,
                            std::int64_t align_units) {
+  std::int64_t low_bits = count;
+  for (std::int64_t s : strides) low_bits |= s;
   std::int64_t v = std::min(max_units, align_units);
-  while (v > 1) {
-    bool ok = divides(v, count);
-    for (std::int64_t s : strides) ok = ok && divides(v, s);
-    if (ok) break;
-    v /= 2;
-  }
+  while (v > 1 && (low_bits & (v - 1)) != 0) v /= 2;
   return v;
 }
 
@@ -921,6 +919,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
   // bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups
   // lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit tiles.)
   bool found = false;
+  const bool index64 = needs_index64(form.dims);
   for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
@@ -928,7 +927,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       for (bool runs : {load_runs, false}) {
         c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect);
-        c.spec.index64 = needs_index64(form.dims);
+        c.spec.index64 = index64;
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
         found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
                 (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
