@@ -248,10 +248,22 @@ TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many time
   REQUIRE(rect.spec.family == RearrangeFamily::packed);
   CHECK(rect.spec.tile_a * 2 == rect.spec.tile_b);
   CHECK(rect.spec.a_first);
+  // f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0: 256 x 16 tiles, 53 along A's 13405 units to 35 along B's
+  // 552: under 8 times the tiles, yet A's rows are 24 times longer, so B goes first.
+  const auto& wide = aligned(permute_plan({5, 7, 383, 27, 4, 138}, {4, 5, 3, 2, 1, 0}, DType::f32));
+  REQUIRE(wide.spec.family == RearrangeFamily::packed);
+  CHECK((wide.spec.tile_a == 256 && wide.spec.tile_b == 16));
+  CHECK_FALSE(wide.spec.a_first);
   // f32 [65424, 3057] 1,0: square tiles, A's rows 21 times longer: B first.
   const auto& tall = aligned(permute_plan({65424, 3057}, {1, 0}, DType::f32));
   REQUIRE(tall.spec.family == RearrangeFamily::transpose);
   CHECK_FALSE(tall.spec.a_first);
+  // Word tiles too: u8 [42927, 4535] 1,0, 112 x 32 units, 384 tiles along A to 142 along B, A's rows
+  // 9.5 times longer: B first.
+  const auto& words = aligned(permute_plan({42927, 4535}, {1, 0}, DType::u8));
+  REQUIRE(words.spec.family == RearrangeFamily::words);
+  CHECK((words.spec.tile_a == 112 && words.spec.tile_b == 32));
+  CHECK_FALSE(words.spec.a_first);
 }
 
 TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there at twice the blocks per SM") {
@@ -289,8 +301,8 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);
   // ...unless one 256-thread tile spans the whole B group (88 units), which is not split.
   check_words(aligned(permute_plan({2117473, 88}, {1, 0}, DType::u8)), 256, 88, 3);
-  // 2-byte units take twice the B their load blocks give, so that blocks read 4 words a row: 32 B
-  // units on a plain 2-D transpose, not 16, and over composite groups, whose 6 KB cap keeps it at 32;
+  // 2-byte units take twice the B their load blocks give (on a plain 2-D transpose, blocks of 4 words
+  // a row): 32 B units there, not 16, and over composite groups, whose 6 KB cap keeps it at 32;
   // a short A group (39 units, funnel-shifted loads) had 24 B units; twice its budget passes one run
   // of 16 words and is cut back to the run: 32 (in its word-tile candidate: the planned tile stores A
   // whole in linear vectors since narrow_store_aspect).

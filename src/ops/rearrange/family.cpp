@@ -757,14 +757,21 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   return c;
 }
 
-/// The order in which a kernel of (A, B) tiles counts them. The blocks in flight cover consecutive
-/// tiles, and DRAM streams best when they cover whole rows on one side and long pieces of rows on
-/// the other. Counting along A first, they write whole destination rows and read pieces of W /
-/// tiles_a tiles (W: tiles in flight); along B first, they read whole source rows and write pieces
-/// of W / tiles_b. Writes in short pieces cost the most (H200, f32 [4406, 45393] 1,0: 52% of copy
-/// along B, 85% along A), so A goes first unless its rows hold many times more tiles than B's, where
-/// its reads would be single tiles (f32 [65424, 3057] 1,0: 82% along A, 88% along B).
-bool counts_along_b(std::int64_t tiles_a, std::int64_t tiles_b) { return tiles_b > 1 && tiles_a >= 8 * tiles_b; }
+/// The order in which a kernel of tiles_a x tiles_b tiles of tile_a x tile_b units counts them. The
+/// blocks in flight cover consecutive tiles, and DRAM streams best when they cover whole rows on one
+/// side and long pieces of rows on the other. Counting along A first, they write whole destination
+/// rows and read pieces of W / tiles_a tiles (W: tiles in flight); along B first, they read whole
+/// source rows and write pieces of W / tiles_b. Writes in short pieces cost the most (H200, f32 [4406,
+/// 45393] 1,0: 52% of copy along B, 85% along A), so A goes first unless its rows are many times
+/// longer than B's, where its reads would be single tiles (f32 [65424, 3057] 1,0: 82% along A, 88%
+/// along B). Rows are weighed in units, as tiles are often many times longer on one side (256 x 16):
+/// H200, the lines of seeds 1085-1092 and the suites whose order that changes against weighing them in
+/// tiles, transpose and packed tiles (32): 3 up by 4 to 10 points, none down by 3 or more (f64 [5,
+/// 6567, 6091] 2,1,0 70% -> 80%); word tiles, on seeds 1093-1126 (34): u8 (31) 67.5% -> 69.4%, 9 up
+/// by 7 to 9 points, 1 down by 3, f16 (3) 59.2% -> 61.2%.
+bool counts_along_b(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
+  return tiles_b > 1 && tiles_a * tile_a >= 8 * tiles_b * tile_b;
+}
 
 /// The families whose kernels count (A, B) tiles in the order of their spec's a_first.
 bool counts_tiles(RearrangeFamily family) {
@@ -772,18 +779,11 @@ bool counts_tiles(RearrangeFamily family) {
          family == RearrangeFamily::skewed || family == RearrangeFamily::words;
 }
 
-/// counts_along_b for the tiled families; with one tile on either side both orders are one walk,
-/// and those kernels keep counting along B, as they all did before the order was planned.
-bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b) {
-  return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b);
-}
-
-/// tiles_along_a_first for transpose and packed tiles, whose sides often differ many times in length
-/// (256 x 16 units): the rows are weighed by their lengths in units, not in tiles. (H200, the 32 lines
-/// of fresh seeds 1085-1092 and the suites whose order this changes: 3 up 4 to 10 points, none down;
-/// f64 [5, 6567, 6091] 2,1,0 70% -> 80% of copy.)
-bool tiled_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
-  return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a * tile_a, tiles_b * tile_b);
+/// Whether A goes first (counts_along_b) for the transpose, packed and runs families; with one tile on
+/// either side both orders are one walk, and those kernels keep counting along B, as they all did
+/// before the order was planned.
+bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
+  return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b, tile_a, tile_b);
 }
 
 // A tiled spec's work per thread of a block of `threads`: micro-tiles loaded and store vectors
@@ -986,7 +986,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
   s.num_dims = static_cast<int>(form.dims.size());
 
   const std::int64_t tiles_a = ceil_div(g.extent_a, s.tile_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
-  s.a_first = tiled_along_a_first(tiles_a, tiles_b, s.tile_a, s.tile_b);
+  s.a_first = tiles_along_a_first(tiles_a, tiles_b, s.tile_a, s.tile_b);
   RearrangeVariant v{form, s, {}, 0, 0};
   RearrangeKernelArgs& args = v.args;
   args.extent_a = g.extent_a;
@@ -1277,7 +1277,7 @@ RearrangeVariant plan_skewed(const CanonicalForm& form, std::size_t a_dim, std::
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, single_dims(form.dims, a_dim, b_dim), s, vec - 1);
-  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value);
+  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value, s.tile_a, s.tile_b);
   // One tile per block: the kernel is bound by instruction issue, and walking two or four tiles per
   // block with the next one's loads in flight cost it (H200, f32 [8191, 8193]: 68%, 62%, 57%).
   v.grid = grid_for(v.args.num_tiles);
@@ -1405,7 +1405,8 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 // (each row takes two words) except 2-byte units over composite groups; more spill (sm_90, 80
 // registers). Over composite groups, whose tiles start by filling offset tables, four blocks make
 // the tile twice as long along B for the same tables, up to kWordCompositeTileBytes (binding for
-// 1-byte units only) in 128-thread tiles: tiles of 8 KB lost. H200, two rounds each:
+// 1-byte units, and for 2-byte units since plan_words stretches their B) in 128-thread tiles: tiles
+// of 8 KB lost. H200, two rounds each:
 // - 2-byte units, tuning seeds 40-53 and seeds 99-105, 36 lines: 50.5% -> 54.8% of copy, 25 up by
 //   more than 2 points and none down; on plain 2-D transposes four blocks lost 5 to 10 points;
 // - 1-byte units with a short A group (72 to 84 units measured; the cap admits tiles of up to 96
@@ -1422,9 +1423,10 @@ int word_loads_per_thread(std::int64_t word, bool skew_load, bool composite, boo
 // A tile is at most 32 row groups along A (32 - store_words when stores are skewed: store_words
 // groups are read ahead) and as many words along B as its threads' load blocks fill. For 2-byte
 // units a short A group makes a longer B side (f16 [39, 3123589] 1,0: 33% -> 38% with 24 units along
-// B, not 16, before narrow_store_aspect gave it a packed tile); 1-byte tiles share the budget among
-// a full A's 32 groups whatever their A (the one u8 line a shorter A lengthened on those seeds,
-// [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes and fell from 44% to 38%).
+// B, not 16, before narrow_store_aspect gave it a packed tile; 32 since the stretch below); 1-byte
+// tiles share the budget among a full A's 32 groups whatever their A (the one u8 line a shorter A
+// lengthened on those seeds, [2,143,6,29,160,2,9] 4,5,6,0,2,3,1, spilled 40 bytes and fell from 44%
+// to 38%).
 RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exact, std::int64_t src_align,
                             std::int64_t dst_align, int store_words) {
   const std::int64_t word = units_per_word(form.unit_bytes);
@@ -1455,8 +1457,11 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // along B come in whole runs (the kernel counts a partial run's idle lanes as load blocks).
   const std::int64_t run_words = 32 / word;
   // 2-byte tiles take twice the B their load budget gives, so that the template's blocks read 4 words
-  // a row, not 2. (H200, the 14 f16 word-tile lines of fresh seeds 1085-1092: 63.9% -> 67.4% of copy,
-  // 9 up 3 to 8 points, 2 down 2 to 3 points.)
+  // a row where they fill the tile, not 2. (H200, the 14 f16 word-tile lines of seeds 1085-1092:
+  // 63.9% -> 67.4% of copy, 9 up 3 to 8 points, 2 down 2 to 3 points. Those tiles, of 56-62 x 32
+  // units, are past 2 KiB and so walk one per block, which the figure includes; and a 2-byte B
+  // group is now never longer than the stretched budget yet short enough for one 256-thread tile,
+  // so the whole-B rule below is left to 1-byte units.)
   const std::int64_t b_stretch = form.unit_bytes == 2 ? 2 : 1;
   const std::int64_t max_words_b = [&] {
     std::int64_t words = b_stretch * kSmallBlockThreads * loads / budget_groups;
@@ -1481,10 +1486,11 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
 
   RearrangeVariant v{form, s, {}, 0, 0};
   v.args = skew_tile_args(form, g, s, lead);
-  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value);
+  v.spec.a_first = !counts_along_b(v.args.tiles_y.value, v.args.tiles_x.value, s.tile_a, s.tile_b);
   // Tiles of 2 KiB or less walk four per block. (H200, measured planning on seeds 835, 836 and
   // 841 chose four per block for 5 of the 8 f16 word tiles of 56-62 x 16 units, 4-5 points up; on
-  // the 33 such f16 lines of seeds 876-899, drawn after: 54.0% -> 56.9% of copy, 27 up, 2 down.)
+  // the 33 such f16 lines of seeds 876-899, drawn after: 54.0% -> 56.9% of copy, 27 up, 2 down.
+  // f16 tiles are twice that long along B since, and walk one per block.)
   const bool small_tiles = std::int64_t{s.tile_a} * s.tile_b * s.unit_bytes <= kWordSmallTileBytes;
   v.grid = grid_for(small_tiles ? ceil_div(v.args.num_tiles, 4) : v.args.num_tiles);
   return v;
@@ -1780,7 +1786,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   args.extent_b = extent_b;
   args.tiles_x = make_kernel_divisor(ceil_div(extent_b, even_b));
   args.tiles_y = make_kernel_divisor(ceil_div(extent_a, tile_a));
-  v.spec.a_first = tiles_along_a_first(args.tiles_y.value, args.tiles_x.value);
+  v.spec.a_first = tiles_along_a_first(args.tiles_y.value, args.tiles_x.value, 1, 1);  // rows weighed in tiles
   args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / (row.extent * extent_a * extent_b));
   int k = 0;
   args.dim[k++] = kernel_dim(row);
