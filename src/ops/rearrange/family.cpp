@@ -1067,11 +1067,11 @@ double tile_footprint_score(const RearrangeVariant& v) {
 // apart, two to ten bytes a run. (H200, the 25 u8/f16 lines of seeds 900-951 whose plans this
 // changes, 23 of them never looked at while writing it: 25.8% -> 57.3% of copy, all 25 up; u8
 // [18,3,2,2,22,2,3,24,2,2,20,3] 10,0,7,3,1,8,6,4,2,5,11,9 13% -> 70%.) Runs of 32 to 63 bytes still
-// take two or three sectors each, so they may pass too. (H200, the 10 lines of fresh seeds 1094-1101
-// whose plans this changes: u8 (7) 39.4% -> 53.5% of copy, f16 (3) 61.6% -> 69.7%, 6 up by 14 to 34
-// points, 3 down by 4 to 10; a bound of 128 bytes changed 27 lines, and 5 of their 8 f32 lines fell.
-// On the 25 lines of seeds 1102-1125 it changes, drawn after: u8 (14) 47.1% -> 60.7%, f16 (11) 52.2% ->
-// 74.2%, 20 up, 3 down.)
+// take two or three sectors each, so they may pass too. (H200: the bound was chosen on the 10 lines
+// of seeds 1094-1101 whose plans it changes, u8 (7) 39.4% -> 53.5% of copy, f16 (3) 61.6% -> 69.7%,
+// 6 up by 14 to 34 points, 3 down by 4 to 10, where 128 bytes changed 27 lines and 5 of their 8 f32
+// lines fell. On the 25 lines of seeds 1102-1125 it changes, drawn after: u8 (14) 47.1% -> 60.7%,
+// f16 (11) 52.2% -> 74.2%, 20 up, 3 down.)
 constexpr std::int64_t kPassingMinRunUnits = 16;
 constexpr std::int64_t kPassingMinRunBytes = 64;
 
