@@ -562,6 +562,7 @@ struct TiledChoice {
   Groups g;
   RearrangeSpec spec;
   int micro_vec_b = 1;  // the micro-tiles' load width, kept where linear loads replace them
+  bool whole_taken = false;  // a group over its target was kept whole (only `whole_groups` does that)
 };
 
 // Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units).
@@ -630,8 +631,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
   Groups& g = c.g;
-  g.a = {a_dim};
-  g.b = {b_dim};
+  g.a.push_back(a_dim);
+  g.b.push_back(b_dim);
   g.extent_a = dims[a_dim].extent;
   g.extent_b = dims[b_dim].extent;
 
@@ -654,7 +655,10 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // otherwise tiles are powers of two, for units under 4 bytes shrunk to even out the last tile.
   const std::int64_t slack = whole_groups ? 2 : 1;
   auto tile_for = [&](std::int64_t extent, std::int64_t target) {
-    if (extent <= slack * target) return extent;
+    if (extent <= slack * target) {
+      c.whole_taken = c.whole_taken || extent > target;
+      return extent;
+    }
     return unit < 4 ? even_tile(extent, pow2_floor(target), 16 / unit) : pow2_floor(target);
   };
   std::int64_t tile_b = tile_for(g.extent_b, target_b);
@@ -925,15 +929,19 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       if (whole && form.unit_bytes >= 4) continue;
       // Linear loads over runs shorter than the tile hold an address per load, and their stores
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
+      bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
         c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect);
         c.spec.index64 = index64;
+        whole_taken = whole_taken || c.whole_taken;
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
         found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
                 (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
         if (found || !short_load_runs) break;
       }
-      if (found) break;
+      // Where no group was kept whole over its target, tiles of this volume without whole groups
+      // are the same tiles, which did not fit either.
+      if (found || (whole && !whole_taken && volume > 256)) break;
     }
   RearrangeSpec& s = c.spec;
   Groups& g = c.g;
