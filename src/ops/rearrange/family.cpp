@@ -768,11 +768,11 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 /// source rows and write pieces of W / tiles_b. Writes in short pieces cost the most (H200, f32 [4406,
 /// 45393] 1,0: 52% of copy along B, 85% along A), so A goes first unless its rows are many times
 /// longer than B's, where its reads would be single tiles (f32 [65424, 3057] 1,0: 82% along A, 88%
-/// along B). Rows are weighed in units, as tiles are often many times longer on one side (256 x 16):
-/// H200, the lines of seeds 1085-1092 and the suites whose order that changes against weighing them in
-/// tiles, transpose and packed tiles (32): 3 up by 4 to 10 points, none down by 3 or more (f64 [5,
-/// 6567, 6091] 2,1,0 70% -> 80%); word tiles, on seeds 1093-1126 (34): u8 (31) 67.5% -> 69.4%, 9 up
-/// by 7 to 9 points, 1 down by 3, f16 (3) 59.2% -> 61.2%.
+/// along B). Rows are weighed in units, as tiles are often many times longer on one side (256 x 16).
+/// (H200, against weighing them in tiles. Transpose and packed tiles, the 32 lines of seeds 1085-1092
+/// and the suites whose order that changes: 3 up by 4 to 10 points, none down by 3 or more; f64 [5,
+/// 6567, 6091] 2,1,0 70% -> 80%. Word tiles, the 34 such lines of seeds 1093-1126: u8 (31) 67.5% ->
+/// 69.4%, 9 up by 7 to 9 points, 1 down by 3; f16 (3) 59.2% -> 61.2%.)
 bool counts_along_b(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
   return tiles_b > 1 && tiles_a * tile_a >= 8 * tiles_b * tile_b;
 }
