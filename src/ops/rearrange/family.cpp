@@ -482,10 +482,13 @@ Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_l
 // Shared-memory rows of a tiled spec, while its tile is chosen: linear loads and stores need rows
 // back to back; otherwise an XOR swizzle of the A vectors when a row holds whole 128-byte periods,
 // else one vector of padding (spread_rows may change the layout of the final tile).
+// A vectors (of at least a bank's 4 bytes) in 128 bytes of shared memory: the widest swizzle period.
+int vectors_per_128_bytes(const RearrangeSpec& s) { return 128 / std::max(s.vec_a * s.unit_bytes, 4); }
+
 void choose_rows(RearrangeSpec& s) {
   const std::int64_t vec_a_bytes = std::int64_t{s.vec_a} * s.unit_bytes;
   const std::int64_t micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
-  s.swizzle_period = static_cast<int>(128 / std::max<std::int64_t>(vec_a_bytes, 4));
+  s.swizzle_period = vectors_per_128_bytes(s);
   s.swizzle_step = 1;
   s.swizzle = false;
   if (s.load_linear) {
@@ -540,7 +543,7 @@ void spread_rows(RearrangeSpec& s) {
     padded.pitch = s.tile_a + pad * s.vec_a;
     consider(padded);
   }
-  int period = static_cast<int>(128 / std::max(s.vec_a * s.unit_bytes, 4));
+  int period = vectors_per_128_bytes(s);
   while (period > 1 && !divides(period, s.tile_a / s.vec_a)) period /= 2;
   if (s.vec_a * s.unit_bytes >= 4 && period > 1) {
     RearrangeSpec swizzled = s;
@@ -783,7 +786,7 @@ bool counts_tiles(RearrangeFamily family) {
          family == RearrangeFamily::skewed || family == RearrangeFamily::words;
 }
 
-/// Whether A goes first (counts_along_b) for the transpose, packed and runs families; with one tile on
+/// Whether A goes first (counts_along_b) for the transpose, packed and segments families; with one tile on
 /// either side both orders are one walk, and those kernels keep counting along B, as they all did
 /// before the order was planned.
 bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
