@@ -51,6 +51,13 @@ class DimList {
   DimList(std::initializer_list<T> items) {
     for (T item : items) push_back(item);
   }
+  // Copies only the entries in use: the capacity is the largest rank, and plans copy lists often.
+  DimList(const DimList& other) : size_(other.size_) { std::copy(other.begin(), other.end(), items_); }
+  DimList& operator=(const DimList& other) {
+    size_ = other.size_;
+    std::copy(other.begin(), other.end(), items_);
+    return *this;
+  }
   void push_back(T item) {
     if (size_ == kCapacity) fail(ErrorCode::internal, "DimList: more than {} dims", kCapacity);
     items_[size_++] = item;
@@ -203,31 +210,35 @@ std::int64_t prefix_through(const RearrangeDims& dims, const DimList<std::size_t
   return 0;
 }
 
+// The dim of destination stride `stride`, if any. Destination elements are distinct, so no two dims
+// share a stride; canonical dims end with the smallest strides, so the search starts there.
+std::optional<std::size_t> dst_dim_with_stride(const RearrangeDims& dims, std::int64_t stride) {
+  for (std::size_t i = dims.size(); i-- > 0;)
+    if (dims[i].dst_stride == stride) return i;
+  return std::nullopt;
+}
+
 // Adds dims that continue group A contiguously in dst until its extent reaches `target`. The chain
 // may pass once through B's first dims, in B's order, while they hold at most `pass_b` units (tiles
 // that span them whole keep the destination contiguous across both groups, and a B index's low part
 // is then its offset past the chain); returns the B units it passed before an A dim (1: none).
 std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
   std::int64_t next = 1, passed = 1, passing = 1;
-  for (bool grown = true; grown;) {
-    grown = false;
-    for (std::size_t i = 0; i < dims.size() && !grown; ++i) {
-      if (dims[i].dst_stride != next) continue;
-      const bool in_a = prefix_through(dims, g.a, i) > 0;
-      if (!in_a && !in_groups(g, i) && g.extent_a < target) {
-        g.a.push_back(i);
-        g.extent_a *= dims[i].extent;
-      }
-      if (in_a || g.a.back() == i) {
-        passed = passing;
-        grown = true;
-      } else if (const std::int64_t prefix = prefix_through(dims, g.b, i);
-                 passed == 1 && prefix == passing * dims[i].extent && prefix <= pass_b) {
-        passing = prefix;
-        grown = true;
-      }
-      if (grown) next *= dims[i].extent;
+  for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i; i = dst_dim_with_stride(dims, next)) {
+    const bool in_a = prefix_through(dims, g.a, *i) > 0;
+    if (!in_a && !in_groups(g, *i) && g.extent_a < target) {
+      g.a.push_back(*i);
+      g.extent_a *= dims[*i].extent;
     }
+    if (in_a || g.a.back() == *i) {
+      passed = passing;
+    } else if (const std::int64_t prefix = prefix_through(dims, g.b, *i);
+               passed == 1 && prefix == passing * dims[*i].extent && prefix <= pass_b) {
+      passing = prefix;
+    } else {
+      break;
+    }
+    next *= dims[*i].extent;
   }
   return passed;
 }
@@ -459,7 +470,14 @@ Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_l
   // Reads: lane l reads vector l % micro_a of row l / micro_a. Where rows hold whole groups of
   // lanes, each group reads consecutive vectors of one row (permuted within 128 bytes when
   // swizzled): one wavefront per 128 bytes in every layout.
-  const bool reads_in_rows = micro_a % group == 0;
+  if (micro_a % group == 0) {
+    for (int warp = 0, lanes = micro_a * s.tile_b; warp < 2 && lanes > 0; ++warp, lanes -= 32) {
+      const int fewest = (std::min(lanes, 32) * access_bytes + 127) / 128;
+      out.taken += fewest;
+      out.fewest += fewest;
+    }
+    return out;
+  }
   vector = 0;
   row = 0;
   for (int warp = 0, micro_row = 0, row_in_micro = 0; warp < 2 && out.taken < bound; ++warp) {
@@ -472,9 +490,8 @@ Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_l
         if (++row_in_micro == s.vec_b) row_in_micro = 0, ++micro_row;
       }
     }
-    const int fewest = (lanes * access_bytes + 127) / 128;
-    out.taken += reads_in_rows ? fewest : warp_wavefronts(reads, lanes, access_bytes);
-    out.fewest += fewest;
+    out.taken += warp_wavefronts(reads, lanes, access_bytes);
+    out.fewest += (lanes * access_bytes + 127) / 128;
   }
   return out;
 }
