@@ -425,17 +425,18 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   int total = 0;
   for (int first = 0; first < lanes; first += group) {
     const int last = std::min(lanes, first + group);
-    int per_slot[32] = {}, most = 0;
+    std::uint8_t per_slot[32] = {};  // bytes: zeroed in one store per group
+    int most = 0;
     int slot_words[32][32];  // the distinct words of each bank (narrow accesses only)
     for (int lane = first; lane < last; ++lane) {
       if (access_bytes < 4) {
         const int word = offsets[lane] / 4;
         int* seen = slot_words[word & 31];
-        int& count = per_slot[word & 31];
+        std::uint8_t& count = per_slot[word & 31];
         if (std::find(seen, seen + count, word) == seen + count) seen[count++] = word;
-        most = std::max(most, count);
+        most = std::max<int>(most, count);
       } else {
-        most = std::max(most, ++per_slot[(offsets[lane] >> shift) & (group - 1)]);
+        most = std::max<int>(most, ++per_slot[(offsets[lane] >> shift) & (group - 1)]);
       }
     }
     total += most;
@@ -547,18 +548,22 @@ void spread_rows(RearrangeSpec& s) {
   if (current.taken == current.fewest) return;
   const int current_bytes = shared_bytes(s);
   RearrangeSpec best = s;
+  // Whether the candidate keeps the blocks per SM; if so, it is taken where it takes fewer wavefronts.
   auto consider = [&](const RearrangeSpec& candidate) {
+    if (!keeps_blocks(shared_bytes(candidate), current_bytes, s.threads)) return false;
     const Wavefronts w = staging_wavefronts(candidate, current.taken);
-    if (w.taken < current.taken && keeps_blocks(shared_bytes(candidate), current_bytes, s.threads)) {
+    if (w.taken < current.taken) {
       best = candidate;
       current = w;
     }
+    return true;
   };
   RearrangeSpec padded = s;
   padded.swizzle = false;
+  // More padding takes more shared memory: the first pad that loses blocks ends the search.
   for (int pad = 0; pad <= 8 && current.taken > current.fewest; ++pad) {
     padded.pitch = s.tile_a + pad * s.vec_a;
-    consider(padded);
+    if (!consider(padded)) break;
   }
   int period = vectors_per_128_bytes(s);
   while (period > 1 && !divides(period, s.tile_a / s.vec_a)) period /= 2;
