@@ -418,16 +418,17 @@ TEST_CASE("alignment variants: a plan object plans the assumed alignment, the ot
 }
 
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {
-  // The default is a square 128 x 128 tile (8-byte stores, the widest for 1-byte units); measured
-  // planning also times tiles twice and four times as long along A (and along B), at a full and a
-  // quarter volume.
-  const plan::RearrangePlanData square = permute_plan({31, 8, 102, 289, 24}, {0, 4, 3, 1, 2}, DType::u8);
-  const plan::RearrangeSpec& planned = aligned(square).spec;
-  REQUIRE(planned.tile_a == 128);
-  REQUIRE(planned.tile_b == 128);
-  const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(square);
+  // The default is a 256 x 64 tile (8-byte stores, the widest for 1-byte units, along an A twice as
+  // long as a square's); measured planning also times tiles longer along A and longer along B, at a
+  // full and a quarter volume.
+  const plan::RearrangePlanData longer_a = permute_plan({31, 8, 102, 289, 24}, {0, 4, 3, 1, 2}, DType::u8);
+  const plan::RearrangeSpec& planned = aligned(longer_a).spec;
+  REQUIRE(planned.tile_a == 256);
+  REQUIRE(planned.tile_b == 64);
+  const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(longer_a);
   auto has = [&](auto&& predicate) { return std::any_of(candidates.begin(), candidates.end(), predicate); };
-  CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a > 128 && c.spec.tile_b < 128; }));
+  CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a > 256 && c.spec.tile_b < 64; }));
+  CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a == 128 && c.spec.tile_b == 128; }));
   CHECK(has([&](const plan::RearrangeVariant& c) { return c.spec.tile_a < 128 && c.spec.tile_b > 128; }));
   // B's chain passes A's first dims by default here (source runs of 31 units); A's chain passing
   // B's first dims is a candidate too, although the default plan's destination runs are not short.

@@ -1126,27 +1126,39 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 
 // The aspect (doublings of A's side of a square tile) of a tile of 1- to 4-byte units whose default
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
-// vector half as wide, two for narrower ones. The tile is planned again with it (kept unless it loads
-// narrower vectors, plan_fixed_tiles), and may then group its dims differently (A taking dims B had;
-// some leave skewed or word tiles). Why longer destination pieces help there was not measured. (H200,
+// vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors
+// (half a 16-byte store). The tile is planned again with it (kept unless it loads narrower vectors,
+// plan_fixed_tiles), and may then group its dims differently (A taking dims B had; some leave skewed
+// or word tiles). Why longer destination pieces help there was not measured. (H200,
 // f32 on random seeds 971-974, every tile with A two and four times as long: lines storing 4-byte
 // vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing
 // 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC f32, 92.5% -> 91.4% and 85.5%, so they
 // keep their tile. On seeds 975-980, drawn after, the 40 lines of 168 it changed: 72.2% -> 80.3%. 1- and
 // 2-byte units, on the lines of fresh seeds 1041-1060 it changes: u8 (62) 55.4% -> 67.1%, 53 up and 7
-// down by 3 points or more, f16 (107) 63.6% -> 71.4%, 72 up and 16 down. u8 tiles of 8-byte stores,
-// the widest for 1-byte units, keep their tile: with A twice as long, measured planning's timings on
-// seeds 995-998 rose on some and fell 3-5 points on those near 90%.)
+// down by 3 points or more, f16 (107) 63.6% -> 71.4%, 72 up and 16 down. u8 tiles of 8-byte stores:
+// measured planning's timings of every candidate on seeds 1127-1132 favoured longer A tiles; on the 30
+// lines of seeds 1133-1160 it changes, 69.6% -> 71.4%, 15 up and 7 down, the worst where A did not grow
+// or stored narrower vectors, so those keep their tile; with that guard, on the 146 lines of seeds
+// 1161-1200 it changes, drawn after: 65.9% -> 69.4%, 66 up and 24 down, lines under 55% 23 -> 15.)
 int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& planned) {
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
   if (form.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
   const int widest = form.unit_bytes == 1 ? 8 : 16 / static_cast<int>(form.unit_bytes);
+  if (form.unit_bytes == 1 && planned.vec_a == widest) return 1;
   if (planned.vec_a >= widest) return 0;
   return 2 * planned.vec_a == widest ? 1 : 2;
 }
 
 // Units per load of a tile: its linear loads' vectors, else its micro-tiles'.
 int load_vector(const RearrangeSpec& s) { return s.load_linear > 0 ? s.load_linear : s.vec_b; }
+
+// Whether a tile planned with narrow_store_aspect replaces the default: it loads vectors as wide; for
+// 1-byte units that stored the widest vectors, its A grows and keeps them.
+bool takes_longer_tile(const RearrangeSpec& planned, const RearrangeSpec& longer) {
+  if (load_vector(longer) < load_vector(planned)) return false;
+  if (planned.unit_bytes != 1 || planned.vec_a < 8) return true;
+  return longer.tile_a > planned.tile_a && longer.vec_a >= planned.vec_a;
+}
 
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
 // tile_b of at most kShortTileB.
@@ -1195,7 +1207,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
     // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
     RearrangeVariant longer =
         plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect);
-    if (load_vector(longer.spec) >= load_vector(v.spec))
+    if (takes_longer_tile(v.spec, longer.spec))
       v = std::move(longer);
     else
       aspect = 0;
