@@ -1124,10 +1124,20 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
   return best;
 }
 
+// Whether every destination row of a tiled variant starts on a 32-byte sector: the destination
+// strides of all dims outside its A group are multiples of 32 bytes.
+bool rows_start_on_sectors(const RearrangeVariant& v) {
+  constexpr std::int64_t kSectorBytes = 32;
+  for (int k = v.spec.dims_a; k < v.spec.num_dims; ++k)
+    if (std::llabs(v.args.dim[k].dst_stride) * v.spec.unit_bytes % kSectorBytes != 0) return false;
+  return true;
+}
+
 // The aspect (doublings of A's side of a square tile) of a tile of 1- to 4-byte units whose default
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
-// vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors
-// (half a 16-byte store). The tile is planned again with it (kept unless it loads narrower vectors,
+// vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors,
+// into destination rows that start off 32-byte sectors (a 128-unit piece of such a row touches five
+// sectors, a 256-unit piece nine). The tile is planned again with it (kept unless it loads narrower vectors,
 // plan_fixed_tiles), and may then group its dims differently (A taking dims B had; some leave skewed
 // or word tiles). Why longer destination pieces help there was not measured. (H200,
 // f32 on random seeds 971-974, every tile with A two and four times as long: lines storing 4-byte
@@ -1137,14 +1147,18 @@ RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::s
 // 2-byte units, on the lines of fresh seeds 1041-1060 it changes: u8 (62) 55.4% -> 67.1%, 53 up and 7
 // down by 3 points or more, f16 (107) 63.6% -> 71.4%, 72 up and 16 down. u8 tiles of 8-byte stores:
 // measured planning's timings of every candidate on seeds 1127-1132 favoured longer A tiles; on the 30
-// lines of seeds 1133-1160 it changes, 69.6% -> 71.4%, 15 up and 7 down, the worst where A did not grow
-// or stored narrower vectors, so those keep their tile; with that guard, on the 146 lines of seeds
-// 1161-1200 it changes, drawn after: 65.9% -> 69.4%, 66 up and 24 down, lines under 55% 23 -> 15.)
-int narrow_store_aspect(const CanonicalForm& form, const RearrangeSpec& planned) {
+// lines of seeds 1133-1160 that A twice as long changes, 69.6% -> 71.4%, 15 up and 7 down, the worst
+// where A did not grow or stored narrower vectors, so those keep their tile; with that guard, on the
+// 146 lines of seeds 1161-1200 it changes, drawn after: 65.9% -> 69.4%. There, rows off sectors rose
+// (100 lines, 63.5% -> 68.8%, 56 up and 6 down) and rows on sectors did not (46, 71.3% -> 70.7%, 10 up
+// and 18 down; DL u8 [16384,16384] 1,0 92% -> 77%), as on seeds 1133-1160 (17 lines 67.9% -> 72.4%
+// against 13 lines 71.9% -> 70.0%).)
+int narrow_store_aspect(const RearrangeVariant& v) {
+  const RearrangeSpec& planned = v.spec;
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
-  if (form.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
-  const int widest = form.unit_bytes == 1 ? 8 : 16 / static_cast<int>(form.unit_bytes);
-  if (form.unit_bytes == 1 && planned.vec_a == widest) return 1;
+  if (planned.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
+  const int widest = planned.unit_bytes == 1 ? 8 : 16 / planned.unit_bytes;
+  if (planned.unit_bytes == 1 && planned.vec_a == widest) return rows_start_on_sectors(v) ? 0 : 1;
   if (planned.vec_a >= widest) return 0;
   return 2 * planned.vec_a == widest ? 1 : 2;
 }
@@ -1198,7 +1212,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
                                   std::int64_t src_align, std::int64_t dst_align) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
-  int aspect = narrow_store_aspect(form, v.spec);
+  int aspect = narrow_store_aspect(v);
   if (aspect > 0) {
     // Kept unless it loads narrower vectors (H200, measured planning's timings: f32
     // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
