@@ -417,6 +417,18 @@ TEST_CASE("alignment variants: a plan object plans the assumed alignment, the ot
         plan::describe(plan::plan_rearrange_data(desc(view.shape, {}, DType::u8), view, {})));
 }
 
+TEST_CASE("tiles: u8 tiles of 8-byte stores take A twice as long only into rows that start off 32-byte sectors") {
+  // Rows of 16384 bytes start on sectors: the square tile.
+  const plan::RearrangeSpec on_sectors = aligned(permute_plan({16384, 16384}, {1, 0}, DType::u8)).spec;
+  CHECK(on_sectors.tile_a == 128);
+  CHECK(on_sectors.tile_b == 128);
+  CHECK(on_sectors.vec_a == 8);
+  // Rows of 520 bytes start 8 bytes off sectors: A grows and keeps its 8-byte vectors.
+  const plan::RearrangeSpec off_sectors = aligned(permute_plan({520, 4096}, {1, 0}, DType::u8)).spec;
+  CHECK(off_sectors.tile_a > 128);
+  CHECK(off_sectors.vec_a == 8);
+}
+
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {
   // The default is a 256 x 64 tile (8-byte stores, the widest for 1-byte units, along an A twice as
   // long as a square's); measured planning also times tiles longer along A and longer along B, at a

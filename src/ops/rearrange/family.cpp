@@ -1137,9 +1137,9 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
 // vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors,
 // into destination rows that start off 32-byte sectors (a 128-unit piece of such a row touches five
-// sectors, a 256-unit piece nine). The tile is planned again with it (kept unless it loads narrower vectors,
-// plan_fixed_tiles), and may then group its dims differently (A taking dims B had; some leave skewed
-// or word tiles). Why longer destination pieces help there was not measured. (H200,
+// sectors, a 256-unit piece nine). The tile is planned again with it (kept unless it loads narrower
+// vectors, takes_longer_tile), and may then group its dims differently (A taking dims B had; some
+// leave skewed or word tiles). Why longer pieces help the narrower vectors was not measured. (H200,
 // f32 on random seeds 971-974, every tile with A two and four times as long: lines storing 4-byte
 // vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing
 // 16-byte vectors lost, 82.2% -> 79.8% and 76.0%, as did TTC f32, 92.5% -> 91.4% and 85.5%, so they
