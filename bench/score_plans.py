@@ -10,10 +10,14 @@ scored on many lines in seconds; confirm it on fresh seeds on a GPU before trust
 
 Per element type it prints the geometric mean ratio of the logged plans, of the planner under test
 and of each line's fastest candidate (what choosing among today's candidates could reach; biased up,
-being a minimum over noisy timings). Lines whose new plan was not timed are counted and left out of
-all three; lines with explicit source strides are skipped (their destination strides are not logged).
+being a minimum over noisy timings, and because the logged plan is timed first). Lines whose new plan
+was not timed are counted and left out of all three; lines with explicit source strides are skipped
+(their destination strides are not logged). `--by-family` prints that bound per element type and
+logged plan's kernel family instead, with no planner to run: where today's kernels fall short even
+when chosen well.
 
   python3 bench/score_plans.py LOG... [--shapejit PATH] [--lines]
+  python3 bench/score_plans.py LOG... --by-family
 """
 
 import argparse
@@ -94,11 +98,34 @@ def score(cases, plan):
     return scored, left_out
 
 
+def family_bounds(cases):
+    """Per (dtype, the logged plan's kernel family): the lines, the geometric mean of their measured
+    ratios and of their fastest candidates' estimated ratios, and how many lines' fastest candidate
+    (by 3% or more) is of another family."""
+    groups = defaultdict(list)
+    for case in cases:
+        groups[(case["dtype"], case["logged"].split(".")[0])].append(case)
+    bounds = {}
+    for key, group in groups.items():
+        logged, best, elsewhere = [], [], 0
+        for case in group:
+            times = case["times"]
+            fastest = min(times, key=times.get)
+            ratio = case["ratio"] * times[case["logged"]] / times[fastest]
+            logged.append(case["ratio"])
+            best.append(ratio)
+            elsewhere += ratio >= 1.03 * case["ratio"] and fastest.split(".")[0] != key[1]
+        bounds[key] = (len(group), geomean(logged), geomean(best), elsewhere)
+    return bounds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+", help="rearrange_bench --tune logs taken with SHAPEJIT_LOG=info")
     parser.add_argument("--shapejit", default="build/src/cli/shapejit", help="the CLI of the planner under test")
     parser.add_argument("--lines", action="store_true", help="also print every line whose plan changed")
+    parser.add_argument("--by-family", action="store_true",
+                        help="print the fastest candidates' bound per logged kernel family (runs no planner)")
     options = parser.parse_args()
     cases = []
     for path in options.logs:
@@ -106,6 +133,12 @@ def main():
             cases += parse_log(log)
     if not cases:
         sys.exit("no tuned lines in the logs (were they taken with --tune and SHAPEJIT_LOG=info?)")
+    if options.by_family:
+        print("| type | logged family | lines | logged plans | fastest candidate | fastest of another family |")
+        print("|---|---|---|---|---|---|")
+        for (dtype, family), (lines, logged, best, elsewhere) in sorted(family_bounds(cases).items()):
+            print(f"| {dtype} | {family} | {lines} | {100 * logged:.1f}% | {100 * best:.1f}% | {elsewhere} |")
+        return
     scored, left_out = score(cases, cli_planner(options.shapejit))
     print("| type | lines scored | left out | logged plans | planner under test | fastest candidate | changed "
           "(up / down by 3+ points) |")

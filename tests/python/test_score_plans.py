@@ -71,3 +71,13 @@ def test_a_plan_that_was_not_timed_is_left_out():
     assert left_out == {"f32": 1}
     assert math.isnan(score_plans.geomean([]))
     assert score_plans.geomean([0.5, 2.0]) == pytest.approx(1.0)
+
+
+def test_family_bounds_give_each_logged_family_its_fastest_candidates_bound():
+    bounds = score_plans.family_bounds(score_plans.parse_log(LOG))
+    lines, logged, best, elsewhere = bounds[("f32", "transpose")]
+    assert lines == 1
+    assert logged == pytest.approx(0.5)
+    assert best == pytest.approx(0.5 * 10 / 5)
+    assert elsewhere == 1  # the fastest candidate is a skewed tile
+    assert set(bounds) == {("f32", "transpose")}
