@@ -54,6 +54,7 @@ class DimList {
   // Copies only the entries in use: the capacity is the largest rank, and plans copy lists often.
   DimList(const DimList& other) : size_(other.size_) { std::copy(other.begin(), other.end(), items_); }
   DimList& operator=(const DimList& other) {
+    if (this == &other) return *this;
     size_ = other.size_;
     std::copy(other.begin(), other.end(), items_);
     return *this;
@@ -425,7 +426,7 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   int total = 0;
   for (int first = 0; first < lanes; first += group) {
     const int last = std::min(lanes, first + group);
-    std::uint8_t per_slot[32] = {};  // bytes: zeroed in one store per group
+    std::uint8_t per_slot[32] = {};  // counts of at most 32 lanes: bytes, cheap to zero per group
     int most = 0;
     int slot_words[32][32];  // the distinct words of each bank (narrow accesses only)
     for (int lane = first; lane < last; ++lane) {
@@ -808,9 +809,9 @@ bool counts_tiles(RearrangeFamily family) {
          family == RearrangeFamily::skewed || family == RearrangeFamily::words;
 }
 
-/// Whether A goes first (counts_along_b) for the transpose, packed and segments families; with one tile on
-/// either side both orders are one walk, and those kernels keep counting along B, as they all did
-/// before the order was planned.
+/// Whether A goes first (counts_along_b) for the transpose, packed and segments families; with one
+/// tile on either side both orders are one walk, and those kernels keep counting along B, as they all
+/// did before the order was planned.
 bool tiles_along_a_first(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t tile_a, std::int64_t tile_b) {
   return tiles_a > 1 && tiles_b > 1 && !counts_along_b(tiles_a, tiles_b, tile_a, tile_b);
 }
@@ -1151,8 +1152,8 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // where A did not grow or stored narrower vectors, so those keep their tile; with that guard, on the
 // 146 lines of seeds 1161-1200 it changes, drawn after: 65.9% -> 69.4%. There, rows off sectors rose
 // (100 lines, 63.5% -> 68.8%, 56 up and 6 down) and rows on sectors did not (46, 71.3% -> 70.7%, 10 up
-// and 18 down; DL u8 [16384,16384] 1,0 92% -> 77%), as on seeds 1133-1160 (17 lines 67.9% -> 72.4%
-// against 13 lines 71.9% -> 70.0%). Rows off sectors only, on the 126 lines of seeds 1201-1260 it
+// and 18 down), as on seeds 1133-1160 (17 lines 67.9% -> 72.4% against 13 lines 71.9% -> 70.0%); the
+// DL u8 transpose [16384,16384] 1,0, rows on sectors, fell 92% -> 77% in a separate run. Rows off sectors only, on the 126 lines of seeds 1201-1260 it
 // changes, drawn after: 64.3% -> 71.6%, 88 up and 8 down, lines under 55% 15 -> 8.)
 int narrow_store_aspect(const RearrangeVariant& v) {
   const RearrangeSpec& planned = v.spec;
