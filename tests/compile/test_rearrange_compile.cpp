@@ -212,6 +212,23 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     REQUIRE(v != candidates.end());
     variants.emplace(plan::kernel_label(v->spec, v->args), *v);
   }
+  // Runs tiles that gather their stores: [outer, 3, 116, 171, 11] -> [116, 11, 3, outer, 171],
+  // destination runs inside the source run of two dims, for 1-, 2- and 4-byte units, both index widths
+  // and exact mode.
+  for (int elem : {1, 2, 4})
+    for (bool big : {false, true}) {
+      const TensorDesc view = permuted({{big ? 4096 : 2, 3, 116, 171, 11}, {}, DType::u8, elem}, {2, 4, 1, 0, 3});
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, !big);
+      bool gathering = false;
+      for (const plan::RearrangeVariant& v : plan::candidate_variants(plan::variant_for_pointers(p, 16).form, !big, 16, 16))
+        if (v.spec.family == RearrangeFamily::runs && v.spec.gather_stores) {
+          CHECK(v.spec.index64 == big);
+          variants.emplace(plan::kernel_label(v.spec, v.args), v);
+          gathering = true;
+        }
+      INFO(plan::describe(p));
+      CHECK(gathering);
+    }
   // Segment tiles: rows of 33 units (1-, 2- and 4-byte units) under a transpose, both index widths,
   // exact mode; one merged destination run ([7, 300, 9]) and one merged source run ([300, 7, 9]).
   for (int elem : {1, 2, 4})

@@ -635,6 +635,25 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5107, "runs");
 }
 
+TEST_CASE("rearrange: runs tiles that gather their stores from staged source runs, at every pointer misalignment" *
+          test::gpu_only()) {
+  // Destination runs of one dim inside a source run of two ([2, 3, 116, 711, 11]), runs of three dims
+  // on both sides, source runs of four dims under destination runs of three, tiled dims on both sides.
+  const std::vector<PermuteCase> cases = {
+      {{2, 3, 116, 711, 11}, {2, 4, 1, 0, 3}, DType::u8},
+      {{4, 54, 63, 9, 15, 5}, {0, 1, 5, 2, 4, 3}, DType::u8},
+      {{2, 35, 40, 6, 33, 5, 4, 3}, {4, 7, 3, 0, 2, 6, 1, 5}, DType::u8},
+      {{15, 7, 25, 21, 11, 7, 3}, {3, 0, 6, 2, 4, 1, 5}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec& spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    CHECK(spec.family == plan::RearrangeFamily::runs);
+    CHECK(spec.gather_stores);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
+}
+
 TEST_CASE("rearrange: long shared rows of odd byte lengths take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
   // Rows of 161 to 8191 bytes: a merged destination run ([4, 901, 161]), runs merged on both sides

@@ -518,9 +518,9 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   }
 }
 
-// The runs template: source runs read as aligned words and scattered into staged destination runs,
-// which are written as aligned words funnel-shifted out of two staged words.
-void execute_runs(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+// The runs template that scatters: source runs read as aligned words and scattered into staged
+// destination runs, which are written as aligned words funnel-shifted out of two staged words.
+void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
   const int u = s.unit_bytes;
@@ -627,6 +627,116 @@ void execute_runs(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
       } else {
         for (int unit = 0; unit < w; ++unit)
           if (first + unit >= 0 && first + unit < dst_length) copy_units(run + (first + unit) * u, value + unit * u, 1, u);
+      }
+    }
+  }
+}
+
+// The runs template that gathers: source runs copied as aligned 16-byte vectors (shifted out of the two aligned
+// source vectors around a misaligned run's vector) into staged rows; destination runs written as
+// aligned vectors of store_words words, each unit gathered from the staged position its tile
+// coordinates give. A gather of a unit that no load staged throws.
+void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const RearrangeKernelArgs& a = v.args;
+  const int u = s.unit_bytes;
+  const int w = 16 / u;                  // units per load vector
+  const int wd = 4 * s.store_words / u;  // units per store vector
+  const std::vector<std::int64_t> tile = plan::runs_tile_extents(s, a);
+  const int dims = s.tile_dims;
+  auto src_dim = [&](int o) { return (s.src_order >> (4 * o)) & 15; };
+  auto extent = [&](int k) { return tile[static_cast<std::size_t>(k)]; };
+  std::vector<std::int64_t> step(static_cast<std::size_t>(dims));  // shared-memory step per tile dim
+  for (int o = 0; o < dims; ++o) {
+    std::int64_t n = o < s.src_run_dims ? 1 : s.pitch;
+    for (int i = o < s.src_run_dims ? 0 : s.src_run_dims; i < o; ++i) n *= extent(src_dim(i));
+    step[static_cast<std::size_t>(src_dim(o))] = n;
+  }
+  std::int64_t dst_length_full = 1, src_length_full = 1, volume = 1;
+  for (int k = 0; k < s.dst_run_dims; ++k) dst_length_full *= extent(k);
+  for (int o = 0; o < s.src_run_dims; ++o) src_length_full *= extent(src_dim(o));
+  for (std::int64_t e : tile) volume *= e;
+  const std::int64_t runs_d = volume / dst_length_full, runs_s = volume / src_length_full;
+  if (runs_s != s.tile_runs) throw std::logic_error("runs: tile_runs disagrees with the tile");
+  if (s.pitch % w != 0 || s.pitch < src_length_full) throw std::logic_error("runs: pitch too short");
+  const std::int64_t vectors_d = wd > 1 ? (dst_length_full + wd - 1) / wd + 1 : dst_length_full;
+  const std::int64_t vectors_s = (src_length_full + w - 1) / w;
+  const int pa = s.dst_run_dims - 1, pb = src_dim(s.src_run_dims - 1);
+  const auto smem_units = static_cast<std::size_t>(plan::shared_bytes(s) / u);
+  std::vector<std::uint8_t> smem(smem_units * static_cast<std::size_t>(u));
+  std::vector<bool> staged(smem_units);
+  auto misalignment = [&](const std::uint8_t* p) {
+    return static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(u)) %
+                                     static_cast<std::uintptr_t>(wd));
+  };
+  for (std::int64_t t = 0; t < a.num_tiles; ++t) {
+    const std::int64_t rest = divide(t, a.tiles_x, s);
+    const std::int64_t b_index = t - rest * a.tiles_x.value;
+    const std::int64_t outer = divide(rest, a.tiles_y, s);
+    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a, b0 = b_index * s.tile_b;
+    std::int64_t src_base = 0, dst_base = 0;
+    offsets(a, s, dims, s.num_dims - dims, outer, src_base, dst_base);
+    src_base += a0 * a.dim[pa].src_stride + b0 * a.dim[pb].src_stride;
+    dst_base += a0 * a.dim[pa].dst_stride + b0 * a.dim[pb].dst_stride;
+    const std::int64_t valid_a = std::min<std::int64_t>(s.tile_a, a.extent_a - a0);
+    const std::int64_t valid_b = std::min<std::int64_t>(s.tile_b, a.extent_b - b0);
+    if (!s.bounds && (valid_a != s.tile_a || valid_b != s.tile_b)) throw std::logic_error("runs: a partial tile without bounds");
+    std::fill(staged.begin(), staged.end(), false);
+    const std::int64_t src_length = src_length_full / s.tile_b * valid_b;
+    for (std::int64_t n = 0; n < runs_s * vectors_s; ++n) {
+      std::int64_t r = n / vectors_s;
+      const std::int64_t vector = n - r * vectors_s;
+      const std::int64_t row = r * s.pitch + vector * w;  // staged unit of the vector's first unit
+      std::int64_t offset = 0;
+      bool ok = true;
+      for (int o = s.src_run_dims; o < dims; ++o) {
+        const int k = src_dim(o);
+        const std::int64_t c = o + 1 < dims ? r % extent(k) : r;
+        r = o + 1 < dims ? r / extent(k) : 0;
+        offset += c * a.dim[k].src_stride;
+        if (k == pa) ok = ok && c < valid_a;
+      }
+      if (!ok || vector * w >= src_length) continue;
+      const std::uint8_t* run = src + (src_base + offset) * u;
+      const std::uint8_t* first = run + vector * w * u;
+      const auto shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(first) % 16);
+      check_vector(first - shift, 16);
+      if (row + w > static_cast<std::int64_t>(smem_units)) throw std::logic_error("runs: shared memory out of range");
+      // Only the vector's units inside the run are staged (the rest of a run's last vector is never read).
+      for (std::int64_t unit = 0; unit < w && vector * w + unit < src_length; ++unit) {
+        copy_units(smem.data() + (row + unit) * u, first + unit * u, 1, u);
+        staged[static_cast<std::size_t>(row + unit)] = true;
+      }
+    }
+    const std::int64_t dst_length = dst_length_full / s.tile_a * valid_a;
+    for (std::int64_t n = 0; n < runs_d * vectors_d; ++n) {
+      std::int64_t r = n / vectors_d;
+      const std::int64_t vector = n - r * vectors_d;
+      std::int64_t offset = 0, base = 0;
+      bool ok = true;
+      for (int k = s.dst_run_dims; k < dims; ++k) {
+        const std::int64_t c = k + 1 < dims ? r % extent(k) : r;
+        r = k + 1 < dims ? r / extent(k) : 0;
+        offset += c * a.dim[k].dst_stride;
+        base += c * step[static_cast<std::size_t>(k)];
+        if (k == pb) ok = ok && c < valid_b;
+      }
+      std::uint8_t* run = dst + (dst_base + offset) * u;
+      const std::int64_t first = vector * wd - misalignment(run);
+      if (!ok || first >= dst_length) continue;
+      if (first >= 0 && first + wd <= dst_length) check_vector(run + first * u, wd * u);
+      for (std::int64_t unit = 0; unit < wd; ++unit) {
+        std::int64_t j = first + unit;
+        if (j < 0 || j >= dst_length) continue;
+        std::int64_t position = base;
+        for (int k = 0; k < s.dst_run_dims; ++k) {
+          const std::int64_t c = k + 1 < s.dst_run_dims ? j % extent(k) : j;
+          j = k + 1 < s.dst_run_dims ? j / extent(k) : 0;
+          position += c * step[static_cast<std::size_t>(k)];
+        }
+        if (position < 0 || position >= static_cast<std::int64_t>(smem_units) || !staged[static_cast<std::size_t>(position)])
+          throw std::logic_error("runs: a gather of an unstaged unit");
+        copy_units(run + (first + unit) * u, smem.data() + position * u, 1, u);
       }
     }
   }
@@ -741,7 +851,12 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
     case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
     case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;
     case RearrangeFamily::words: execute_words(v, dst, src); return;
-    case RearrangeFamily::runs: execute_runs(v, dst, src); return;
+    case RearrangeFamily::runs:
+      if (v.spec.gather_stores)
+        execute_runs_gather(v, dst, src);
+      else
+        execute_runs_scatter(v, dst, src);
+      return;
     case RearrangeFamily::segments: execute_segments(v, dst, src); return;
   }
 }

@@ -288,6 +288,55 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
   }
 }
 
+TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive copy at every pair of pointer alignments") {
+  std::mt19937_64 rng(20261129);
+  // Scaled-down shapes of the classes that take runs tiles: a destination run inside one long source
+  // run ([5, 3, 116, 71, 11]), runs over two and three dims on each side, a tiled dim on each side,
+  // destination runs of one dim outside the source run (scattering loads: [13, 19, 8, 133, 65]), in
+  // 1-, 2- and 4-byte units.
+  const std::vector<PermuteCase> cases = {
+      {{5, 3, 116, 71, 11}, {2, 4, 1, 0, 3}, 1}, {{6, 12, 6, 57, 57}, {2, 3, 1, 4, 0}, 1},
+      {{4, 2, 4, 10, 5, 51, 13}, {3, 0, 4, 2, 1, 6, 5}, 1}, {{9, 2, 31, 4, 137, 2, 29}, {0, 2, 3, 1, 6, 5, 4}, 1},
+      {{58, 5, 6, 9, 15, 5}, {0, 1, 5, 2, 4, 3}, 1}, {{13, 19, 8, 133, 65}, {2, 1, 3, 4, 0}, 1},
+      {{10, 4, 2, 17, 6, 13, 3, 31}, {1, 0, 4, 2, 7, 5, 6, 3}, 2}, {{63, 12, 6, 57, 57}, {2, 3, 1, 4, 0}, 2},
+      {{40, 2, 35, 3, 4, 5, 3, 36}, {6, 3, 4, 5, 1, 0, 7, 2}, 4},
+  };
+  int launches = 0, gathering = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      if (v.spec.family != plan::RearrangeFamily::runs) continue;
+      INFO("shape " << c.shape.size() << " dims, elem " << c.elem << ", candidate " << plan::candidate_name(v));
+      const int unit = v.spec.unit_bytes;
+      for (std::size_t src_align : {16, 1, 2, 3}) {
+        for (std::size_t dst_align : {16, 1, 2, 3}) {
+          if (src_align % unit != 0 && src_align != 16) continue;
+          if (dst_align % unit != 0 && dst_align != 16) continue;
+          HostView in(p.src_range, src_align, 0);
+          fill_random(in.storage, rng);
+          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
+          test::reference_rearrange(expected.base, dst, in.base, view);
+          try {
+            test::execute_variant(v, out.base, in.base);
+          } catch (const std::exception& e) {
+            FAIL_CHECK(e.what());
+            continue;
+          }
+          ++launches;
+          gathering += v.spec.gather_stores;
+          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
+                           expected.base + p.dst_range.lo - 64));
+        }
+      }
+    }
+  }
+  MESSAGE(launches << " launches of runs tiles, " << gathering << " gathering their stores");
+  CHECK(gathering >= 20);
+  CHECK(launches - gathering >= 20);
+}
+
 TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at every alignment") {
   std::mt19937_64 rng(20261127);
   // Rows of 161 to 8191 bytes that the row family would move a byte at a time: merged runs on either

@@ -34,15 +34,15 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeK
       .array("K_DST_STRIDE", dst);
 }
 
-std::string rearrange_template(plan::RearrangeFamily family) {
-  switch (family) {
+std::string rearrange_template(const plan::RearrangeSpec& spec) {
+  switch (spec.family) {
     case plan::RearrangeFamily::row:
     case plan::RearrangeFamily::gather: return "rearrange_rows.cu";
     case plan::RearrangeFamily::transpose:
     case plan::RearrangeFamily::packed: return "rearrange_tiled.cu";
     case plan::RearrangeFamily::skewed: return "rearrange_skewed.cu";
     case plan::RearrangeFamily::words: return "rearrange_words.cu";
-    case plan::RearrangeFamily::runs: return "rearrange_runs.cu";
+    case plan::RearrangeFamily::runs: return spec.gather_stores ? "rearrange_runs_gather.cu" : "rearrange_runs.cu";
     case plan::RearrangeFamily::segments: return "rearrange_segments.cu";
     case plan::RearrangeFamily::copy: break;
   }
@@ -53,7 +53,7 @@ jit::Program rearrange_program(const plan::RearrangeVariant& variant, const std:
   const plan::RearrangeFamily family = variant.spec.family;
   const bool tiled = family == plan::RearrangeFamily::transpose || family == plan::RearrangeFamily::packed;
   jit::Program program{fmt::format("rearrange_{}", plan::family_name(family)),
-                       render({"rearrange_common.cu", rearrange_template(family)},
+                       render({"rearrange_common.cu", rearrange_template(variant.spec)},
                               rearrange_params(variant.spec, variant.args)),
                        {}, manifest_line};
   if (tiled) program.low_register_options = {"-DSJ_LOW_REGISTERS=1"};

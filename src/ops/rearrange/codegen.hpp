@@ -13,10 +13,10 @@ namespace shapejit::codegen {
 /// and strides (otherwise placeholders that the template never reads).
 CodeParams rearrange_params(const plan::RearrangeSpec& spec, const plan::RearrangeKernelArgs& args);
 
-/// The template that holds the kernel of `family` ("rearrange_rows.cu", "rearrange_tiled.cu" or
-/// "rearrange_skewed.cu");
-/// throws ErrorCode::internal for the copy family, which has no kernel.
-std::string rearrange_template(plan::RearrangeFamily family);
+/// The template that holds the kernel of `spec`'s family ("rearrange_rows.cu", "rearrange_tiled.cu",
+/// ...; runs tiles that gather their stores have their own); throws ErrorCode::internal for the copy
+/// family, which has no kernel.
+std::string rearrange_template(const plan::RearrangeSpec& spec);
 
 /// The program of a variant's kernel: rearrange_common.cu, then the family's template.
 /// `manifest_line` is the `shapejit plan` line that reproduces it.

@@ -1672,12 +1672,30 @@ RunsTile choose_runs(const RearrangeDims& dims, const Chains& chains, std::int64
   return best;
 }
 
+// Words per store vector of a runs tile that gathers its stores, for destination runs `run_bytes`
+// long: a run's two end vectors are written unit by unit, so shorter runs take narrower vectors.
+int runs_store_words(std::int64_t run_bytes) { return run_bytes >= 128 ? 4 : run_bytes >= 64 ? 2 : 1; }
+
+// Whether a runs tile stages its source runs as they are and gathers each store's units, rather than
+// staging destination runs that loads scatter into. A gather finds a store's units one constant step
+// apart inside a staged row where the destination's innermost dim lies inside the source run; where
+// it does not, each unit comes from another row, which pays only where the scatter would divide
+// every unit's run position too: runs of several dims on both sides (a scatter over a source run of
+// one dim steps by a constant). (H200, the runs lines of seeds 1301-1440 and the survey seeds, against
+// scattering every tile: innermost dim inside the source run 50 lines, 34 up and 7 down by 3 points
+// or more; outside, several dims on both sides 31 lines, 21 up and 6 down; one dim on either side
+// 19 lines, 0 up and 18 down.)
+bool runs_gather_stores(const RunsTile& tile) {
+  const std::size_t innermost = tile.dst_run.front();
+  const bool in_source_run = std::find(tile.src_run.begin(), tile.src_run.end(), innermost) != tile.src_run.end();
+  return in_source_run || (tile.dst_run.size() > 1 && tile.src_run.size() > 1);
+}
+
 // dim[0, tile_dims) = the tile's dims by destination stride, then the outer dims innermost first.
 std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   if (unit > kWordBytes) return std::nullopt;
-  const std::int64_t word = units_per_word(unit);
   const Chains chains = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
   for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
     const RunsTile tile = choose_runs(dims, chains, unit, budget);
@@ -1702,7 +1720,8 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
       src_order |= static_cast<int>(k) << (4 * o);
     }
 
-    std::int64_t dst_length = 1, volume = 1;
+    std::int64_t src_length = 1, dst_length = 1, volume = 1;
+    for (std::size_t i : tile.src_run) src_length *= tile.extent[i];
     for (std::size_t i : tile.dst_run) dst_length *= tile.extent[i];
     for (std::size_t i : order) volume *= tile.extent[i];
     if (volume < kThreads) return std::nullopt;
@@ -1722,12 +1741,17 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
     s.tile_a = static_cast<int>(tile.extent[a]);
     s.tile_b = static_cast<int>(tile.extent[b]);
     s.bounds = !divides(tile.extent[a], dims[a].extent) || !divides(tile.extent[b], dims[b].extent);
-    // Staged runs hold a word more than the run (a misaligned run's words straddle it), an odd
-    // number of words so that runs start in different banks.
-    std::int64_t pitch = ceil_div(dst_length + word, word) * word;
-    if (word > 1 && (pitch / word) % 2 == 0) pitch += word;
+    s.gather_stores = runs_gather_stores(tile);
+    // Staged rows start in different banks: an odd number of 16-byte vectors for staged source runs,
+    // of words for staged destination runs (which hold a word more than the run: a misaligned run's
+    // words straddle it).
+    const std::int64_t step = s.gather_stores ? 16 / unit : units_per_word(unit);
+    const std::int64_t staged_length = s.gather_stores ? src_length : dst_length + step;
+    std::int64_t pitch = ceil_div(staged_length, step) * step;
+    if (step > 1 && (pitch / step) % 2 == 0) pitch += step;
     s.pitch = static_cast<int>(pitch);
-    s.tile_runs = static_cast<int>(volume / dst_length);
+    s.tile_runs = static_cast<int>(volume / (s.gather_stores ? src_length : dst_length));
+    if (s.gather_stores) s.store_words = runs_store_words(dst_length * unit);
     s.min_blocks = 3;
     if (shared_bytes(s) > kMaxStaticShared) continue;
 
@@ -2108,6 +2132,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
     case RearrangeFamily::runs:
       key += fmt::format(".t{}.d{}.s{}.o{:x}.a{}.b{}.p{}", fmt::join(runs_tile_extents(s, args), "x"), s.dst_run_dims,
                          s.src_run_dims, s.src_order, s.tile_a, s.tile_b, s.pitch);
+      if (s.gather_stores) key += fmt::format(".g{}", s.store_words);
       break;
   }
   if (s.exact) {
@@ -2138,6 +2163,8 @@ int shared_bytes(const RearrangeSpec& s) {
     return (rows_and_a + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {
+    if (s.gather_stores) return s.tile_runs * s.pitch * s.unit_bytes;
+    // Staged destination runs start a word in, with a word of padding at the end.
     const std::int64_t word = units_per_word(s.unit_bytes);
     return static_cast<int>(ceil_div(std::int64_t{s.tile_runs} * s.pitch + 2 * word, word) * word * s.unit_bytes);
   }

@@ -70,10 +70,14 @@ std::string variant_text(const RearrangeVariant& v) {
       break;
     case RearrangeFamily::runs:
       out += fmt::format("  family runs: tile {} units over {} dims (destination order), destination runs over the first "
-                         "{} (last tiled by {}), source runs over {} (last tiled by {}), moved as aligned 32-bit words "
-                         "on both sides, {} outer dims, {} threads, shared memory {} bytes\n",
+                         "{} (last tiled by {}), source runs over {} (last tiled by {}), {}, {} outer dims, {} threads, "
+                         "shared memory {} bytes\n",
                          fmt::join(runs_tile_extents(s, v.args), " x "), s.tile_dims, s.dst_run_dims, s.tile_a,
-                         s.src_run_dims, s.tile_b, s.num_dims - s.tile_dims, s.threads, shared_bytes(s));
+                         s.src_run_dims, s.tile_b,
+                         s.gather_stores ? fmt::format("source runs staged in aligned 16-byte vectors, stores gathered "
+                                                       "in aligned {}-byte vectors", 4 * s.store_words)
+                                         : "loads scattered into staged destination runs, aligned 32-bit words on both sides",
+                         s.num_dims - s.tile_dims, s.threads, shared_bytes(s));
       break;
     case RearrangeFamily::segments:
       out += fmt::format("  family segments: rows of {} bytes, tile {} (A, {} dims, dst-next) x {} (B, {} dims, src-next) "

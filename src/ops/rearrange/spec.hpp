@@ -83,12 +83,13 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
-  X(int, store_words, 1)       /* words: 32-bit words per destination store vector (1 or 4) */   \
+  X(int, store_words, 1)       /* words, runs: 32-bit words per destination store vector (1, 2 or 4) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
   X(int, src_run_dims, 0)      /* runs: leading dims of src_order contiguous in src */              \
   X(int, src_order, 0)         /* runs: tile dims in source order, 4 bits each, innermost lowest */ \
-  X(int, tile_runs, 0)         /* runs: destination runs per tile (staged rows of pitch units) */   \
+  X(int, tile_runs, 0)         /* runs: staged rows of pitch units per tile (the runs of the side staged) */ \
+  X(bool, gather_stores, false) /* runs: source runs staged as they are, stores gather (else loads scatter) */ \
   X(int, segment, 0)           /* segments: units per row (dim[0]'s extent) */                     \
   X(bool, merge_src, false)    /* segments: one source run (one A dim, next after B whole in src) */ \
   X(bool, merge_dst, false)    /* segments: one destination run (one B dim, next after A whole in dst) */
