@@ -1,15 +1,16 @@
-// rearrange runs: a tile over up to eight dims, dim[0, TILE_DIMS) in destination order, each whole
-// except the last dim of each run. The first DST_RUN_DIMS of them are contiguous in dst (the tile's
-// destination runs, of L_D units; the last tiled by TILE_A); SRC_ORDER lists them in source order,
-// the first SRC_RUN_DIMS contiguous in src (source runs of L_S units; the last tiled by TILE_B).
-// Both sides move aligned vectors whatever the runs' alignment. Loads copy each source run into a
-// shared-memory row of PITCH units in 16-byte vectors: a misaligned run's vector is shifted out of
-// the two aligned vectors around it (the second read only where it holds a byte of the run). Stores
-// write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit gathered from
-// the row and position its tile coordinates give (one constant step apart inside a row of the run's
-// innermost dim); only the vectors at a run's ends are written unit by unit. Tiles count along the source run's last dim
-// fastest, then along the destination run's last dim, then over the outer dims dim[TILE_DIMS,
-// NUM_DIMS). A block loads its next tile while it stores the current one.
+// rearrange runs, gathering stores: a tile over up to eight dims, dim[0, TILE_DIMS) in destination
+// order, each whole except the last dim of each run. The first DST_RUN_DIMS of them are contiguous in
+// dst (the tile's destination runs, of L_D units; the last tiled by TILE_A); SRC_ORDER lists them in
+// source order, the first SRC_RUN_DIMS contiguous in src (source runs of L_S units; the last tiled by
+// TILE_B). Both sides move aligned vectors whatever the runs' alignment. Loads copy each source run
+// into a shared-memory row of PITCH units in 16-byte vectors: a misaligned run's vector is shifted
+// out of the two aligned vectors around it (the second read only where it holds a byte of the run).
+// Stores write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit
+// gathered from the row and position its tile coordinates give (one constant step apart inside a
+// row of the run's innermost dim); only the vectors at a run's ends are written unit by unit. Tiles
+// count along the source run's last dim fastest, then along the destination run's last dim, then
+// over the outer dims dim[TILE_DIMS, NUM_DIMS). A block loads its next tile while it stores the
+// current one.
 constexpr int VEC_UNITS = 16 / UNIT_BYTES;
 constexpr int STORE_UNITS = 4 * STORE_WORDS / UNIT_BYTES;
 typedef sj_bytes<16> SjVector;
@@ -111,6 +112,8 @@ __host__ __device__ constexpr int sj_gather_wavefronts(bool across_runs) {
   for (int bank = 0; bank < 32; ++bank) most = words_in_bank[bank] > most ? words_in_bank[bank] : most;
   return most;
 }
+// Lanes walk across runs where that spreads a warp's gathers over more banks (a destination run
+// whose innermost dim steps a whole row, or a small even step, puts every lane in a few banks).
 constexpr bool ACROSS_RUNS = sj_gather_wavefronts(true) < sj_gather_wavefronts(false);
 
 // Units of a pointer past its last aligned store vector.
