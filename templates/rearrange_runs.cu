@@ -1,35 +1,12 @@
-// rearrange runs: a tile over up to eight dims, dim[0, TILE_DIMS) in destination order, each whole
-// except the last dim of each run. The first DST_RUN_DIMS of them are contiguous in dst (the tile's
-// destination runs, of L_D units; the last tiled by TILE_A); SRC_ORDER lists them in source order,
-// the first SRC_RUN_DIMS contiguous in src (source runs of L_S units; the last tiled by TILE_B).
-// Both sides move aligned 32-bit words whatever the runs' alignment: a source word is read whole and
-// its units inside the run are scattered into shared memory, where each destination run is a row of
-// PITCH units; a destination word is funnel-shifted out of two staged words, and only the words at a
-// run's ends are written unit by unit. Tiles count along the source run's last dim fastest, then
+// rearrange runs, scattering loads: a tile over up to eight dims (rearrange_runs_tile.cu). Both sides
+// move aligned 32-bit words whatever the runs' alignment: a source word is read whole and its units
+// inside the run are scattered into shared memory, where each destination run is a row of PITCH
+// units; a destination word is funnel-shifted out of two staged words, and only the words at a run's
+// ends are written unit by unit. Tiles count along the source run's last dim fastest, then
 // along the destination run's last dim, then over the outer dims dim[TILE_DIMS, NUM_DIMS).
 constexpr int WORD_UNITS = UNIT_BYTES >= 4 ? 1 : 4 / UNIT_BYTES;
 typedef unsigned int SjWord;
 
-__host__ __device__ constexpr long long sj_tile_extent(int k) {
-  return k == 0 ? TILE_E0 : k == 1 ? TILE_E1 : k == 2 ? TILE_E2 : k == 3 ? TILE_E3
-       : k == 4 ? TILE_E4 : k == 5 ? TILE_E5 : k == 6 ? TILE_E6 : k == 7 ? TILE_E7 : 1;
-}
-__host__ __device__ constexpr int sj_src_dim(int i) { return (SRC_ORDER >> (4 * i)) & 15; }
-__host__ __device__ constexpr long long sj_dst_run_length() {
-  long long n = 1;
-  for (int k = 0; k < DST_RUN_DIMS; ++k) n *= sj_tile_extent(k);
-  return n;
-}
-__host__ __device__ constexpr long long sj_src_run_length() {
-  long long n = 1;
-  for (int i = 0; i < SRC_RUN_DIMS; ++i) n *= sj_tile_extent(sj_src_dim(i));
-  return n;
-}
-__host__ __device__ constexpr long long sj_tile_volume() {
-  long long n = 1;
-  for (int k = 0; k < TILE_DIMS; ++k) n *= sj_tile_extent(k);
-  return n;
-}
 // Shared-memory step of dim k: within a destination run, the product of the dims inside it; across
 // runs, PITCH times the product of the run dims before it.
 __host__ __device__ constexpr long long sj_smem_step(int k) {
@@ -38,22 +15,10 @@ __host__ __device__ constexpr long long sj_smem_step(int k) {
   return n;
 }
 
-// The per-dim constants as arrays for the device code: indexed by an unrolled loop's counter they
-// fold to constants, where calls of the functions above with that counter compiled to run-time
-// loops over jump tables (u8 tiles with runs over 5 source dims: 96 indirect branches).
-__device__ constexpr int TILE_EXTENT[8] = {(int)sj_tile_extent(0), (int)sj_tile_extent(1), (int)sj_tile_extent(2),
-                                           (int)sj_tile_extent(3), (int)sj_tile_extent(4), (int)sj_tile_extent(5),
-                                           (int)sj_tile_extent(6), (int)sj_tile_extent(7)};
 __device__ constexpr int SMEM_STEP[8] = {(int)sj_smem_step(0), (int)sj_smem_step(1), (int)sj_smem_step(2),
                                          (int)sj_smem_step(3), (int)sj_smem_step(4), (int)sj_smem_step(5),
                                          (int)sj_smem_step(6), (int)sj_smem_step(7)};
 
-constexpr long long L_D = sj_dst_run_length();
-constexpr long long L_S = sj_src_run_length();
-constexpr long long RUNS_D = sj_tile_volume() / L_D;
-constexpr long long RUNS_S = sj_tile_volume() / L_S;
-constexpr int PA = DST_RUN_DIMS - 1;                 // the destination run's tiled dim
-constexpr int PB = sj_src_dim(SRC_RUN_DIMS - 1);     // the source run's tiled dim
 // Aligned words a run of L units can touch at any misalignment.
 constexpr long long WORDS_D = WORD_UNITS > 1 ? (L_D + WORD_UNITS - 1) / WORD_UNITS + 1 : L_D;
 constexpr long long WORDS_S = WORD_UNITS > 1 ? (L_S + WORD_UNITS - 1) / WORD_UNITS + 1 : L_S;
@@ -97,20 +62,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #pragma unroll
     for (int i = 0; i < LOAD_ITEMS; ++i) {
       const unsigned n = threadIdx.x + i * THREADS;
-      unsigned r = n / (unsigned)WORDS_S;
+      const unsigned r = n / (unsigned)WORDS_S;
       const unsigned w = n - r * (unsigned)WORDS_S;
-      Index offset = 0;
       int staged = WORD_UNITS;
       bool ok = RUNS_S * WORDS_S % THREADS == 0 || n < RUNS_S * WORDS_S;
-#pragma unroll
-      for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
-        const int k = sj_src_dim(o);
-        const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
-        r = o + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
-        offset += (Index)c * sj_src_stride(args, k);
-        staged += (int)c * SMEM_STEP[k];
-        if (BOUNDS && k == PA) ok = ok && (Index)c < valid_a;
-      }
+      const Index offset =
+          sj_source_run_offset(args, r, valid_a, ok, [&](int k, unsigned c) { staged += (int)c * SMEM_STEP[k]; });
       const Unit* run = s + (tile.src_base + offset);
       const unsigned first = w * WORD_UNITS - sj_misalignment(run);
       ok = ok && (int)first < (int)src_length;

@@ -1,16 +1,12 @@
-// rearrange runs, gathering stores: a tile over up to eight dims, dim[0, TILE_DIMS) in destination
-// order, each whole except the last dim of each run. The first DST_RUN_DIMS of them are contiguous in
-// dst (the tile's destination runs, of L_D units; the last tiled by TILE_A); SRC_ORDER lists them in
-// source order, the first SRC_RUN_DIMS contiguous in src (source runs of L_S units; the last tiled by
-// TILE_B). Both sides move aligned vectors whatever the runs' alignment. Loads copy each source run
-// into a shared-memory row of PITCH units in 16-byte vectors: a misaligned run's vector is shifted
-// out of the two aligned vectors around it (the second read only where it holds a byte of the run).
-// Stores write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit
-// gathered from the row and position its tile coordinates give (one constant step apart inside a
-// row of the run's innermost dim); only the vectors at a run's ends are written unit by unit. Tiles
-// count along the source run's last dim fastest, then along the destination run's last dim, then
-// over the outer dims dim[TILE_DIMS, NUM_DIMS). A block loads its next tile while it stores the
-// current one.
+// rearrange runs, gathering stores: a tile over up to eight dims (rearrange_runs_tile.cu). Both
+// sides move aligned vectors whatever the runs' alignment. Loads copy each source run into a
+// shared-memory row of PITCH units in 16-byte vectors: a misaligned run's vector is shifted out of
+// the two aligned vectors around it (the second read only where it holds a byte of the run). Stores
+// write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit gathered from
+// the row and position its tile coordinates give (one constant step apart inside a row of the run's
+// innermost dim); only the vectors at a run's ends are written unit by unit. Tiles count along the
+// source run's last dim fastest, then along the destination run's last dim, then over the outer dims
+// dim[TILE_DIMS, NUM_DIMS). A block loads its next tile while it stores the current one.
 constexpr int VEC_UNITS = 16 / UNIT_BYTES;
 constexpr int STORE_UNITS = 4 * STORE_WORDS / UNIT_BYTES;
 typedef sj_bytes<16> SjVector;
@@ -20,30 +16,10 @@ union SjStoreUnits {
   Unit u[STORE_UNITS];
 };
 
-__host__ __device__ constexpr long long sj_tile_extent(int k) {
-  return k == 0 ? TILE_E0 : k == 1 ? TILE_E1 : k == 2 ? TILE_E2 : k == 3 ? TILE_E3
-       : k == 4 ? TILE_E4 : k == 5 ? TILE_E5 : k == 6 ? TILE_E6 : k == 7 ? TILE_E7 : 1;
-}
-__host__ __device__ constexpr int sj_src_dim(int i) { return (SRC_ORDER >> (4 * i)) & 15; }
 __host__ __device__ constexpr int sj_src_position(int k) {
   int o = 0;
   while (o + 1 < TILE_DIMS && sj_src_dim(o) != k) ++o;
   return o;
-}
-__host__ __device__ constexpr long long sj_dst_run_length() {
-  long long n = 1;
-  for (int k = 0; k < DST_RUN_DIMS; ++k) n *= sj_tile_extent(k);
-  return n;
-}
-__host__ __device__ constexpr long long sj_src_run_length() {
-  long long n = 1;
-  for (int i = 0; i < SRC_RUN_DIMS; ++i) n *= sj_tile_extent(sj_src_dim(i));
-  return n;
-}
-__host__ __device__ constexpr long long sj_tile_volume() {
-  long long n = 1;
-  for (int k = 0; k < TILE_DIMS; ++k) n *= sj_tile_extent(k);
-  return n;
 }
 // Shared-memory step of tile dim k: within a source run, the product of the run dims before it (in
 // source order); across runs, PITCH times the product of the row dims before it.
@@ -54,22 +30,10 @@ __host__ __device__ constexpr long long sj_smem_step(int k) {
   return n;
 }
 
-// The per-dim constants as arrays for the device code: indexed by an unrolled loop's counter they
-// fold to constants, where calls of the functions above with that counter compiled to run-time
-// loops over jump tables.
-__device__ constexpr int TILE_EXTENT[8] = {(int)sj_tile_extent(0), (int)sj_tile_extent(1), (int)sj_tile_extent(2),
-                                           (int)sj_tile_extent(3), (int)sj_tile_extent(4), (int)sj_tile_extent(5),
-                                           (int)sj_tile_extent(6), (int)sj_tile_extent(7)};
 __device__ constexpr int SMEM_STEP[8] = {(int)sj_smem_step(0), (int)sj_smem_step(1), (int)sj_smem_step(2),
                                          (int)sj_smem_step(3), (int)sj_smem_step(4), (int)sj_smem_step(5),
                                          (int)sj_smem_step(6), (int)sj_smem_step(7)};
 
-constexpr long long L_D = sj_dst_run_length();
-constexpr long long L_S = sj_src_run_length();
-constexpr long long RUNS_D = sj_tile_volume() / L_D;
-constexpr long long RUNS_S = sj_tile_volume() / L_S;
-constexpr int PA = DST_RUN_DIMS - 1;              // the destination run's tiled dim
-constexpr int PB = sj_src_dim(SRC_RUN_DIMS - 1);  // the source run's tiled dim
 constexpr long long VECTORS_S = (L_S + VEC_UNITS - 1) / VEC_UNITS;  // staged vectors of a source run
 // Aligned store vectors a destination run of L_D units can touch at any misalignment.
 constexpr long long VECTORS_D = STORE_UNITS > 1 ? (L_D + STORE_UNITS - 1) / STORE_UNITS + 1 : L_D;
@@ -151,19 +115,11 @@ __device__ __forceinline__ void sj_runs_load(const SjArgs& args, const Unit* __r
 #pragma unroll
   for (int i = 0; i < LOAD_ITEMS; ++i) {
     const unsigned n = threadIdx.x + i * THREADS;
-    unsigned r = n / (unsigned)VECTORS_S;
+    const unsigned r = n / (unsigned)VECTORS_S;
     const unsigned v = n - r * (unsigned)VECTORS_S;
     const int staged = (int)(r * PITCH_VECTORS + v) * 16;
-    Index offset = 0;
     bool ok = RUNS_S * VECTORS_S % THREADS == 0 || n < RUNS_S * VECTORS_S;
-#pragma unroll
-    for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
-      const int k = sj_src_dim(o);
-      const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
-      r = o + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
-      offset += (Index)c * sj_src_stride(args, k);
-      if (BOUNDS && k == PA) ok = ok && (Index)c < tile.valid_a;
-    }
+    const Index offset = sj_source_run_offset(args, r, tile.valid_a, ok, [](int, unsigned) {});
     ok = ok && v * VEC_UNITS < src_length;
     in.target[i] = -1;
     if (!ok) continue;

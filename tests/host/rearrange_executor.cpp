@@ -518,6 +518,29 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   }
 }
 
+// A runs tile's origin, as sj_tile and the runs kernels' tile setup compute it: the offsets of its
+// first unit and the units of its two tiled dims inside the extents.
+struct RunsTileOrigin {
+  std::int64_t src_base = 0, dst_base = 0, valid_a = 0, valid_b = 0;
+};
+
+RunsTileOrigin runs_tile_origin(const RearrangeKernelArgs& a, const RearrangeSpec& s, std::int64_t t) {
+  const int pa = s.dst_run_dims - 1, pb = (s.src_order >> (4 * (s.src_run_dims - 1))) & 15;
+  const std::int64_t rest = divide(t, a.tiles_x, s);
+  const std::int64_t b_index = t - rest * a.tiles_x.value;
+  const std::int64_t outer = divide(rest, a.tiles_y, s);
+  const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a, b0 = b_index * s.tile_b;
+  RunsTileOrigin tile;
+  offsets(a, s, s.tile_dims, s.num_dims - s.tile_dims, outer, tile.src_base, tile.dst_base);
+  tile.src_base += a0 * a.dim[pa].src_stride + b0 * a.dim[pb].src_stride;
+  tile.dst_base += a0 * a.dim[pa].dst_stride + b0 * a.dim[pb].dst_stride;
+  tile.valid_a = std::min<std::int64_t>(s.tile_a, a.extent_a - a0);
+  tile.valid_b = std::min<std::int64_t>(s.tile_b, a.extent_b - b0);
+  if (!s.bounds && (tile.valid_a != s.tile_a || tile.valid_b != s.tile_b))
+    throw std::logic_error("runs: a partial tile without bounds");
+  return tile;
+}
+
 // The runs template that scatters: source runs read as aligned words and scattered into staged
 // destination runs, which are written as aligned words funnel-shifted out of two staged words.
 void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
@@ -557,17 +580,9 @@ void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, co
     return smem.data() + position * u;
   };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const std::int64_t rest = divide(t, a.tiles_x, s);
-    const std::int64_t b_index = t - rest * a.tiles_x.value;
-    const std::int64_t outer = divide(rest, a.tiles_y, s);
-    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a, b0 = b_index * s.tile_b;
-    std::int64_t src_base = 0, dst_base = 0;
-    offsets(a, s, dims, s.num_dims - dims, outer, src_base, dst_base);
-    src_base += a0 * a.dim[pa].src_stride + b0 * a.dim[pb].src_stride;
-    dst_base += a0 * a.dim[pa].dst_stride + b0 * a.dim[pb].dst_stride;
-    const std::int64_t valid_a = std::min<std::int64_t>(s.tile_a, a.extent_a - a0);
-    const std::int64_t valid_b = std::min<std::int64_t>(s.tile_b, a.extent_b - b0);
-    if (!s.bounds && (valid_a != s.tile_a || valid_b != s.tile_b)) throw std::logic_error("runs: a partial tile without bounds");
+    const RunsTileOrigin origin = runs_tile_origin(a, s, t);
+    const std::int64_t src_base = origin.src_base, dst_base = origin.dst_base;
+    const std::int64_t valid_a = origin.valid_a, valid_b = origin.valid_b;
     std::fill(smem.begin(), smem.end(), 0);
     const std::int64_t src_length = src_length_full / s.tile_b * valid_b;
     for (std::int64_t n = 0; n < runs_s * words_s; ++n) {
@@ -670,17 +685,9 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
                                      static_cast<std::uintptr_t>(wd));
   };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
-    const std::int64_t rest = divide(t, a.tiles_x, s);
-    const std::int64_t b_index = t - rest * a.tiles_x.value;
-    const std::int64_t outer = divide(rest, a.tiles_y, s);
-    const std::int64_t a0 = (rest - outer * a.tiles_y.value) * s.tile_a, b0 = b_index * s.tile_b;
-    std::int64_t src_base = 0, dst_base = 0;
-    offsets(a, s, dims, s.num_dims - dims, outer, src_base, dst_base);
-    src_base += a0 * a.dim[pa].src_stride + b0 * a.dim[pb].src_stride;
-    dst_base += a0 * a.dim[pa].dst_stride + b0 * a.dim[pb].dst_stride;
-    const std::int64_t valid_a = std::min<std::int64_t>(s.tile_a, a.extent_a - a0);
-    const std::int64_t valid_b = std::min<std::int64_t>(s.tile_b, a.extent_b - b0);
-    if (!s.bounds && (valid_a != s.tile_a || valid_b != s.tile_b)) throw std::logic_error("runs: a partial tile without bounds");
+    const RunsTileOrigin origin = runs_tile_origin(a, s, t);
+    const std::int64_t src_base = origin.src_base, dst_base = origin.dst_base;
+    const std::int64_t valid_a = origin.valid_a, valid_b = origin.valid_b;
     std::fill(staged.begin(), staged.end(), false);
     const std::int64_t src_length = src_length_full / s.tile_b * valid_b;
     for (std::int64_t n = 0; n < runs_s * vectors_s; ++n) {

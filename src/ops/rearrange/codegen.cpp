@@ -52,10 +52,13 @@ std::string rearrange_template(const plan::RearrangeSpec& spec) {
 jit::Program rearrange_program(const plan::RearrangeVariant& variant, const std::string& manifest_line) {
   const plan::RearrangeFamily family = variant.spec.family;
   const bool tiled = family == plan::RearrangeFamily::transpose || family == plan::RearrangeFamily::packed;
-  jit::Program program{fmt::format("rearrange_{}", plan::family_name(family)),
-                       render({"rearrange_common.cu", rearrange_template(variant.spec)},
-                              rearrange_params(variant.spec, variant.args)),
-                       {}, manifest_line};
+  const std::string kernel = rearrange_template(variant.spec);
+  const CodeParams params = rearrange_params(variant.spec, variant.args);
+  // Both runs kernels read the tile they share from rearrange_runs_tile.cu.
+  std::string source = family == plan::RearrangeFamily::runs
+                           ? render({"rearrange_common.cu", "rearrange_runs_tile.cu", kernel}, params)
+                           : render({"rearrange_common.cu", kernel}, params);
+  jit::Program program{fmt::format("rearrange_{}", plan::family_name(family)), std::move(source), {}, manifest_line};
   if (tiled) program.low_register_options = {"-DSJ_LOW_REGISTERS=1"};
   return program;
 }
