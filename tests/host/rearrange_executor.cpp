@@ -647,10 +647,12 @@ void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, co
   }
 }
 
-// The runs template that gathers: source runs copied as aligned 16-byte vectors (shifted out of the two aligned
-// source vectors around a misaligned run's vector) into staged rows; destination runs written as
-// aligned vectors of store_words words, each unit gathered from the staged position its tile
-// coordinates give. A gather of a unit that no load staged throws.
+// The runs template that gathers: source runs copied into staged rows, vector by vector; destination
+// runs written as aligned vectors of store_words words, each unit gathered from the staged position
+// its tile coordinates give. A gather of a unit that no load staged throws. It models the staged
+// positions, the item split, the bounds and the store widths and alignment; not the kernel's aligned
+// source reads and their shifts, its lane order, or the constant-step path of its gathers (each unit's
+// position is computed afresh here).
 void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -706,8 +708,6 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
       if (!ok || vector * w >= src_length) continue;
       const std::uint8_t* run = src + (src_base + offset) * u;
       const std::uint8_t* first = run + vector * w * u;
-      const auto shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(first) % 16);
-      check_vector(first - shift, 16);
       if (row + w > static_cast<std::int64_t>(smem_units)) throw std::logic_error("runs: shared memory out of range");
       // Only the vector's units inside the run are staged (the rest of a run's last vector is never read).
       for (std::int64_t unit = 0; unit < w && vector * w + unit < src_length; ++unit) {

@@ -288,7 +288,8 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
   }
 }
 
-TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive copy at every pair of pointer alignments") {
+TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive copy with source and destination pointers "
+          "aligned to 16, 1, 2 and 3 bytes (where the unit allows)") {
   std::mt19937_64 rng(20261129);
   // Scaled-down shapes of the classes that take runs tiles: a destination run inside one long source
   // run ([5, 3, 116, 71, 11]), runs over two and three dims on each side, a tiled dim on each side,

@@ -18,7 +18,8 @@ CodeParams rearrange_params(const plan::RearrangeSpec& spec, const plan::Rearran
 /// family, which has no kernel.
 std::string rearrange_template(const plan::RearrangeSpec& spec);
 
-/// The program of a variant's kernel: rearrange_common.cu, then the family's template.
+/// The program of a variant's kernel: rearrange_common.cu, then (runs) rearrange_runs_tile.cu, then the
+/// family's template.
 /// `manifest_line` is the `shapejit plan` line that reproduces it.
 jit::Program rearrange_program(const plan::RearrangeVariant& variant, const std::string& manifest_line);
 
