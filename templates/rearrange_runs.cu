@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       int staged = WORD_UNITS;
       bool ok = RUNS_S * WORDS_S % THREADS == 0 || n < RUNS_S * WORDS_S;
       const Index offset =
-          sj_source_run_offset(args, r, valid_a, ok, [&](int k, unsigned c) { staged += (int)c * SMEM_STEP[k]; });
+          sj_run_offset<true>(args, r, valid_a, ok, [&](int k, unsigned c) { staged += (int)c * SMEM_STEP[k]; });
       const Unit* run = s + (tile.src_base + offset);
       const unsigned first = w * WORD_UNITS - sj_misalignment(run);
       ok = ok && (int)first < (int)src_length;
@@ -110,18 +110,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     for (int i = 0; i < STORE_ITEMS; ++i) {
       const unsigned n = threadIdx.x + i * THREADS;
       if (RUNS_D * WORDS_D % THREADS != 0 && n >= RUNS_D * WORDS_D) continue;
-      unsigned r = n / (unsigned)WORDS_D;
+      const unsigned r = n / (unsigned)WORDS_D;
       const unsigned w = n - r * (unsigned)WORDS_D;
       const int staged = WORD_UNITS + (int)r * PITCH;
-      Index offset = 0;
       bool ok = true;
-#pragma unroll
-      for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
-        const unsigned c = k + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
-        r = k + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
-        offset += (Index)c * sj_dst_stride(args, k);
-        if (BOUNDS && k == PB) ok = ok && (Index)c < valid_b;
-      }
+      const Index offset = sj_run_offset<false>(args, r, valid_b, ok, [](int, unsigned) {});
       Unit* run = d + (tile.dst_base + offset);
       const unsigned first = w * WORD_UNITS - sj_misalignment(run);
       if (!ok || (int)first >= (int)dst_length) continue;

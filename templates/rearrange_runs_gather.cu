@@ -119,7 +119,7 @@ __device__ __forceinline__ void sj_runs_load(const SjArgs& args, const Unit* __r
     const unsigned v = n - r * (unsigned)VECTORS_S;
     const int staged = (int)(r * PITCH_VECTORS + v) * 16;
     bool ok = RUNS_S * VECTORS_S % THREADS == 0 || n < RUNS_S * VECTORS_S;
-    const Index offset = sj_source_run_offset(args, r, tile.valid_a, ok, [](int, unsigned) {});
+    const Index offset = sj_run_offset<true>(args, r, tile.valid_a, ok, [](int, unsigned) {});
     ok = ok && v * VEC_UNITS < src_length;
     in.target[i] = -1;
     if (!ok) continue;
@@ -165,19 +165,12 @@ __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restri
   for (int i = 0; i < STORE_ITEMS; ++i) {
     const unsigned n = threadIdx.x + i * THREADS;
     if (RUNS_D * VECTORS_D % THREADS != 0 && n >= RUNS_D * VECTORS_D) continue;
-    unsigned r = ACROSS_RUNS ? n % (unsigned)RUNS_D : n / (unsigned)VECTORS_D;
+    const unsigned r = ACROSS_RUNS ? n % (unsigned)RUNS_D : n / (unsigned)VECTORS_D;
     const unsigned w = ACROSS_RUNS ? n / (unsigned)RUNS_D : n - r * (unsigned)VECTORS_D;
-    Index offset = 0;
     int position = 0;
     bool ok = true;
-#pragma unroll
-    for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
-      const unsigned c = k + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
-      r = k + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
-      offset += (Index)c * sj_dst_stride(args, k);
-      position += (int)c * SMEM_STEP[k];
-      if (BOUNDS && k == PB) ok = ok && (Index)c < tile.valid_b;
-    }
+    const Index offset = sj_run_offset<false>(args, r, tile.valid_b, ok,
+                                                   [&](int k, unsigned c) { position += (int)c * SMEM_STEP[k]; });
     Unit* run = d + (tile.at.dst_base + offset);
     const int first = (int)w * STORE_UNITS - sj_misalignment(run);
     if (!ok || first >= dst_length) continue;

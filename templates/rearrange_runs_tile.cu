@@ -39,21 +39,24 @@ constexpr long long RUNS_S = sj_tile_volume() / L_S;
 constexpr int PA = DST_RUN_DIMS - 1;              // the destination run's tiled dim
 constexpr int PB = sj_src_dim(SRC_RUN_DIMS - 1);  // the source run's tiled dim
 
-// Source offset of the tile's source run r: r's coordinates over the source order's dims past the
-// run, each also passed to coordinate(k, c); `inside` is cleared where the destination run's tiled
-// dim (PA) is one of them and runs past the tile's valid_a units.
-template <typename Coordinate>
-__device__ __forceinline__ Index sj_source_run_offset(const SjArgs& args, unsigned r, Index valid_a, bool& inside,
-                                                      Coordinate coordinate) {
+// Offset of the tile's run r on one side (SOURCE: a source run, else a destination run): r's
+// coordinates over that side's dims past its run (the source order's, or dim[DST_RUN_DIMS,
+// TILE_DIMS)), each also passed to coordinate(k, c); `inside` is cleared where the other run's tiled
+// dim (PA for a source run, PB for a destination run) is one of them and runs past the tile's valid
+// units of it.
+template <bool SOURCE, typename Coordinate>
+__device__ __forceinline__ Index sj_run_offset(const SjArgs& args, unsigned r, Index valid, bool& inside,
+                                               Coordinate coordinate) {
+  constexpr int first = SOURCE ? SRC_RUN_DIMS : DST_RUN_DIMS;
   Index offset = 0;
 #pragma unroll
-  for (int o = SRC_RUN_DIMS; o < TILE_DIMS; ++o) {
-    const int k = sj_src_dim(o);
+  for (int o = first; o < TILE_DIMS; ++o) {
+    const int k = SOURCE ? sj_src_dim(o) : o;
     const unsigned c = o + 1 < TILE_DIMS ? r % (unsigned)TILE_EXTENT[k] : r;
     r = o + 1 < TILE_DIMS ? r / (unsigned)TILE_EXTENT[k] : 0;
-    offset += (Index)c * sj_src_stride(args, k);
+    offset += (Index)c * (SOURCE ? sj_src_stride(args, k) : sj_dst_stride(args, k));
     coordinate(k, c);
-    if (BOUNDS && k == PA) inside = inside && (Index)c < valid_a;
+    if (BOUNDS && k == (SOURCE ? PA : PB)) inside = inside && (Index)c < valid;
   }
   return offset;
 }
