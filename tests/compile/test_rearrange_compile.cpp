@@ -41,10 +41,9 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row:  // odd rows: unit = elem (1-byte rows up to 8 KiB and 2-byte rows of
-                                // 256 to 1023 bytes take segment tiles)
-      if (elem == 1) return swap_first_two({big ? r : 80, big ? c : 128, 8193}, elem, exact);
-      return swap_first_two({r, c, elem == 2 ? 601 : 161}, elem, exact);
+    case RearrangeFamily::row:  // rows of 7 units, a slice of 9 in the source: unit = elem, and too short
+                                // for 16-byte vectors
+      return make({big ? r * c * 8 : r, 7}, {9, 1}, elem, exact);
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
@@ -229,11 +228,11 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       INFO(plan::describe(p));
       CHECK(gathering);
     }
-  // Segment tiles: rows of 33 units (1-, 2- and 4-byte units) under a transpose, both index widths,
+  // Segment tiles: rows of 21 units (1-, 2- and 4-byte units) under a transpose, both index widths,
   // exact mode; one merged destination run ([7, 300, 9]) and one merged source run ([300, 7, 9]).
   for (int elem : {1, 2, 4})
     for (bool big : {false, true}) {
-      const plan::RearrangePlanData p = swap_first_two({big ? (std::int64_t{1} << 19) + 301 : 301, 501, 33}, elem, !big);
+      const plan::RearrangePlanData p = swap_first_two({big ? (std::int64_t{1} << 19) + 301 : 301, 501, 21}, elem, !big);
       const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
       INFO(plan::describe(p));
       CHECK(v.spec.family == RearrangeFamily::segments);
@@ -248,20 +247,22 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK((v.spec.merge_src || v.spec.merge_dst));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
-  // Segment tiles of long rows of odd byte lengths (333, 1203 and 8191 bytes, the last a row per
-  // tile), exact too.
-  for (const auto& [shape, perm] : {std::pair{std::vector<std::int64_t>{6, 5, 7, 333}, std::vector<int>{2, 0, 1, 3}},
-                                    std::pair{std::vector<std::int64_t>{3, 7, 2, 1203}, std::vector<int>{1, 2, 0, 3}},
-                                    std::pair{std::vector<std::int64_t>{3, 5, 8191}, std::vector<int>{1, 0, 2}}})
-    for (bool exact : {false, true}) {
-      const TensorDesc view = permuted({shape, {}, DType::u8, 1}, perm);
-      const plan::RearrangePlanData p = make(view.shape, view.strides, 1, exact);
-      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
-      INFO(plan::describe(p));
-      CHECK(v.spec.family == RearrangeFamily::segments);
-      CHECK(v.spec.segment >= 160);
-      variants.emplace(plan::kernel_label(v.spec, v.args), v);
-    }
+  // Rows in 16-byte vectors: rows of 8193, 601 and 201 units (1-, 2-, 4- and 8-byte units), both
+  // index widths, exact too.
+  for (int elem : {1, 2, 4, 8})
+    for (bool big : {false, true})
+      for (bool exact : {false, true}) {
+        if (big && exact) continue;
+        const std::int64_t length = elem == 1 ? 8193 : elem == 2 ? 601 : 201;
+        const plan::RearrangePlanData p =
+            swap_first_two({big ? std::int64_t{1} << 16 : 80, big ? 1 << 15 : 128, length}, elem, exact);
+        const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+        INFO(plan::describe(p));
+        CHECK(v.spec.vector_rows);
+        CHECK(v.spec.unit_bytes == elem);
+        CHECK(v.spec.index64 == big);
+        variants.emplace(plan::kernel_label(v.spec, v.args), v);
+      }
   // Segment tiles over groups of several dims: two of each (f32 rows of 3), three B dims (f32 rows of
   // 21), two A dims (u8 rows of 5), in exact mode too.
   for (const auto& [shape, perm, elem] :

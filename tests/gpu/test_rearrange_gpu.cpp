@@ -654,20 +654,34 @@ TEST_CASE("rearrange: runs tiles that gather their stores from staged source run
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
 }
 
-TEST_CASE("rearrange: long shared rows of odd byte lengths take segment tiles, exact at every pointer misalignment" *
-          test::gpu_only()) {
-  // Rows of 161 to 8191 bytes: a merged destination run ([4, 901, 161]), runs merged on both sides
-  // ([2, 2, 2001]), partial tiles, tiles of one row ([3, 50, 8191]); rows of 2-byte units of 270 and
-  // 858 bytes.
+TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 bytes move in 16-byte vectors, exact at "
+          "every pointer misalignment" * test::gpu_only()) {
+  // Rows of 769 to 8191 bytes: rows just over the threshold ([37, 301, 769]) and several tiles long
+  // ([3, 50, 8191]), partial row tiles, several row dims; rows of 2-, 4- and 8-byte units (f16 rows of
+  // 830 bytes, bf16 of 858, f32 of 5100, f64 of 824).
   const std::vector<PermuteCase> cases = {
       {{2, 2, 2001}, {1, 0, 2}, DType::u8},          {{3, 50, 8191}, {1, 0, 2}, DType::u8},
-      {{20, 3, 2005}, {1, 0, 2}, DType::u8},         {{4, 901, 161}, {1, 0, 2}, DType::u8},
-      {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8},     {{3, 7, 2, 1203}, {1, 2, 0, 3}, DType::u8},
-      {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},
-      {{23, 5, 8, 12, 4, 429}, {2, 3, 1, 4, 0, 5}, DType::bf16},
+      {{20, 3, 2005}, {1, 0, 2}, DType::u8},         {{4, 901, 801}, {1, 0, 2}, DType::u8},
+      {{6, 5, 7, 933}, {2, 0, 1, 3}, DType::u8},     {{3, 7, 2, 1203}, {1, 2, 0, 3}, DType::u8},
+      {{2, 153, 2, 43, 895}, {2, 3, 1, 0, 4}, DType::u8}, {{37, 301, 769}, {1, 0, 2}, DType::u8},
+      {{548, 38, 7, 415}, {2, 0, 1, 3}, DType::f16}, {{23, 5, 8, 12, 4, 429}, {2, 3, 1, 4, 0, 5}, DType::bf16},
+      {{9, 17, 1275}, {1, 0, 2}, DType::f32},        {{31, 3, 60, 103}, {2, 0, 1, 3}, DType::f64},
   };
-  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
-  check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");
+  std::uint64_t seed = 5131;
+  int launches = 0, vector_rows = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype))) {
+      vector_rows += launched_variant(plan, src_shift | dst_shift).spec.vector_rows;
+      ++launches;
+      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
+  }
+  MESSAGE(vector_rows << " of " << launches << " launches on vector rows");
+  CHECK(vector_rows == launches);
 }
 
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *

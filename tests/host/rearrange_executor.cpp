@@ -109,6 +109,56 @@ void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
   }
 }
 
+// rearrange_rows_vectors.cu: each destination row written in the aligned 16-byte vectors that hold its
+// bytes, each filled from the two aligned source vectors around its source bytes (read only where they
+// hold a byte of the row).
+void execute_vector_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
+  const RearrangeSpec& s = v.spec;
+  const RearrangeKernelArgs& a = v.args;
+  const std::int64_t row_bytes = a.extent_a * s.unit_bytes;
+  if (a.dim[0].extent.value != a.extent_a || a.dim[0].src_stride != 1 || a.dim[0].dst_stride != 1)
+    throw std::logic_error("vector rows: dim[0] must be the shared row");
+  const int tile_y = s.threads / s.tile_x;
+  const std::int64_t tile_vectors = std::int64_t{s.tile_x} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
+  if ((row_bytes + 30) / 16 > a.tiles_x.value * tile_vectors)
+    throw std::logic_error("vector rows: the tiles along a row miss some of its vectors");
+  auto low = [](const std::uint8_t* p) { return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) & 15); };
+  for (std::int64_t tile = 0; tile < a.num_tiles; ++tile) {
+    const std::int64_t row_tile = divide(tile, a.tiles_x, s);
+    for (int t = 0; t < s.threads; ++t) {
+      const int tx = t % s.tile_x, ty = t / s.tile_x;
+      const std::int64_t vector0 = (tile - row_tile * a.tiles_x.value) * tile_vectors + tx;
+      for (int iy = 0; iy < s.items_y; ++iy) {
+        const std::int64_t row = row_tile * tile_rows + iy * tile_y + ty;
+        if (row >= a.extent_b) {
+          if (!s.bounds) throw std::logic_error("vector rows: a row past the end without bounds checks");
+          continue;
+        }
+        std::int64_t src_row = 0, dst_row = 0;
+        offsets(a, s, 1, s.num_dims - 1, row, src_row, dst_row);
+        const std::uint8_t* from_row = src + src_row * s.unit_bytes;
+        std::uint8_t* to_row = dst + dst_row * s.unit_bytes;
+        for (int ix = 0; ix < s.items_x; ++ix) {
+          const std::int64_t p = 16 * (vector0 + ix * s.tile_x) - low(to_row);
+          if (p >= row_bytes) continue;
+          const std::uint8_t* aligned = from_row + p - low(from_row + p);
+          std::array<std::uint8_t, 32> pair{};
+          for (int h = 0; h < 2; ++h) {
+            const std::uint8_t* vector = aligned + 16 * h;
+            if (vector + 16 > from_row && vector < from_row + row_bytes && (h == 0 || low(from_row + p) != 0)) {
+              check_vector(vector, 16);
+              std::memcpy(pair.data() + 16 * h, vector, 16);
+            }
+          }
+          check_vector(to_row + p, 16);
+          for (std::int64_t k = std::max<std::int64_t>(0, -p); k < 16 && p + k < row_bytes; ++k)
+            to_row[p + k] = pair[static_cast<std::size_t>(low(from_row + p) + k)];
+        }
+      }
+    }
+  }
+}
+
 // sj_tile of the templates: tile t's first A and B indices and the offsets of its outer coordinates.
 struct TileOrigin {
   std::int64_t a0, b0, src_base, dst_base;
@@ -404,11 +454,15 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     std::memcpy(out.data(), pair + shift * u, 4);
     return out;
   };
-  // Source units the tensor spans from the kernel's src pointer: every global read must lie inside.
-  std::int64_t src_span = 1;
-  for (int k = 0; k < s.num_dims; ++k) src_span += (a.dim[k].extent.value - 1) * a.dim[k].src_stride;
+  // Source units the tensor spans from the kernel's src pointer, [src_first, src_end) (strides may be
+  // negative): every global read must lie inside.
+  std::int64_t src_first = 0, src_end = 1;
+  for (int k = 0; k < s.num_dims; ++k) {
+    const std::int64_t reach = (a.dim[k].extent.value - 1) * a.dim[k].src_stride;
+    (reach < 0 ? src_first : src_end) += reach;
+  }
   auto read_word = [&](std::int64_t offset) {
-    if (offset < 0 || offset + w > src_span) throw std::logic_error("words: a load outside the source tensor");
+    if (offset < src_first || offset + w > src_end) throw std::logic_error("words: a load outside the source tensor");
     const std::uint8_t* at = src + offset * u;
     check_vector(at, 4);
     Word word;
@@ -446,7 +500,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         word = Word{};
         for (int x = 0; x < w; ++x)
           if (bj + x < eb) {
-            if (row + bj + x < 0 || row + bj + x >= src_span) throw std::logic_error("words: a unit outside the source tensor");
+            if (row + bj + x < src_first || row + bj + x >= src_end) throw std::logic_error("words: a unit outside the source tensor");
             copy_units(word.data() + x * u, src + (row + bj + x) * u, 1, u);
           }
       }
@@ -853,7 +907,12 @@ void execute_variant(const plan::RearrangeVariant& v, std::uint8_t* dst, const s
   switch (v.spec.family) {
     case RearrangeFamily::copy: std::memcpy(dst, src, static_cast<std::size_t>(v.copy_bytes)); return;
     case RearrangeFamily::row:
-    case RearrangeFamily::gather: execute_rows(v, dst, src); return;
+    case RearrangeFamily::gather:
+      if (v.spec.vector_rows)
+        execute_vector_rows(v, dst, src);
+      else
+        execute_rows(v, dst, src);
+      return;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed: execute_tiled(v, dst, src); return;
     case RearrangeFamily::skewed: execute_skewed(v, dst, src); return;

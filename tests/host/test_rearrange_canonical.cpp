@@ -219,7 +219,11 @@ TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where 
   const auto three_a = spec_of({22, 18, 2, 2, 2, 2, 24, 20, 2, 3, 3, 3}, {10, 4, 2, 1, 5, 3, 8, 7, 6, 0, 9, 11}, DType::f16);
   CHECK(three_a.family == RearrangeFamily::segments);
   CHECK(three_a.dims_a == 3);
-  // Rows of 8- and 16-byte units, rows of 160 bytes or more, and tiles of a few rows stay rows.
+  // Rows of 768 bytes or more whose ends are off 16 bytes move in 16-byte vectors (f32 rows of 780 bytes).
+  const auto vectors = spec_of({17, 3, 31, 5, 21, 2, 17, 195}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32);
+  CHECK(vectors.family == RearrangeFamily::row);
+  CHECK(vectors.vector_rows);
+  // Rows of 8- and 16-byte units, and tiles of a few rows stay rows.
   CHECK(spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
   CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
   CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::row);

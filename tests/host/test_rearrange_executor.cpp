@@ -338,25 +338,57 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
   CHECK(launches - gathering >= 20);
 }
 
-TEST_CASE("long shared rows of odd byte lengths take segment tiles, exact at every alignment") {
+TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byte vectors (by default from 768 "
+          "bytes), exact, with source and destination pointers aligned to 16, 1, 2, 4 and 8 bytes (where the unit allows)") {
   std::mt19937_64 rng(20261127);
-  // Rows of 161 to 8191 bytes that the row family would move a byte at a time: merged runs on either
-  // side ([20, 3, 205], [4, 9, 161]) and on both ([2, 2, 2001]), partial tiles ([6, 5, 7, 333]), tiles
-  // of one row ([3, 5, 8191], [3, 4, 2, 4097]), three A dims ([7, 3, 5, 2, 3, 163]); rows of 2-byte
-  // units of 270 and 858 bytes.
+  // Rows of 257 to 8191 bytes in 1-, 2-, 4- and 8-byte units: one row dim ([3, 5, 8191]) and several,
+  // rows shorter than a warp's vectors ([20, 3, 405]) and rows several tiles long ([3, 4, 2, 4097]),
+  // partial row tiles ([6, 5, 7, 333]), rows just over 256 and 768 bytes ([9, 7, 257], [9, 7, 769]) and
+  // rows of 2-, 4- and 8-byte units of 270, 1716, 5100 and 824 bytes.
   const std::vector<PermuteCase> cases = {
-      {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},         {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
-      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1},  {{2, 2, 2001}, {1, 0, 2}, 1},        {{3, 5, 8191}, {1, 0, 2}, 1},
-      {{3, 4, 2, 4097}, {2, 1, 0, 3}, 1},  {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1},
-      {{5, 9, 135}, {1, 0, 2}, 2},         {{3, 4, 5, 429}, {2, 0, 1, 3}, 2},
+      {{20, 3, 405}, {1, 0, 2}, 1},       {{4, 9, 261}, {1, 0, 2}, 1},      {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
+      {{3, 7, 2, 1203}, {1, 2, 0, 3}, 1}, {{2, 2, 2001}, {1, 0, 2}, 1},     {{3, 5, 8191}, {1, 0, 2}, 1},
+      {{3, 4, 2, 4097}, {2, 1, 0, 3}, 1}, {{7, 3, 5, 2, 3, 263}, {4, 2, 0, 3, 1, 5}, 1},
+      {{9, 7, 257}, {1, 0, 2}, 1},        {{9, 7, 769}, {1, 0, 2}, 1},      {{5, 9, 135}, {1, 0, 2}, 2},
+      {{3, 4, 5, 429}, {2, 0, 1, 3}, 4},  {{3, 2, 1275}, {1, 0, 2}, 4},     {{7, 3, 103}, {1, 0, 2}, 8},
   };
+  int launches = 0;
   for (const PermuteCase& c : cases) {
-    const plan::RearrangePlanData p = plan_of(c);
-    INFO(plan::describe(p));
-    CHECK(plan::variant_for_pointers(p, 16).spec.family == plan::RearrangeFamily::segments);
-    CHECK(plan::variant_for_pointers(p, 16).spec.segment * c.elem >= 160);
-    for (bool exact : {false, true}) check_permute(c, rng, exact);
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    const std::int64_t row_bytes = c.shape.back() * c.elem;
+    for (bool exact : {false, true}) {
+      RearrangeOptions options;
+      options.exact = exact;
+      const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, options);
+      INFO(plan::describe(p));
+      CHECK(plan::variant_for_pointers(p, 16).spec.vector_rows == (row_bytes >= 768));
+      const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(p);
+      const auto v = std::find_if(candidates.begin(), candidates.end(),
+                                  [](const plan::RearrangeVariant& candidate) { return candidate.spec.vector_rows; });
+      REQUIRE(v != candidates.end());
+      const std::size_t unit = static_cast<std::size_t>(v->spec.unit_bytes);
+      for (std::size_t src_align : {16, 1, 2, 4, 8})
+        for (std::size_t dst_align : {16, 1, 2, 4, 8}) {
+          if ((src_align < 16 && src_align % unit != 0) || (dst_align < 16 && dst_align % unit != 0)) continue;
+          INFO("source aligned to " << src_align << ", destination to " << dst_align);
+          HostView in(p.src_range, src_align, 0);
+          fill_random(in.storage, rng);
+          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
+          test::reference_rearrange(expected.base, dst, in.base, view);
+          try {
+            test::execute_variant(*v, out.base, in.base);
+          } catch (const std::exception& e) {
+            FAIL_CHECK(e.what());
+            continue;
+          }
+          ++launches;
+          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
+                           expected.base + p.dst_range.lo - 64));
+        }
+    }
   }
+  MESSAGE(launches << " launches of vector rows");
 }
 
 TEST_CASE("random views of short shared rows (padded, stepped and flipped outer dims) match the naive copy") {

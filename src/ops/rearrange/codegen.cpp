@@ -36,7 +36,7 @@ CodeParams rearrange_params(const plan::RearrangeSpec& s, const plan::RearrangeK
 
 std::string rearrange_template(const plan::RearrangeSpec& spec) {
   switch (spec.family) {
-    case plan::RearrangeFamily::row:
+    case plan::RearrangeFamily::row: return spec.vector_rows ? "rearrange_rows_vectors.cu" : "rearrange_rows.cu";
     case plan::RearrangeFamily::gather: return "rearrange_rows.cu";
     case plan::RearrangeFamily::transpose:
     case plan::RearrangeFamily::packed: return "rearrange_tiled.cu";

@@ -19,6 +19,7 @@ namespace shapejit::plan {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarp = 32;
 // Tiles that span a whole group on one side, and that a thread of a half-size block still holds
 // within its limits, run there at twice the blocks per SM: the same threads per SM keep twice the
 // tiles in flight (H200, tuning seeds 40 and 44: u8 [3,21999,668,4] 0,1,3,2 79% -> 92% of copy, f16
@@ -111,6 +112,8 @@ std::uint32_t grid_for(std::int64_t tiles) {
 
 // ---- row and gather -------------------------------------------------------------------------
 
+constexpr std::int64_t kShortRowBytes = 256;
+
 // The row dim to split off for short rows: the one nearest in the source (smallest nonzero
 // |src stride|), when it is nearer than the destination's next dim; rows are `dims[0, size - 1)`.
 std::optional<std::size_t> split_row_dim(const RearrangeDims& dims) {
@@ -149,9 +152,9 @@ RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
   spec.items_x = static_cast<int>(items_x);
   const std::int64_t tile_cols = tile_x * items_x;
 
-  // Rows shorter than 256 bytes come from all over the source: tile them along the source's
+  // Rows of kShortRowBytes or less come from all over the source: tile them along the source's
   // nearest row dim too, so both sides see runs of several rows.
-  const bool short_rows = length * form.unit_bytes <= 256 && spec.family == RearrangeFamily::row;
+  const bool short_rows = length * form.unit_bytes <= kShortRowBytes && spec.family == RearrangeFamily::row;
   const std::size_t none = form.dims.size();
   const std::size_t split = short_rows ? split_row_dim(form.dims).value_or(none) : none;
   RearrangeDims order;  // kernel dim order: innermost, then (split dim,) then rows innermost first
@@ -184,6 +187,59 @@ RearrangeVariant plan_rows(const CanonicalForm& form, bool exact) {
   }
   v.spec.items_y = static_cast<int>(items_y);
   for (std::size_t k = 0; k < order.size(); ++k) args.dim[k] = kernel_dim(order[k]);
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
+// Rows in 16-byte destination vectors (rearrange_rows_vectors.cu): rows whose ends are not all 16-byte
+// aligned (units under 16 bytes), by default where they hold kVectorRowMinBytes or more, and as a
+// tuning candidate where they are longer than kShortRowBytes (shorter ones are split, or take segment
+// tiles). H200, tuning seeds 1552-1575, against the row and segment plans they replace: rows of 800
+// bytes or more 53 lines, every one up (by 0.3 to 35 points of copy); rows of 257 to 776 bytes 51
+// lines, 13 up and 31 down, where a warp along each row idles a third of its lanes or more.
+constexpr std::int64_t kVectorBytes = 16;
+constexpr std::int64_t kVectorRowItems = 4;
+constexpr std::int64_t kVectorRowMinBytes = 768;
+
+// Bytes per row where the innermost dim is shared (unit stride on both sides) in units under 16 bytes,
+// else 0.
+std::int64_t unaligned_row_bytes(const CanonicalForm& form) {
+  const RearrangeDim& inner = form.dims.back();
+  const bool shared = inner.src_stride == 1 && inner.dst_stride == 1;
+  return shared && form.unit_bytes < kVectorBytes ? inner.extent * form.unit_bytes : 0;
+}
+
+// dim[0] = the row, dim[1..] = the others innermost first. A row touches at most `vectors` aligned
+// destination vectors: a warp's lanes side by side along it, each taking up to kVectorRowItems of
+// them, so that a tile holds whole rows of up to 2 KiB (tiles of 4 lanes per row, a few vectors of
+// many rows, lost up to 26 points of copy on the tuning seeds).
+RearrangeVariant plan_vector_rows(const CanonicalForm& form, bool exact) {
+  const RearrangeDim& inner = form.dims.back();
+  const std::int64_t row_bytes = inner.extent * form.unit_bytes;
+  const std::int64_t vectors = (row_bytes + 2 * kVectorBytes - 2) / kVectorBytes;
+  const std::int64_t tile_x = kWarp;
+  const std::int64_t items_x = std::min(kVectorRowItems, ceil_div(vectors, tile_x));
+  RearrangeSpec spec;
+  spec.family = RearrangeFamily::row;
+  spec.vector_rows = true;
+  spec.unit_bytes = static_cast<int>(form.unit_bytes);
+  spec.exact = exact;
+  spec.index64 = needs_index64(form.dims);
+  spec.num_dims = static_cast<int>(form.dims.size());
+  spec.tile_x = static_cast<int>(tile_x);
+  spec.items_x = static_cast<int>(items_x);
+  const std::int64_t rows = unit_count(form.dims) / inner.extent;
+  spec.items_y = static_cast<int>(std::min(kVectorRowItems / items_x, pow2_ceil(ceil_div(rows, kThreads / tile_x))));
+  spec.bounds = !divides(kThreads / tile_x * spec.items_y, rows);
+
+  RearrangeVariant v{form, spec, {}, 0, 0};
+  RearrangeKernelArgs& args = v.args;
+  args.extent_a = inner.extent;
+  args.extent_b = rows;
+  args.tiles_x = make_kernel_divisor(ceil_div(vectors, tile_x * items_x));
+  args.num_tiles = args.tiles_x.value * ceil_div(rows, kThreads / tile_x * spec.items_y);
+  args.dim[0] = kernel_dim(inner);
+  for (std::size_t k = form.dims.size() - 1, i = 1; k-- > 0; ++i) args.dim[i] = kernel_dim(form.dims[k]);
   v.grid = grid_for(args.num_tiles);
   return v;
 }
@@ -1787,7 +1843,8 @@ constexpr std::int64_t kSegmentTileBytes = 8192;
 // which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the
 // bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by the row family, and
 // longer ones fell by up to 16 points). Wider elements at 1-byte misaligned pointers are planned in
-// 1-byte units, so their rows take segment tiles too (not measured).
+// 1-byte units, so their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or
+// more move in vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
@@ -1986,6 +2043,8 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
     return v;
   }
   RearrangeVariant v = plan_fixed_family(units, exact, src_align, dst_align);
+  if (v.spec.family == RearrangeFamily::row && unaligned_row_bytes(units) >= kVectorRowMinBytes)
+    return plan_vector_rows(units, exact);
   if (v.spec.family == RearrangeFamily::row) {
     const std::optional<RearrangeVariant> single = plan_segments(units, exact, false);
     if (single && wants_segments(*single, true)) return *single;
@@ -2045,6 +2104,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
     }
   }
   add(plan_rows(units, exact));
+  if (unaligned_row_bytes(units) > kShortRowBytes) add(plan_vector_rows(units, exact));
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
   for (bool composite : {false, true})
@@ -2100,9 +2160,9 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
     case RearrangeFamily::copy: return "copy";
     case RearrangeFamily::row:
     case RearrangeFamily::gather:
-      key += fmt::format(".x{}.ix{}.iy{}{}{}{}", s.tile_x, s.items_x, s.items_y,
+      key += fmt::format(".x{}.ix{}.iy{}{}{}{}{}", s.tile_x, s.items_x, s.items_y,
                          s.split_rows ? fmt::format(".y{}", s.tile_y1) : "", s.src_inner_unit ? "" : ".ss",
-                         s.dst_inner_unit ? "" : ".ds");
+                         s.dst_inner_unit ? "" : ".ds", s.vector_rows ? ".vr" : "");
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:

@@ -22,6 +22,12 @@ std::string variant_text(const RearrangeVariant& v) {
       return out + fmt::format("  family copy: device-to-device memcpy of {} bytes\n", v.copy_bytes);
     case RearrangeFamily::row:
     case RearrangeFamily::gather:
+      if (s.vector_rows) {
+        out += fmt::format("  family row: {} threads as {} along a row x {} rows, {} x {} aligned 16-byte destination "
+                           "vectors per thread (row x col), sources shifted into them, {} row dims\n",
+                           s.threads, s.tile_x, s.threads / s.tile_x, s.items_y, s.items_x, s.num_dims - 1);
+        break;
+      }
       out += fmt::format("  family {}: {} threads as {} along a row x {} rows, {} x {} units per thread "
                          "(row x col), {} row dims{}{}{}\n",
                          family_name(s.family), s.threads, s.tile_x, s.threads / s.tile_x, s.items_y, s.items_x,

@@ -34,7 +34,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // (RearrangeKernelArgs), except in exact mode, where the codegen bakes them in too.
 //
 // row and gather: dim[0] is the innermost (walked by threads), dim[1..] the rows, innermost first;
-// split rows put the row dim nearest in the source at dim[1] and tile it apart from the others.
+// split rows put the row dim nearest in the source at dim[1] and tile it apart from the others;
+// vector rows count tile_x and items_x in 16-byte destination vectors, not units.
 // transpose and packed: dim[0, dims_a) = group A (contiguous in dst), then group B (contiguous in
 // src; with b_chain, b_chain units contiguous in src and then dims past them: slab dims, that is
 // outer dims the tile spans whole and a piece of the next, or the source chain's dims past A dims it
@@ -58,6 +59,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, items_y, 1)           /* rows: rows per thread */                                         \
   X(int, tile_y1, 1)           /* split rows: rows of dim[2..] per tile */                         \
   X(bool, split_rows, false)                                                                       \
+  X(bool, vector_rows, false)  /* row: aligned 16-byte destination vectors, sources shifted into them */ \
   X(bool, src_inner_unit, true) /* the innermost source stride is 1 (else a runtime stride) */     \
   X(bool, dst_inner_unit, true) /* the innermost destination stride is 1 */                        \
   X(int, dims_a, 1)                                                                                \
