@@ -69,6 +69,35 @@ __device__ __forceinline__ void sj_transpose_block(const unsigned (&w)[W], unsig
   }
 }
 
+// The 16 bytes `shift` bytes into the 32 of `low` and `high` (shift below 16): words selected by two
+// steps, then a funnel shift by the bytes left.
+__device__ __forceinline__ sj_bytes<16> sj_shifted_vector(const sj_bytes<16>& low, const sj_bytes<16>& high, int shift) {
+  const unsigned w[8] = {low.v[0], low.v[1], low.v[2], low.v[3], high.v[0], high.v[1], high.v[2], high.v[3]};
+  unsigned by_two[6], by_one[5];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) by_two[i] = (shift & 8) ? w[i + 2] : w[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) by_one[i] = (shift & 4) ? by_two[i + 1] : by_two[i];
+  sj_bytes<16> out;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) out.v[m] = __funnelshift_r(by_one[m], by_one[m + 1], (shift & 3) * 8);
+  return out;
+}
+
+// Bytes [first, last) of `v`, stored at the aligned 16 bytes `to`: whole words as words, the rest bytewise.
+__device__ __forceinline__ void sj_store_piece(unsigned char* to, const sj_bytes<16>& v, long long first, long long last) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    if (4 * m >= first && 4 * m + 4 <= last) {
+      *reinterpret_cast<unsigned*>(to + 4 * m) = v.v[m];
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (4 * m + k >= first && 4 * m + k < last) to[4 * m + k] = (unsigned char)(v.v[m] >> (8 * k));
+    }
+  }
+}
+
 // n / d: by a constant in exact mode, by a division with 64-bit indices, else multiply-high and shift.
 __device__ __forceinline__ Index sj_div(Index n, const SjDiv& d, long long exact_divisor) {
   if (EXACT) return n / (Index)exact_divisor;

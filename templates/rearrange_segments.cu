@@ -8,9 +8,10 @@
 // likewise for the destination.
 // Loads read each source run in aligned 16-byte vectors, staged in shared memory at the same offset
 // within 16 bytes (a vector is read whole when it holds a byte of the run). Stores write each
-// destination run in aligned 32-bit words; consecutive lanes take consecutive words, each gathered
-// from one or two staged rows (SEG >= 3 bytes) by funnel shifts; only the words at a run's ends are
-// stored byte by byte. A group of several dims keeps a table per tile: each source run's staged
+// destination run in aligned vectors, consecutive lanes taking consecutive vectors: rows of 16 bytes
+// or more in 16-byte vectors, each read from its one or two staged rows as two aligned 16-byte reads
+// per row shifted into place; shorter rows in 32-bit words, each gathered from one or two staged rows
+// (SEG >= 3 bytes) by funnel shifts. Only the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's staged
 // start (A), each destination run's offset (B).
 // The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
@@ -23,13 +24,16 @@ constexpr int DST_RUNS = MERGE_DST ? 1 : ROWS_B;
 constexpr int DST_RUN_BYTES = MERGE_DST ? SEG * ROWS_A * ROWS_B : SEG * ROWS_A;
 // Aligned vectors (words) a run can touch at any misalignment.
 constexpr int SRC_VECTORS = (SRC_RUN_BYTES + 15) / 16 + 1;
-constexpr int DST_WORDS = (DST_RUN_BYTES + 3) / 4 + 1;
+constexpr bool VECTOR_STORES = SEG >= 16;
+constexpr int STORE_BYTES = VECTOR_STORES ? 16 : 4;
+constexpr int DST_VECTORS = (DST_RUN_BYTES + STORE_BYTES - 1) / STORE_BYTES + 1;  // store vectors per run
 constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
-constexpr int STORE_ITEMS = (DST_RUNS * DST_WORDS + BLOCK - 1) / BLOCK;
-// Rows start 16 bytes in: a run's first word may be read from 3 bytes before its row 0, and a funnel
-// shift the word after a row's last byte; the first and last rows' lie in the padding.
+constexpr int STORE_ITEMS = (DST_RUNS * DST_VECTORS + BLOCK - 1) / BLOCK;
+// Rows start 16 bytes in and end 32 bytes before the end: a run's first store vector may be read from
+// 15 bytes before its row 0, and the aligned reads of a vector at a row's last byte reach 31 bytes
+// past its aligned start; the first and last rows' lie in the padding.
 constexpr int ROW0 = 16;
-constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 16;
+constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 32;
 constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;
 constexpr int B_TABLE = DIMS_B > 1 ? ROWS_B : 1;
 
@@ -133,18 +137,18 @@ __device__ __forceinline__ void sj_stage_tile(const SjArgs& args, const SjSegmen
     }
 }
 
-// Destination run q, aligned word w: item n = q * DST_WORDS + w. A word at a run's ends is gathered
-// whole too (its bytes outside the run come from the padding around the rows or from rows of other
-// runs) and only its bytes inside the run are stored.
+// Destination run q, aligned word w: item n = q * DST_VECTORS + w (rows under 16 bytes). A word at a
+// run's ends is gathered whole too (its bytes outside the run come from the padding around the rows
+// or from rows of other runs) and only its bytes inside the run are stored.
 __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSegmentShared& sh) {
   const int dst_runs = MERGE_DST ? 1 : t.valid_b;
   const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
 #pragma unroll
   for (int i = 0; i < STORE_ITEMS; ++i) {
     const int n = threadIdx.x + i * BLOCK;
-    if (DST_RUNS * DST_WORDS % BLOCK != 0 && n >= DST_RUNS * DST_WORDS) continue;
-    const int q = n / DST_WORDS;
-    const int w = n - q * DST_WORDS;
+    if (DST_RUNS * DST_VECTORS % BLOCK != 0 && n >= DST_RUNS * DST_VECTORS) continue;
+    const int q = n / DST_VECTORS;
+    const int w = n - q * DST_VECTORS;
     if (q >= dst_runs) continue;
     unsigned char* run = MERGE_DST || DIMS_B == 1 ? t.dst + q * t.dst_step_b
                                                   : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
@@ -170,6 +174,50 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
   }
 }
 
+// The 16 staged bytes from `position` on: two aligned reads shifted into place.
+__device__ __forceinline__ sj_bytes<16> sj_staged_vector(const unsigned char* rows, int position) {
+  const sj_bytes<16>* aligned = reinterpret_cast<const sj_bytes<16>*>(rows + (position & ~15));
+  return sj_shifted_vector(aligned[0], aligned[1], position & 15);
+}
+
+// Destination run q, aligned 16-byte vector w: item n = q * DST_VECTORS + w (rows of 16 bytes or more,
+// so a vector takes bytes of at most two rows: those from `cut` on come from row g + 1). The vector is
+// read whole from each row's staged bytes (bytes outside the run come from the padding or other rows)
+// and only its bytes inside the run are stored.
+__device__ __forceinline__ void sj_store_tile_vectors(const SjSegmentTile& t, const SjSegmentShared& sh) {
+  const int dst_runs = MERGE_DST ? 1 : t.valid_b;
+  const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
+#pragma unroll
+  for (int i = 0; i < STORE_ITEMS; ++i) {
+    const int n = threadIdx.x + i * BLOCK;
+    if (DST_RUNS * DST_VECTORS % BLOCK != 0 && n >= DST_RUNS * DST_VECTORS) continue;
+    const int q = n / DST_VECTORS;
+    const int w = n - q * DST_VECTORS;
+    if (q >= dst_runs) continue;
+    unsigned char* run = MERGE_DST || DIMS_B == 1 ? t.dst + q * t.dst_step_b
+                                                  : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
+    const int p = 16 * w - (int)((unsigned long long)run & 15);  // run position of the vector's byte 0
+    if (p >= dst_length) continue;
+    const int inside = max(p, 0);
+    const int g = inside / SEG, s = inside - g * SEG;
+    sj_bytes<16> v = sj_staged_vector(sh.rows, sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside);
+    const int cut = inside - s + SEG - p;  // vector byte where row g + 1 begins
+    if (cut < 16 && p + cut < dst_length) {
+      const sj_bytes<16> next = sj_staged_vector(sh.rows, sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0) - cut);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int low_bytes = min(max(cut - 4 * m, 0), 4);
+        const unsigned keep = low_bytes == 4 ? ~0u : (1u << (8 * low_bytes)) - 1;
+        v.v[m] = (v.v[m] & keep) | (next.v[m] & ~keep);
+      }
+    }
+    if (p >= 0 && p + 16 <= dst_length)
+      *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
+    else
+      sj_store_piece(run + p, v, -p, dst_length - p);
+  }
+}
+
 // Each block walks its tiles, loading the next one's vectors while it stores the current one.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
@@ -191,7 +239,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       next_tile = sj_segment_tile(args, next, dst, src);
       sj_load_tile(args, next_tile, loaded, live, start);
     }
-    sj_store_tile(tile, sh);
+    if constexpr (VECTOR_STORES)
+      sj_store_tile_vectors(tile, sh);
+    else
+      sj_store_tile(tile, sh);
     if (!more) return;
     __syncthreads();
     t = next;

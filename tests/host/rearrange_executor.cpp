@@ -804,8 +804,8 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
 }
 
 // The segments template: source runs read in aligned 16-byte vectors and staged at their address's
-// offset within 16 bytes; destination runs written in aligned words, each gathered from the staged
-// bytes of one or two rows, and byte by byte at their ends.
+// offset within 16 bytes; destination runs written in aligned 16-byte vectors (rows of 16 bytes or
+// more) or words, each read from the staged bytes of one or two rows, and byte by byte at their ends.
 void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -836,7 +836,7 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
   const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
   if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
   // The staged rows with their padding (the tables after them are not modelled).
-  std::vector<std::uint8_t> smem(static_cast<std::size_t>(16 + (s.merge_src ? 1 : tile_a) * s.pitch + 16));
+  std::vector<std::uint8_t> smem(static_cast<std::size_t>(16 + (s.merge_src ? 1 : tile_a) * s.pitch + 32));
   auto at = [&](std::int64_t position) -> std::uint8_t& {
     if (position < 0 || position >= static_cast<std::int64_t>(smem.size()))
       throw std::logic_error("segments: shared memory out of range");
@@ -878,15 +878,42 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
       for (std::int64_t k = 0; k < 4; ++k) word[static_cast<std::size_t>(k)] = at(position + k);
       return word;
     };
+    // The 16 staged bytes from `position` on, read as the template's two aligned 16-byte reads.
+    auto staged_vector = [&](std::int64_t position) {
+      at(position & ~std::int64_t{15});
+      at((position & ~std::int64_t{15}) + 31);
+      std::array<std::uint8_t, 16> vector;
+      for (std::int64_t k = 0; k < 16; ++k) vector[static_cast<std::size_t>(k)] = at(position + k);
+      return vector;
+    };
     const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
     const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
+    auto row_a = [&](std::int64_t row) { return s.merge_dst ? row % tile_a : row; };
+    if (seg >= 16) {  // rows of 16 bytes or more: aligned 16-byte vectors from at most two rows each
+      for (std::int64_t q = 0; q < dst_runs; ++q) {
+        std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
+        auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
+        for (std::int64_t p = -low4(run, 15); p < dst_length; p += 16) {
+          const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
+          std::array<std::uint8_t, 16> vector = staged_vector(staged(row_a(g), row_b(g), sg) + p - inside);
+          const std::int64_t cut = inside - sg + seg - p;
+          if (cut < 16 && p + cut < dst_length) {
+            const std::array<std::uint8_t, 16> next = staged_vector(staged(row_a(g + 1), row_b(g + 1), 0) - cut);
+            for (std::int64_t k = cut; k < 16; ++k) vector[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k)];
+          }
+          if (p >= 0 && p + 16 <= dst_length) check_vector(run + p, 16);
+          for (std::int64_t k = 0; k < 16; ++k)
+            if (p + k >= 0 && p + k < dst_length) run[p + k] = vector[static_cast<std::size_t>(k)];
+        }
+      }
+      continue;
+    }
     for (std::int64_t q = 0; q < dst_runs; ++q) {
       std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
       for (std::int64_t p = -low4(run, 3); p < dst_length; p += 4) {
         // The word is gathered whole from row g (from 3 bytes before row 0 at a run's start) and, where
         // its last bytes begin row g + 1 inside the run, from that row; only bytes in the run are kept.
         const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
-        auto row_a = [&](std::int64_t row) { return s.merge_dst ? row % tile_a : row; };
         auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
         std::array<std::uint8_t, 4> word = staged_word(staged(row_a(g), row_b(g), sg) + p - inside);
         const std::int64_t next_row = inside - sg + seg;

@@ -22,7 +22,7 @@ enum class RearrangeFamily {
   skewed,     ///< transpose whose rows are misaligned for vectors on both sides (2- and 4-byte units): tiles skewed per row
   words,      ///< transpose of 1- and 2-byte units (groups of any dims) moved as aligned 32-bit words on both sides, misaligned rows funnel-shifted
   runs,       ///< tile over several dims, read along its source run and written along its destination run: loads scatter or stores gather
-  segments,   ///< short rows (innermost dim shared) tiled over the dims that follow them on each side: 16-byte loads, words gathered per row
+  segments,   ///< short rows (innermost dim shared) tiled over the dims that follow them on each side: 16-byte loads, 16-byte or word stores read from staged rows
 };
 
 /// "copy", "row", "transpose", "packed", "gather", "skewed", "words", "runs", "segments".
