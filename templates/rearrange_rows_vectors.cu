@@ -4,9 +4,9 @@
 // that hold its bytes, a warp side by side along a row, ITEMS_X vectors per lane, ITEMS_Y rows per
 // thread. A vector's 16 source bytes lie at one offset (the row's source address minus its
 // destination address, mod 16) in two consecutive aligned source vectors: each lane loads the first,
-// the next lane's load is the second (the last lane's is the first lane's of the next item, or for
-// the last item a load of its own), and the bytes are shifted into place in registers. Only a row's
-// two end vectors are stored in pieces.
+// the next lane's load is the second (for the last lane, lane 0's load of the next item, or past the
+// last item an extra load of lane 0's), and the bytes are shifted into place in registers. Only a
+// row's two end vectors are stored in pieces.
 static_assert(TILE_X == 32, "a warp along a row");
 constexpr int TILE_Y = THREADS / TILE_X;
 constexpr long long TILE_VECTORS = TILE_X * ITEMS_X;

@@ -29,9 +29,10 @@ constexpr int STORE_BYTES = VECTOR_STORES ? 16 : 4;
 constexpr int DST_VECTORS = (DST_RUN_BYTES + STORE_BYTES - 1) / STORE_BYTES + 1;  // store vectors per run
 constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
 constexpr int STORE_ITEMS = (DST_RUNS * DST_VECTORS + BLOCK - 1) / BLOCK;
-// Rows start 16 bytes in and end 32 bytes before the end: a run's first store vector may be read from
-// 15 bytes before its row 0, and the aligned reads of a vector at a row's last byte reach 31 bytes
-// past its aligned start; the first and last rows' lie in the padding.
+// Rows start 16 bytes in, with padding after them: a run's first store vector may be read from 15 bytes
+// before its row 0, and the two aligned reads of a vector at a row's last byte reach 15 bytes past
+// the pitch holding it (pitches are multiples of 16 with 15 bytes to spare), so the first and last
+// rows' reads lie in the padding. The trailing padding is 32 bytes where 16 would do.
 constexpr int ROW0 = 16;
 constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 32;
 constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;

@@ -684,6 +684,20 @@ TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 byt
   CHECK(vector_rows == launches);
 }
 
+TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every "
+          "pointer misalignment" * test::gpu_only()) {
+  // Rows of 161 to 495 bytes: a merged destination run ([4, 901, 161]), partial tiles, three A dims;
+  // rows of 2-byte units of 270 and 402 bytes.
+  const std::vector<PermuteCase> cases = {
+      {{4, 901, 161}, {1, 0, 2}, DType::u8},     {{20, 3, 205}, {1, 0, 2}, DType::u8},
+      {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8}, {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8},
+      {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},
+      {{23, 5, 8, 12, 4, 201}, {2, 3, 1, 4, 0, 5}, DType::bf16},
+  };
+  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
+  check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");
+}
+
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
   // Rows of 9, 13, 23 and 71 bytes, 22 f16 units and 9 f32 units; a merged destination run ([7, ...,

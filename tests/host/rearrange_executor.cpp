@@ -110,24 +110,28 @@ void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std:
 }
 
 // rearrange_rows_vectors.cu: each destination row written in the aligned 16-byte vectors that hold its
-// bytes, each filled from the two aligned source vectors around its source bytes (read only where they
-// hold a byte of the row).
+// bytes, a warp along a row. Each lane loads the aligned source vector holding its vector's first
+// source byte, where that holds a byte of the row; the next one comes from the next lane, the last
+// lane's from lane 0's next item, and past the last item from lane 0's own extra load (where the
+// row's shift is not 0). A byte taken from a vector nobody loaded is zero, so the copy comes out wrong.
 void execute_vector_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
   const std::int64_t row_bytes = a.extent_a * s.unit_bytes;
+  constexpr int kLanes = 32;
+  if (s.tile_x != kLanes || s.threads % kLanes != 0) throw std::logic_error("vector rows: a warp along a row");
   if (a.dim[0].extent.value != a.extent_a || a.dim[0].src_stride != 1 || a.dim[0].dst_stride != 1)
     throw std::logic_error("vector rows: dim[0] must be the shared row");
-  const int tile_y = s.threads / s.tile_x;
-  const std::int64_t tile_vectors = std::int64_t{s.tile_x} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
+  const int tile_y = s.threads / kLanes;
+  const std::int64_t tile_vectors = std::int64_t{kLanes} * s.items_x, tile_rows = std::int64_t{tile_y} * s.items_y;
   if ((row_bytes + 30) / 16 > a.tiles_x.value * tile_vectors)
     throw std::logic_error("vector rows: the tiles along a row miss some of its vectors");
   auto low = [](const std::uint8_t* p) { return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) & 15); };
+  using Vector = std::array<std::uint8_t, 16>;
   for (std::int64_t tile = 0; tile < a.num_tiles; ++tile) {
     const std::int64_t row_tile = divide(tile, a.tiles_x, s);
-    for (int t = 0; t < s.threads; ++t) {
-      const int tx = t % s.tile_x, ty = t / s.tile_x;
-      const std::int64_t vector0 = (tile - row_tile * a.tiles_x.value) * tile_vectors + tx;
+    const std::int64_t vector0 = (tile - row_tile * a.tiles_x.value) * tile_vectors;
+    for (int ty = 0; ty < tile_y; ++ty)
       for (int iy = 0; iy < s.items_y; ++iy) {
         const std::int64_t row = row_tile * tile_rows + iy * tile_y + ty;
         if (row >= a.extent_b) {
@@ -138,24 +142,36 @@ void execute_vector_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, con
         offsets(a, s, 1, s.num_dims - 1, row, src_row, dst_row);
         const std::uint8_t* from_row = src + src_row * s.unit_bytes;
         std::uint8_t* to_row = dst + dst_row * s.unit_bytes;
-        for (int ix = 0; ix < s.items_x; ++ix) {
-          const std::int64_t p = 16 * (vector0 + ix * s.tile_x) - low(to_row);
-          if (p >= row_bytes) continue;
-          const std::uint8_t* aligned = from_row + p - low(from_row + p);
-          std::array<std::uint8_t, 32> pair{};
-          for (int h = 0; h < 2; ++h) {
-            const std::uint8_t* vector = aligned + 16 * h;
-            if (vector + 16 > from_row && vector < from_row + row_bytes && (h == 0 || low(from_row + p) != 0)) {
-              check_vector(vector, 16);
-              std::memcpy(pair.data() + 16 * h, vector, 16);
+        const std::int64_t shift = (low(from_row) - low(to_row)) & 15;
+        auto position = [&](int lane, int ix) { return 16 * (vector0 + ix * kLanes + lane) - low(to_row); };
+        // loaded[ix][lane]: item ITEMS_X is lane 0's extra load.
+        std::vector<std::array<Vector, kLanes>> loaded(static_cast<std::size_t>(s.items_x + 1));
+        for (int ix = 0; ix <= s.items_x; ++ix)
+          for (int lane = 0; lane < kLanes; ++lane) {
+            Vector& vector = loaded[static_cast<std::size_t>(ix)][static_cast<std::size_t>(lane)];
+            vector.fill(0);
+            if (ix == s.items_x && (lane != 0 || shift == 0)) continue;
+            const std::uint8_t* first = from_row + position(lane, ix);
+            const std::uint8_t* aligned = first - low(first);
+            if (aligned + 16 > from_row && aligned < from_row + row_bytes) {
+              check_vector(aligned, 16);
+              std::memcpy(vector.data(), aligned, 16);
             }
           }
-          check_vector(to_row + p, 16);
-          for (std::int64_t k = std::max<std::int64_t>(0, -p); k < 16 && p + k < row_bytes; ++k)
-            to_row[p + k] = pair[static_cast<std::size_t>(low(from_row + p) + k)];
-        }
+        for (int ix = 0; ix < s.items_x; ++ix)
+          for (int lane = 0; lane < kLanes; ++lane) {
+            const std::int64_t p = position(lane, ix);
+            if (p >= row_bytes) continue;
+            const Vector& first = loaded[static_cast<std::size_t>(ix)][static_cast<std::size_t>(lane)];
+            const Vector& second = lane + 1 < kLanes ? loaded[static_cast<std::size_t>(ix)][static_cast<std::size_t>(lane + 1)]
+                                                     : loaded[static_cast<std::size_t>(ix + 1)][0];
+            check_vector(to_row + p, 16);
+            for (std::int64_t k = std::max<std::int64_t>(0, -p); k < 16 && p + k < row_bytes; ++k) {
+              const std::int64_t at = shift + k;
+              to_row[p + k] = at < 16 ? first[static_cast<std::size_t>(at)] : second[static_cast<std::size_t>(at - 16)];
+            }
+          }
       }
-    }
   }
 }
 

@@ -391,6 +391,27 @@ TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byt
   MESSAGE(launches << " launches of vector rows");
 }
 
+TEST_CASE("shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every alignment") {
+  std::mt19937_64 rng(20261130);
+  // Rows that the row family would move a byte or a pair at a time, under the vector-rows threshold:
+  // merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]), three A dims
+  // ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte units of 270 and 402 bytes.
+  const std::vector<PermuteCase> cases = {
+      {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},  {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
+      {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1}, {{2, 15, 2, 43, 495}, {2, 3, 1, 0, 4}, 1},
+      {{9, 9, 257}, {1, 0, 2}, 1},         {{5, 9, 135}, {1, 0, 2}, 2},  {{3, 4, 5, 201}, {2, 0, 1, 3}, 2},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangePlanData p = plan_of(c);
+    INFO(plan::describe(p));
+    const plan::RearrangeSpec& spec = plan::variant_for_pointers(p, 16).spec;
+    CHECK(spec.family == plan::RearrangeFamily::segments);
+    CHECK(spec.segment * spec.unit_bytes >= 160);
+    for (bool exact : {false, true})
+      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) CHECK(f == plan::RearrangeFamily::segments);
+  }
+}
+
 TEST_CASE("random views of short shared rows (padded, stepped and flipped outer dims) match the naive copy") {
   std::mt19937_64 rng(20261127);
   auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };

@@ -211,7 +211,7 @@ std::int64_t unaligned_row_bytes(const CanonicalForm& form) {
 
 // dim[0] = the row, dim[1..] = the others innermost first. A row touches at most `vectors` aligned
 // destination vectors: a warp's lanes side by side along it, each taking up to kVectorRowItems of
-// them, so that a tile holds whole rows of up to 2 KiB (tiles of 4 lanes per row, a few vectors of
+// them, so that a tile holds whole rows of about 2 KiB (tiles of 4 lanes per row, a few vectors of
 // many rows, lost up to 26 points of copy on the tuning seeds).
 RearrangeVariant plan_vector_rows(const CanonicalForm& form, bool exact) {
   const RearrangeDim& inner = form.dims.back();
@@ -1849,7 +1849,7 @@ constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
 constexpr std::int64_t kSegmentMaxUnit = 4;
-// Destination runs this long where the extents allow (a run's two end words are stored byte by byte);
+// Destination runs this long where the extents allow (a run's two end vectors are stored in pieces);
 // the planner takes a tile only with destination runs of kSegmentMinDstRun bytes or more (H100, tuning
 // seeds: runs of 66-147 bytes fell 7-25 points below rows, runs of 174 bytes and more gained).
 constexpr std::int64_t kSegmentDstRunBytes = 512;

@@ -55,7 +55,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, bounds, false)       /* tiles can run past an extent, so accesses are checked */         \
   X(bool, exact, false)        /* extents and strides baked into the kernel */                     \
   X(int, tile_x, 1)            /* rows: threads along a row */                                     \
-  X(int, items_x, 1)           /* rows: units per thread along a row */                            \
+  X(int, items_x, 1)           /* rows: units (vector rows: vectors) per thread along a row */     \
   X(int, items_y, 1)           /* rows: rows per thread */                                         \
   X(int, tile_y1, 1)           /* split rows: rows of dim[2..] per tile */                         \
   X(bool, split_rows, false)                                                                       \
