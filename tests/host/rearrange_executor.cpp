@@ -886,61 +886,38 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
       if (s.merge_src) return 16 + low4(src_run(0), 15) + (rb + tile_b * ra) * seg + j;
       return 16 + ra * s.pitch + low4(src_run(ra), 15) + rb * seg + j;
     };
-    // The 4 staged bytes from `position` on, read as the template's funnel shift reads two words.
-    auto staged_word = [&](std::int64_t position) {
-      at(position & ~std::int64_t{3});
-      at((position & ~std::int64_t{3}) + 7);
-      std::array<std::uint8_t, 4> word;
-      for (std::int64_t k = 0; k < 4; ++k) word[static_cast<std::size_t>(k)] = at(position + k);
-      return word;
-    };
-    // The 16 staged bytes from `position` on, read as the template's two aligned 16-byte reads.
-    auto staged_vector = [&](std::int64_t position) {
-      at(position & ~std::int64_t{15});
-      at((position & ~std::int64_t{15}) + 31);
-      std::array<std::uint8_t, 16> vector;
-      for (std::int64_t k = 0; k < 16; ++k) vector[static_cast<std::size_t>(k)] = at(position + k);
-      return vector;
+    // Stores of `width` bytes: 16-byte vectors on rows of 16 bytes or more, else words. A store's
+    // staged bytes from `position` on are read as the template reads them: two aligned reads of `width`.
+    const std::int64_t width = seg >= 16 ? 16 : 4;
+    auto staged_bytes = [&](std::int64_t position) {
+      at(position & ~(width - 1));
+      at((position & ~(width - 1)) + 2 * width - 1);
+      std::array<std::uint8_t, 16> bytes{};
+      for (std::int64_t k = 0; k < width; ++k) bytes[static_cast<std::size_t>(k)] = at(position + k);
+      return bytes;
     };
     const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
     const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
     auto row_a = [&](std::int64_t row) { return s.merge_dst ? row % tile_a : row; };
-    if (seg >= 16) {  // rows of 16 bytes or more: aligned 16-byte vectors from at most two rows each
-      for (std::int64_t q = 0; q < dst_runs; ++q) {
-        std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
-        auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
-        for (std::int64_t p = -low4(run, 15); p < dst_length; p += 16) {
-          const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
-          std::array<std::uint8_t, 16> vector = staged_vector(staged(row_a(g), row_b(g), sg) + p - inside);
-          const std::int64_t cut = inside - sg + seg - p;
-          if (cut < 16 && p + cut < dst_length) {
-            const std::array<std::uint8_t, 16> next = staged_vector(staged(row_a(g + 1), row_b(g + 1), 0) - cut);
-            for (std::int64_t k = cut; k < 16; ++k) vector[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k)];
-          }
-          if (p >= 0 && p + 16 <= dst_length) check_vector(run + p, 16);
-          for (std::int64_t k = 0; k < 16; ++k)
-            if (p + k >= 0 && p + k < dst_length) run[p + k] = vector[static_cast<std::size_t>(k)];
-        }
-      }
-      continue;
-    }
     for (std::int64_t q = 0; q < dst_runs; ++q) {
       std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
-      for (std::int64_t p = -low4(run, 3); p < dst_length; p += 4) {
-        // The word is gathered whole from row g (from 3 bytes before row 0 at a run's start) and, where
-        // its last bytes begin row g + 1 inside the run, from that row; only bytes in the run are kept.
+      auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
+      for (std::int64_t p = -low4(run, static_cast<std::uintptr_t>(width - 1)); p < dst_length; p += width) {
+        // The store is read whole from row g (from before row 0 at a run's start) and, where its bytes
+        // from `cut` on begin row g + 1 inside the run, from that row: a word from the row's byte 0, a
+        // vector from `cut` bytes before it. Only bytes in the run are kept.
         const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
-        auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
-        std::array<std::uint8_t, 4> word = staged_word(staged(row_a(g), row_b(g), sg) + p - inside);
-        const std::int64_t next_row = inside - sg + seg;
-        if (next_row < p + 4 && next_row < dst_length) {
-          const std::array<std::uint8_t, 4> next = staged_word(staged(row_a(g + 1), row_b(g + 1), 0));
-          for (std::int64_t k = next_row - p; k < 4; ++k)
-            word[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k - (next_row - p))];
+        std::array<std::uint8_t, 16> bytes = staged_bytes(staged(row_a(g), row_b(g), sg) + p - inside);
+        const std::int64_t cut = inside - sg + seg - p;
+        if (cut < width && p + cut < dst_length) {
+          const std::int64_t lead = width == 16 ? cut : 0;
+          const std::array<std::uint8_t, 16> next = staged_bytes(staged(row_a(g + 1), row_b(g + 1), 0) - lead);
+          for (std::int64_t k = cut; k < width; ++k)
+            bytes[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k - cut + lead)];
         }
-        if (p >= 0 && p + 4 <= dst_length) check_vector(run + p, 4);
-        for (std::int64_t k = 0; k < 4; ++k)
-          if (p + k >= 0 && p + k < dst_length) run[p + k] = word[static_cast<std::size_t>(k)];
+        if (p >= 0 && p + width <= dst_length) check_vector(run + p, static_cast<int>(width));
+        for (std::int64_t k = 0; k < width; ++k)
+          if (p + k >= 0 && p + k < dst_length) run[p + k] = bytes[static_cast<std::size_t>(k)];
       }
     }
   }
