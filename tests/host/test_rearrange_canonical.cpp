@@ -246,11 +246,11 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
 }
 
 TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many times longer in units") {
-  // f64 [5, 6567, 6091] 2,1,0: 32-unit tiles along A's 32835 units, 64-unit tiles along B's 6091:
-  // 1027 tiles to 96, yet A's rows are under 8 times as long, so A goes first.
+  // f64 [5, 6567, 6091] 2,1,0: 64-unit tiles along A's 32835 units, 32-unit tiles along B's 6091:
+  // 514 tiles to 191, and A's rows are under 8 times as long, so A goes first.
   const auto& rect = aligned(permute_plan({5, 6567, 6091}, {2, 1, 0}, DType::f64));
   REQUIRE(rect.spec.family == RearrangeFamily::packed);
-  CHECK(rect.spec.tile_a * 2 == rect.spec.tile_b);
+  CHECK((rect.spec.tile_a == 64 && rect.spec.tile_b == 32));
   CHECK(rect.spec.a_first);
   // f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0: 256 x 16 tiles, 53 along A's 13405 units to 35 along B's
   // 552: under 8 times the tiles, yet A's rows are 24 times longer, so B goes first.
@@ -431,6 +431,21 @@ TEST_CASE("tiles: u8 tiles of 8-byte stores take A twice as long only into rows 
   const plan::RearrangeSpec off_sectors = aligned(permute_plan({520, 4096}, {1, 0}, DType::u8)).spec;
   CHECK(off_sectors.tile_a > 128);
   CHECK(off_sectors.vec_a == 8);
+}
+
+TEST_CASE("tiles: 8-byte units storing single units take A twice as long where B keeps its dims") {
+  // f64 [4, 529, 259, 365] 3,0,2,1: 8-byte stores along A's 529-unit rows (an odd destination pitch):
+  // the 32 x 64 tile becomes 64 x 32.
+  const plan::RearrangeSpec longer = aligned(permute_plan({4, 529, 259, 365}, {3, 0, 2, 1}, DType::f64)).spec;
+  CHECK(longer.family == RearrangeFamily::transpose);
+  CHECK((longer.tile_a == 64 && longer.tile_b == 32 && longer.vec_a == 1));
+  // f64 [27, 2, 31, 17, 34, 6, 34] 4,6,1,5,2,3,0: the longer tile's B would drop a dim, so the tile
+  // stays square, B over two dims.
+  const plan::RearrangeSpec kept = aligned(permute_plan({27, 2, 31, 17, 34, 6, 34}, {4, 6, 1, 5, 2, 3, 0}, DType::f64)).spec;
+  CHECK((kept.tile_a == 64 && kept.tile_b == 64 && kept.dims_b == 2 && kept.vec_a == 1));
+  // Tiles that store 16-byte vectors keep their square tile.
+  const plan::RearrangeSpec wide = aligned(permute_plan({4, 528, 259, 364}, {3, 0, 2, 1}, DType::f64)).spec;
+  CHECK((wide.vec_a == 2 && wide.tile_a == wide.tile_b));
 }
 
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {

@@ -460,7 +460,7 @@ TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
 TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-byte units), all accesses aligned") {
   std::mt19937_64 rng(8191);
   const PermuteCase cases[] = {
-      {{131, 197}, {1, 0}, 4}, {{197, 131}, {1, 0}, 4}, {{65, 64}, {1, 0}, 4},     {{3, 131, 67}, {0, 2, 1}, 4},
+      {{189, 253}, {1, 0}, 4}, {{253, 189}, {1, 0}, 4}, {{97, 64}, {1, 0}, 4},     {{3, 189, 125}, {0, 2, 1}, 4},
       {{201, 135}, {1, 0}, 2}, {{257, 129}, {1, 0}, 1}, {{67, 5, 93}, {2, 1, 0}, 2}, {{129, 255}, {1, 0}, 2},
   };
   int skewed = 0, words = 0;
@@ -471,8 +471,8 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
         words += c.elem == 2 && f == plan::RearrangeFamily::words;
       }
   // Skewed: every run of 4-byte elements with pointers aligned to them (16, 8 and 4 bytes), 10 per
-  // mode: [65, 64] with 16- and 8-byte pointers takes a tile whose A, four times as long for its
-  // single-unit stores (narrow_store_aspect), spans the 65-unit rows whole. Words of two: the 2-byte
+  // mode: [97, 64] with 16- and 8-byte pointers takes a tile whose A, four times as long for its
+  // single-unit stores (narrow_store_aspect), spans the 97-unit rows whole. Words of two: the 2-byte
   // elements down to 2-byte pointers, [67, 5, 93] (an outer dim) included, 12 per mode. Narrower
   // pointers split elements into units that stay tiled, as do 1-byte elements ([257, 129]).
   CHECK(skewed == 20);
@@ -486,7 +486,7 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
   // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) keep
   // their tile, four times as long along A (narrow_store_aspect), at 16- and 8-byte pointers; at
   // 4-byte pointers the loads are single units too, and the tiles skewed.
-  for (const PermuteCase& c : {PermuteCase{{301, 132}, {1, 0}, 4}, PermuteCase{{301, 130}, {1, 0}, 4}}) {
+  for (const PermuteCase& c : {PermuteCase{{301, 124}, {1, 0}, 4}, PermuteCase{{301, 126}, {1, 0}, 4}}) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     const plan::RearrangePlanData data = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
     for (std::uintptr_t alignment : {16u, 8u}) {
@@ -497,6 +497,11 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
     CHECK(plan::variant_for_pointers(data, 4).spec.family == plan::RearrangeFamily::skewed);
     check_permute(c, rng, false);
   }
+  // Skewed tiles that would leave their last tiles mostly empty keep transpose tiles at every pointer:
+  // [131, 197] and [197, 131] fill 0.53 of the skewed tiles' slots, [3, 131, 67] 0.35 and [65, 64] 0.51.
+  for (const PermuteCase& c : {PermuteCase{{131, 197}, {1, 0}, 4}, PermuteCase{{197, 131}, {1, 0}, 4},
+                               PermuteCase{{3, 131, 67}, {0, 2, 1}, 4}, PermuteCase{{65, 64}, {1, 0}, 4}})
+    for (plan::RearrangeFamily f : check_permute(c, rng, false)) CHECK(f != plan::RearrangeFamily::skewed);
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
   const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))

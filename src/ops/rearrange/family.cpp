@@ -1190,7 +1190,7 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
   return true;
 }
 
-// The aspect (doublings of A's side of a square tile) of a tile of 1- to 4-byte units whose default
+// The aspect (doublings of A's side of a square tile) of a tile of 1- to 8-byte units whose default
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
 // vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors,
 // into destination rows that start off 32-byte sectors (a 128-unit piece of such a row touches five
@@ -1210,11 +1210,14 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // (100 lines, 63.5% -> 68.8%, 56 up and 6 down) and rows on sectors did not (46, 71.3% -> 70.7%, 10 up
 // and 18 down), as on seeds 1133-1160 (17 lines 67.9% -> 72.4% against 13 lines 71.9% -> 70.0%); the
 // DL u8 transpose [16384,16384] 1,0, rows on sectors, fell 92% -> 77% in a separate run. Rows off sectors only, on the 126 lines of seeds 1201-1260 it
-// changes, drawn after: 64.3% -> 71.6%, 88 up and 8 down, lines under 55% 15 -> 8.)
+// changes, drawn after: 64.3% -> 71.6%, 88 up and 8 down, lines under 55% 15 -> 8.) 8-byte units
+// storing single units: measured planning's timings on seeds 1600-1601 favoured A twice as long; on
+// the 119 lines of fresh f64 seeds 1605-1624 it changes (18% of them), 83.7% -> 86.6% of copy, 43 up
+// and 5 down by 3 points or more, the largest falls where B lost a dim (takes_longer_tile).
 int narrow_store_aspect(const RearrangeVariant& v) {
   const RearrangeSpec& planned = v.spec;
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
-  if (planned.unit_bytes > 4 || !tiled || planned.store_linear > 0) return 0;
+  if (planned.unit_bytes > 8 || !tiled || planned.store_linear > 0) return 0;
   const int widest = planned.unit_bytes == 1 ? 8 : 16 / planned.unit_bytes;
   if (planned.unit_bytes == 1 && planned.vec_a == widest) return rows_start_on_sectors(v) ? 0 : 1;
   if (planned.vec_a >= widest) return 0;
@@ -1225,9 +1228,12 @@ int narrow_store_aspect(const RearrangeVariant& v) {
 int load_vector(const RearrangeSpec& s) { return s.load_linear > 0 ? s.load_linear : s.vec_b; }
 
 // Whether a tile planned with narrow_store_aspect replaces the default: it loads vectors as wide; for
-// 1-byte units that stored the widest vectors, its A grows and keeps them.
+// 1-byte units that stored the widest vectors, its A grows and keeps them; for 8-byte units its B
+// keeps its dims (H200, f64: on 9 lines of seeds 1600-1624 where B lost a dim, 7 fell by 1-12
+// points, as [27,2,31,17,34,6,34] 4,6,1,5,2,3,0 86% -> 74%; 2 rose by 1 and 8).
 bool takes_longer_tile(const RearrangeSpec& planned, const RearrangeSpec& longer) {
   if (load_vector(longer) < load_vector(planned)) return false;
+  if (planned.unit_bytes == 8 && longer.dims_b < planned.dims_b) return false;
   if (planned.unit_bytes != 1 || planned.vec_a < 8) return true;
   return longer.tile_a > planned.tile_a && longer.vec_a >= planned.vec_a;
 }
@@ -1333,6 +1339,23 @@ Groups single_dims(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_d
 }
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
+// Skewed tiles of 4-byte units hold units in this share of their slots at least: where their last
+// tiles along A or B are mostly empty, tiles of the transpose family (narrow_store_aspect's, of 128
+// x 16 units or so) go faster. (H200, f32: the 7 skewed lines of seeds 1600-1604 and the DL suite,
+// the bound set on them: moved to transposes, 3 rose by 11-17 points at fills of 0.53-0.69; at fills
+// of 0.82-0.99, 3 fell by 1-7 and 1 rose by 1. On the 7 lines of 1,280 of fresh seeds 1605-1644 that
+// it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.)
+constexpr double kSkewedMinFill = 0.75;
+
+// The share of the slots of skewed tiles over a transpose of extent_a x extent_b units that hold
+// units: a destination row's tiles along A start up to a vector less a unit before it.
+double skewed_tile_fill(std::int64_t extent_a, std::int64_t extent_b, std::int64_t unit) {
+  const std::int64_t lead = 16 / unit - 1;
+  const auto fill = [](std::int64_t extent, std::int64_t slots) {
+    return static_cast<double>(extent) / static_cast<double>(ceil_div(slots, kSkewedTile) * kSkewedTile);
+  };
+  return fill(extent_a, extent_a + lead) * fill(extent_b, extent_b);
+}
 
 // A transpose whose fixed tiles would store in vectors narrower than 8 bytes (an odd destination
 // pitch, a misaligned pointer): units of 4 bytes, or of 2 bytes in a plain 2-D transpose; B
@@ -1347,12 +1370,14 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // stay their tuning candidate. Tiles of 4-byte units that load wider vectors keep their tile, long
 // along A since narrow_store_aspect (H200, the 42 lines of fresh f32 seeds 1003-1040 this moves off
 // skewed tiles: 67.9% -> 77.5% of copy, 34 up and 5 down by 3 points or more, the losses long A rows
-// counted along A first, [127389,1570] 1,0 68% -> 59%).
+// counted along A first, [127389,1570] 1,0 68% -> 59%). Tiles of 4-byte units whose skewed tiles
+// would hold units in under kSkewedMinFill of their slots keep their tile too (skewed_tile_fill).
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
-  const bool unit_fits =
-      (form.unit_bytes == 4 && load_vector(tiled) == 1) || (form.unit_bytes == 2 && form.dims.size() == 2);
+  const bool unit_fits = (form.unit_bytes == 4 && load_vector(tiled) == 1 &&
+                          skewed_tile_fill(form.dims[a_dim].extent, form.dims[b_dim].extent, 4) >= kSkewedMinFill) ||
+                         (form.unit_bytes == 2 && form.dims.size() == 2);
   return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
          form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kSkewedTile &&
          form.dims[b_dim].extent >= kSkewedTile;
