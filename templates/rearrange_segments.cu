@@ -138,9 +138,57 @@ __device__ __forceinline__ void sj_stage_tile(const SjArgs& args, const SjSegmen
     }
 }
 
-// Destination run q, aligned word w: item n = q * DST_VECTORS + w (rows under 16 bytes). A word at a
-// run's ends is gathered whole too (its bytes outside the run come from the padding around the rows
-// or from rows of other runs) and only its bytes inside the run are stored.
+// The 16 staged bytes from `position` on: two aligned reads shifted into place.
+__device__ __forceinline__ sj_bytes<16> sj_staged_vector(const unsigned char* rows, int position) {
+  const sj_bytes<16>* aligned = reinterpret_cast<const sj_bytes<16>*>(rows + (position & ~15));
+  return sj_shifted_vector(aligned[0], aligned[1], position & 15);
+}
+
+// One aligned word of a run (rows under 16 bytes): its staged bytes from `first` on, and where the run
+// goes on into row g + 1 within it, from byte `cut` on that row's bytes (row_start() gives its staged
+// byte 0). Only its bytes inside the run are stored.
+template <typename RowStart>
+__device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigned char* run, int p, int dst_length,
+                                              int first, int cut, RowStart row_start) {
+  unsigned word = sj_staged_word(rows, first);
+  if (cut < 4 && p + cut < dst_length) {
+    const int low = 8 * cut;
+    word = (word & ((1u << low) - 1)) | (sj_staged_word(rows, row_start()) << low);
+  }
+  if (p >= 0 && p + 4 <= dst_length) {
+    *reinterpret_cast<unsigned*>(run + p) = word;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (p + k >= 0 && p + k < dst_length) run[p + k] = (unsigned char)(word >> (8 * k));
+  }
+}
+
+// One aligned 16-byte vector of a run (rows of 16 bytes or more, so it takes bytes of at most two
+// rows), read whole from each row's staged bytes and merged by a byte mask at `cut`.
+template <typename RowStart>
+__device__ __forceinline__ void sj_store_vector(const unsigned char* rows, unsigned char* run, int p, int dst_length,
+                                                int first, int cut, RowStart row_start) {
+  sj_bytes<16> v = sj_staged_vector(rows, first);
+  if (cut < 16 && p + cut < dst_length) {
+    const sj_bytes<16> next = sj_staged_vector(rows, row_start() - cut);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int low_bytes = min(max(cut - 4 * m, 0), 4);
+      const unsigned keep = low_bytes == 4 ? ~0u : (1u << (8 * low_bytes)) - 1;
+      v.v[m] = (v.v[m] & keep) | (next.v[m] & ~keep);
+    }
+  }
+  if (p >= 0 && p + 16 <= dst_length)
+    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
+  else
+    sj_store_piece(run + p, v, -p, dst_length - p);
+}
+
+// Destination run q, aligned store vector w (STORE_BYTES): item n = q * DST_VECTORS + w. A vector at a
+// run's ends is read whole too (its bytes outside the run come from the padding around the rows or
+// from rows of other runs; the first may start up to STORE_BYTES - 1 bytes before the run, read from
+// as far before its row 0) and only its bytes inside the run are stored.
 __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSegmentShared& sh) {
   const int dst_runs = MERGE_DST ? 1 : t.valid_b;
   const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
@@ -153,69 +201,18 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
     if (q >= dst_runs) continue;
     unsigned char* run = MERGE_DST || DIMS_B == 1 ? t.dst + q * t.dst_step_b
                                                   : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
-    const int p = 4 * w - (int)((unsigned long long)run & 3);  // run position of the word's byte 0
-    if (p >= dst_length) continue;
-    // A run's first word may start up to 3 bytes before it: its row 0, read from 3 bytes earlier.
-    const int inside = max(p, 0);
-    const int g = inside / SEG, s = inside - g * SEG;
-    unsigned word = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside);
-    const int next_row = inside - s + SEG;  // run position where row g + 1 begins
-    if (next_row < p + 4 && next_row < dst_length) {  // the word's last bytes begin row g + 1
-      const int low = 8 * (next_row - p);
-      const unsigned next = sj_staged_word(sh.rows, sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0));
-      word = (word & ((1u << low) - 1)) | (next << low);
-    }
-    if (p >= 0 && p + 4 <= dst_length) {
-      *reinterpret_cast<unsigned*>(run + p) = word;
-    } else {
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (p + k >= 0 && p + k < dst_length) run[p + k] = (unsigned char)(word >> (8 * k));
-    }
-  }
-}
-
-// The 16 staged bytes from `position` on: two aligned reads shifted into place.
-__device__ __forceinline__ sj_bytes<16> sj_staged_vector(const unsigned char* rows, int position) {
-  const sj_bytes<16>* aligned = reinterpret_cast<const sj_bytes<16>*>(rows + (position & ~15));
-  return sj_shifted_vector(aligned[0], aligned[1], position & 15);
-}
-
-// Destination run q, aligned 16-byte vector w: item n = q * DST_VECTORS + w (rows of 16 bytes or more,
-// so a vector takes bytes of at most two rows: those from `cut` on come from row g + 1). The vector is
-// read whole from each row's staged bytes (bytes outside the run come from the padding or other rows)
-// and only its bytes inside the run are stored.
-__device__ __forceinline__ void sj_store_tile_vectors(const SjSegmentTile& t, const SjSegmentShared& sh) {
-  const int dst_runs = MERGE_DST ? 1 : t.valid_b;
-  const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
-#pragma unroll
-  for (int i = 0; i < STORE_ITEMS; ++i) {
-    const int n = threadIdx.x + i * BLOCK;
-    if (DST_RUNS * DST_VECTORS % BLOCK != 0 && n >= DST_RUNS * DST_VECTORS) continue;
-    const int q = n / DST_VECTORS;
-    const int w = n - q * DST_VECTORS;
-    if (q >= dst_runs) continue;
-    unsigned char* run = MERGE_DST || DIMS_B == 1 ? t.dst + q * t.dst_step_b
-                                                  : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
-    const int p = 16 * w - (int)((unsigned long long)run & 15);  // run position of the vector's byte 0
+    // Run position of the vector's byte 0, its row g and byte s there, and its byte where row g + 1 begins.
+    const int p = STORE_BYTES * w - (int)((unsigned long long)run & (STORE_BYTES - 1));
     if (p >= dst_length) continue;
     const int inside = max(p, 0);
     const int g = inside / SEG, s = inside - g * SEG;
-    sj_bytes<16> v = sj_staged_vector(sh.rows, sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside);
-    const int cut = inside - s + SEG - p;  // vector byte where row g + 1 begins
-    if (cut < 16 && p + cut < dst_length) {
-      const sj_bytes<16> next = sj_staged_vector(sh.rows, sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0) - cut);
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int low_bytes = min(max(cut - 4 * m, 0), 4);
-        const unsigned keep = low_bytes == 4 ? ~0u : (1u << (8 * low_bytes)) - 1;
-        v.v[m] = (v.v[m] & keep) | (next.v[m] & ~keep);
-      }
-    }
-    if (p >= 0 && p + 16 <= dst_length)
-      *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
+    const int first = sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside;
+    const int cut = inside - s + SEG - p;
+    auto next_row_start = [&] { return sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0); };
+    if constexpr (VECTOR_STORES)
+      sj_store_vector(sh.rows, run, p, dst_length, first, cut, next_row_start);
     else
-      sj_store_piece(run + p, v, -p, dst_length - p);
+      sj_store_word(sh.rows, run, p, dst_length, first, cut, next_row_start);
   }
 }
 
@@ -240,10 +237,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       next_tile = sj_segment_tile(args, next, dst, src);
       sj_load_tile(args, next_tile, loaded, live, start);
     }
-    if constexpr (VECTOR_STORES)
-      sj_store_tile_vectors(tile, sh);
-    else
-      sj_store_tile(tile, sh);
+    sj_store_tile(tile, sh);
     if (!more) return;
     __syncthreads();
     t = next;
