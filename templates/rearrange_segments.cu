@@ -32,9 +32,9 @@ constexpr int STORE_ITEMS = (DST_RUNS * DST_VECTORS + BLOCK - 1) / BLOCK;
 // Rows start 16 bytes in, with padding after them: a run's first store vector may be read from 15 bytes
 // before its row 0, and the two aligned reads of a vector at a row's last byte reach 15 bytes past
 // the pitch holding it (pitches are multiples of 16 with 15 bytes to spare), so the first and last
-// rows' reads lie in the padding. The trailing padding is 32 bytes where 16 would do.
+// rows' reads lie in the padding.
 constexpr int ROW0 = 16;
-constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 32;
+constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 16;
 constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;
 constexpr int B_TABLE = DIMS_B > 1 ? ROWS_B : 1;
 

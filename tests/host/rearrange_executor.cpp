@@ -852,7 +852,7 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
   const std::int64_t src_run_bytes = seg * tile_b * (s.merge_src ? tile_a : 1);
   if (s.pitch % 16 != 0 || s.pitch < src_run_bytes + 15) throw std::logic_error("segments: pitch too short");
   // The staged rows with their padding (the tables after them are not modelled).
-  std::vector<std::uint8_t> smem(static_cast<std::size_t>(16 + (s.merge_src ? 1 : tile_a) * s.pitch + 32));
+  std::vector<std::uint8_t> smem(static_cast<std::size_t>(16 + (s.merge_src ? 1 : tile_a) * s.pitch + 16));
   auto at = [&](std::int64_t position) -> std::uint8_t& {
     if (position < 0 || position >= static_cast<std::int64_t>(smem.size()))
       throw std::logic_error("segments: shared memory out of range");
