@@ -246,8 +246,9 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
 }
 
 TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many times longer in units") {
-  // f64 [5, 6567, 6091] 2,1,0: 64-unit tiles along A's 32835 units, 32-unit tiles along B's 6091:
-  // 514 tiles to 191, and A's rows are under 8 times as long, so A goes first.
+  // f64 [5, 6567, 6091] 2,1,0: 64-unit tiles along A's 32835 units (twice as long as a square's, for
+  // its single-unit stores), 32-unit tiles along B's 6091: A's rows are under 8 times as long, so A
+  // goes first. (The wide case below goes B first on its rows' lengths, with under 8 times the tiles.)
   const auto& rect = aligned(permute_plan({5, 6567, 6091}, {2, 1, 0}, DType::f64));
   REQUIRE(rect.spec.family == RearrangeFamily::packed);
   CHECK((rect.spec.tile_a == 64 && rect.spec.tile_b == 32));

@@ -479,8 +479,9 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
   CHECK(words == 24);
   // Narrow loads alone keep fixed tiles: an odd source pitch under an even destination pitch, with
   // pointers aligned for 8- and 16-byte vectors.
-  const TensorDesc odd_source{{65, 64}, {1, 65}, DType::f32, 0};
-  const plan::RearrangePlanData narrow_loads = plan::plan_rearrange_data({{65, 64}, {}, DType::f32, 0}, odd_source, {});
+  const TensorDesc odd_source{{125, 124}, {1, 125}, DType::f32, 0};
+  const plan::RearrangePlanData narrow_loads =
+      plan::plan_rearrange_data({{125, 124}, {}, DType::f32, 0}, odd_source, {});
   for (std::uintptr_t alignment : {16u, 8u})
     CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
   // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) keep
@@ -498,13 +499,19 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
     check_permute(c, rng, false);
   }
   // Skewed tiles that would leave their last tiles mostly empty keep transpose tiles at every pointer:
-  // [131, 197] and [197, 131] fill 0.53 of the skewed tiles' slots, [3, 131, 67] 0.35 and [65, 64] 0.51.
+  // [131, 197] and [197, 131] fill 0.53 of the skewed tiles' slots, [3, 131, 67] 0.36, [65, 64] 0.51,
+  // and [127, 255] 0.66, its 127-unit rows taking three tiles from a vector before each row (0.99
+  // without that lead; [125, 255], 0.97, takes skewed tiles at 4-byte pointers).
   for (const PermuteCase& c : {PermuteCase{{131, 197}, {1, 0}, 4}, PermuteCase{{197, 131}, {1, 0}, 4},
-                               PermuteCase{{3, 131, 67}, {0, 2, 1}, 4}, PermuteCase{{65, 64}, {1, 0}, 4}})
+                               PermuteCase{{3, 131, 67}, {0, 2, 1}, 4}, PermuteCase{{65, 64}, {1, 0}, 4},
+                               PermuteCase{{127, 255}, {1, 0}, 4}})
     for (plan::RearrangeFamily f : check_permute(c, rng, false)) CHECK(f != plan::RearrangeFamily::skewed);
+  const TensorDesc lead_fits = permuted({{125, 255}, {}, DType::f32, 0}, {1, 0});
+  CHECK(plan::variant_for_pointers(plan::plan_rearrange_data({lead_fits.shape, {}, DType::f32, 0}, lead_fits, {}), 4)
+            .spec.family == plan::RearrangeFamily::skewed);
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
-  const TensorDesc reversed{{197, 131}, {-1, 197}, DType::f32, 0};
-  for (plan::RearrangeFamily f : check_against_reference({{197, 131}, {}, DType::f32, 0}, reversed, rng))
+  const TensorDesc reversed{{253, 189}, {-1, 253}, DType::f32, 0};
+  for (plan::RearrangeFamily f : check_against_reference({{253, 189}, {}, DType::f32, 0}, reversed, rng))
     CHECK(f != plan::RearrangeFamily::skewed);
 }
 

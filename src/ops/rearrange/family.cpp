@@ -1194,8 +1194,8 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // tile stores A in vectors narrower than the unit's widest (16 bytes, 8 for 1-byte units): one for a
 // vector half as wide, two for narrower ones; one for 1-byte units storing the widest, 8-byte vectors,
 // into destination rows that start off 32-byte sectors (a 128-unit piece of such a row touches five
-// sectors, a 256-unit piece nine). The tile is planned again with it (kept unless it loads narrower
-// vectors, takes_longer_tile), and may then group its dims differently (A taking dims B had; some
+// sectors, a 256-unit piece nine). The tile is planned again with it (kept or not by
+// takes_longer_tile), and may then group its dims differently (A taking dims B had; some
 // leave skewed or word tiles). Why longer pieces help the narrower vectors was not measured. (H200,
 // f32 on random seeds 971-974, every tile with A two and four times as long: lines storing 4-byte
 // vectors 65.3% -> 67.5% and 69.2% of copy, 8-byte vectors 78.6% -> 83.4% and 83.2%; those storing
@@ -1212,8 +1212,10 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // DL u8 transpose [16384,16384] 1,0, rows on sectors, fell 92% -> 77% in a separate run. Rows off sectors only, on the 126 lines of seeds 1201-1260 it
 // changes, drawn after: 64.3% -> 71.6%, 88 up and 8 down, lines under 55% 15 -> 8.) 8-byte units
 // storing single units: measured planning's timings on seeds 1600-1601 favoured A twice as long; on
-// the 119 lines of fresh f64 seeds 1605-1624 it changes (18% of them), 83.7% -> 86.6% of copy, 43 up
-// and 5 down by 3 points or more, the largest falls where B lost a dim (takes_longer_tile).
+// the 118 lines of fresh f64 seeds 1605-1624 it changes (18% of them) and 1 f32 line of seeds
+// 1605-1644, 83.7% -> 86.6% of copy, 41 up and 5 down by 3 points or more, three of the five falls
+// where B lost a dim; with that guard (takes_longer_tile), on the 103 lines of f64 seeds 1625-1644 it
+// changes, 82.8% -> 86.5%, 37 up and 5 down.
 int narrow_store_aspect(const RearrangeVariant& v) {
   const RearrangeSpec& planned = v.spec;
   const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
@@ -1278,7 +1280,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
   int aspect = narrow_store_aspect(v);
   if (aspect > 0) {
-    // Kept unless it loads narrower vectors (H200, measured planning's timings: f32
+    // Kept as takes_longer_tile says; the load guard (H200, measured planning's timings: f32
     // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
     // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads. On the 26 f32 lines of
     // fresh seeds 1003-1040 the guard changes: 67.9% -> 71.2%, 11 up and 9 down, the losses where the
@@ -1375,9 +1377,10 @@ double skewed_tile_fill(std::int64_t extent_a, std::int64_t extent_b, std::int64
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
-  const bool unit_fits = (form.unit_bytes == 4 && load_vector(tiled) == 1 &&
-                          skewed_tile_fill(form.dims[a_dim].extent, form.dims[b_dim].extent, 4) >= kSkewedMinFill) ||
-                         (form.unit_bytes == 2 && form.dims.size() == 2);
+  const bool fills =
+      skewed_tile_fill(form.dims[a_dim].extent, form.dims[b_dim].extent, form.unit_bytes) >= kSkewedMinFill;
+  const bool unit_fits =
+      (form.unit_bytes == 4 && load_vector(tiled) == 1 && fills) || (form.unit_bytes == 2 && form.dims.size() == 2);
   return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
          form.dims[b_dim].src_stride == 1 && form.dims[a_dim].extent >= kSkewedTile &&
          form.dims[b_dim].extent >= kSkewedTile;
