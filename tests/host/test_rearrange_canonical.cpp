@@ -442,7 +442,8 @@ TEST_CASE("tiles: 8-byte units storing single units take A twice as long where B
   CHECK((longer.tile_a == 64 && longer.tile_b == 32 && longer.vec_a == 1));
   // f64 [27, 2, 31, 17, 34, 6, 34] 4,6,1,5,2,3,0: the longer tile's B would drop a dim, so the tile
   // stays square, B over two dims.
-  const plan::RearrangeSpec kept = aligned(permute_plan({27, 2, 31, 17, 34, 6, 34}, {4, 6, 1, 5, 2, 3, 0}, DType::f64)).spec;
+  const plan::RearrangeSpec kept =
+      aligned(permute_plan({27, 2, 31, 17, 34, 6, 34}, {4, 6, 1, 5, 2, 3, 0}, DType::f64)).spec;
   CHECK((kept.tile_a == 64 && kept.tile_b == 64 && kept.dims_b == 2 && kept.vec_a == 1));
   // Tiles that store 16-byte vectors keep their square tile.
   const plan::RearrangeSpec wide = aligned(permute_plan({4, 528, 259, 364}, {3, 0, 2, 1}, DType::f64)).spec;
