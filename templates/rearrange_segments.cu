@@ -8,10 +8,10 @@
 // likewise for the destination.
 // Loads read each source run in aligned 16-byte vectors, staged in shared memory at the same offset
 // within 16 bytes (a vector is read whole when it holds a byte of the run). Stores write each
-// destination run in aligned vectors, consecutive lanes taking consecutive vectors: rows of 16 bytes
-// or more in 16-byte vectors, each read from its one or two staged rows as two aligned 16-byte reads
-// per row shifted into place; shorter rows in 32-bit words, each gathered from one or two staged rows
-// (SEG >= 3 bytes) by funnel shifts. Only the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's staged
+// destination run in aligned vectors, consecutive lanes taking consecutive vectors: rows of 8 bytes
+// or more in 16-byte vectors, each read from its staged rows (up to ROW_CUTS + 1 of them) as two
+// aligned 16-byte reads per row shifted into place; shorter rows in 32-bit words, each gathered from
+// one or two staged rows (SEG >= 3 bytes) by funnel shifts. Only the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's staged
 // start (A), each destination run's offset (B).
 // The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
@@ -24,17 +24,19 @@ constexpr int DST_RUNS = MERGE_DST ? 1 : ROWS_B;
 constexpr int DST_RUN_BYTES = MERGE_DST ? SEG * ROWS_A * ROWS_B : SEG * ROWS_A;
 // Aligned vectors (words) a run can touch at any misalignment.
 constexpr int SRC_VECTORS = (SRC_RUN_BYTES + 15) / 16 + 1;
-constexpr bool VECTOR_STORES = SEG >= 16;
+constexpr bool VECTOR_STORES = SEG >= 8;
 constexpr int STORE_BYTES = VECTOR_STORES ? 16 : 4;
+constexpr int ROW_CUTS = (STORE_BYTES - 2) / SEG + 1;  // row starts a store vector can hold after its first byte
 constexpr int DST_VECTORS = (DST_RUN_BYTES + STORE_BYTES - 1) / STORE_BYTES + 1;  // store vectors per run
 constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
 constexpr int STORE_ITEMS = (DST_RUNS * DST_VECTORS + BLOCK - 1) / BLOCK;
 // Rows start 16 bytes in, with padding after them: a run's first store vector may be read from 15 bytes
-// before its row 0, and the two aligned reads of a vector at a row's last byte reach 15 bytes past
-// the pitch holding it (pitches are multiples of 16 with 15 bytes to spare), so the first and last
-// rows' reads lie in the padding.
+// before its row 0, and the two aligned reads of a vector reach 31 bytes past a row's start (at its
+// last byte, 15 bytes past the pitch holding it: pitches are multiples of 16 with 15 bytes to spare),
+// so the first and last rows' reads lie in the padding.
 constexpr int ROW0 = 16;
-constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 16;
+constexpr int TAIL = VECTOR_STORES && SEG < 16 ? 32 - SEG : 16;
+constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + TAIL;
 constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;
 constexpr int B_TABLE = DIMS_B > 1 ? ROWS_B : 1;
 
@@ -144,8 +146,8 @@ __device__ __forceinline__ sj_bytes<16> sj_staged_vector(const unsigned char* ro
   return sj_shifted_vector(aligned[0], aligned[1], position & 15);
 }
 
-// One aligned word of a run (rows under 16 bytes): its staged bytes from `first` on, and where the run
-// goes on into row g + 1 within it, from byte `cut` on that row's bytes (row_start() gives its staged
+// One aligned word of a run (rows under 8 bytes): its staged bytes from `first` on, and where the run
+// goes on into row g + 1 within it, from byte `cut` on that row's bytes (row_start(1) gives its staged
 // byte 0). Only its bytes inside the run are stored.
 template <typename RowStart>
 __device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigned char* run, int p, int dst_length,
@@ -153,7 +155,7 @@ __device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigne
   unsigned word = sj_staged_word(rows, first);
   if (cut < 4 && p + cut < dst_length) {
     const int low = 8 * cut;
-    word = (word & ((1u << low) - 1)) | (sj_staged_word(rows, row_start()) << low);
+    word = (word & ((1u << low) - 1)) | (sj_staged_word(rows, row_start(1)) << low);
   }
   if (p >= 0 && p + 4 <= dst_length) {
     *reinterpret_cast<unsigned*>(run + p) = word;
@@ -164,17 +166,21 @@ __device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigne
   }
 }
 
-// One aligned 16-byte vector of a run (rows of 16 bytes or more, so it takes bytes of at most two
-// rows), read whole from each row's staged bytes and merged by a byte mask at `cut`.
+// One aligned 16-byte vector of a run (rows of 8 bytes or more), read whole from each row's staged
+// bytes and merged by byte masks where rows g + k begin, at `cut` + (k - 1) * SEG (row_start(k) gives
+// row g + k's staged byte 0).
 template <typename RowStart>
 __device__ __forceinline__ void sj_store_vector(const unsigned char* rows, unsigned char* run, int p, int dst_length,
                                                 int first, int cut, RowStart row_start) {
   sj_bytes<16> v = sj_staged_vector(rows, first);
-  if (cut < 16 && p + cut < dst_length) {
-    const sj_bytes<16> next = sj_staged_vector(rows, row_start() - cut);
+#pragma unroll
+  for (int k = 1; k <= ROW_CUTS; ++k) {
+    const int at = cut + (k - 1) * SEG;
+    if (at >= 16 || p + at >= dst_length) break;
+    const sj_bytes<16> next = sj_staged_vector(rows, row_start(k) - at);
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int low_bytes = min(max(cut - 4 * m, 0), 4);
+      const int low_bytes = min(max(at - 4 * m, 0), 4);
       const unsigned keep = low_bytes == 4 ? ~0u : (1u << (8 * low_bytes)) - 1;
       v.v[m] = (v.v[m] & keep) | (next.v[m] & ~keep);
     }
@@ -207,8 +213,8 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
     const int inside = max(p, 0);
     const int g = inside / SEG, s = inside - g * SEG;
     const int first = sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside;
-    const int cut = inside - s + SEG - p;
-    auto next_row_start = [&] { return sj_staged(sh, t, sj_row_a(g + 1), sj_row_b(q, g + 1), 0); };
+    const int cut = inside - s + SEG - p;  // the vector's byte where row g + 1 begins
+    auto next_row_start = [&](int k) { return sj_staged(sh, t, sj_row_a(g + k), sj_row_b(q, g + k), 0); };
     if constexpr (VECTOR_STORES)
       sj_store_vector(sh.rows, run, p, dst_length, first, cut, next_row_start);
     else

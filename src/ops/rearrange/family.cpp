@@ -1861,11 +1861,16 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 
 // ---- segments -------------------------------------------------------------------------------
 
-constexpr std::int64_t kSegmentTileBytes = 8192;
+// Segment tiles hold about kSegmentTileBytes of rows. (H200, against 8 KiB: on the 31 segment-tile
+// lines of seeds 1600-1601, 1603-1604 and 1645-1646 and six XLA-led lines of earlier seeds, 61.4%
+// -> 67.3% of copy at 16 KiB, 62.5% at 24 KiB, 51.6% at 32 KiB, 4 KiB lower still; on the 51 lines
+// of seeds 1701-1716, drawn after, whose tiles it changes: 60.6% -> 67.6%, 39 up by 3 points or
+// more, 3 down.)
+constexpr std::int64_t kSegmentTileBytes = 16384;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
 // rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
 // 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
-// the row family would move a byte at a time, of up to kSegmentTileBytes (H200, rows of 169-7599
+// the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, rows of 169-7599
 // bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% -> 68%, every
 // line up), and rows of 2-byte units from kSegmentPairRowBytes to under kSegmentPairRowEndBytes,
 // which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the
@@ -1874,6 +1879,7 @@ constexpr std::int64_t kSegmentTileBytes = 8192;
 // 1-byte units, so their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or
 // more move in vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
+constexpr std::int64_t kSegmentByteRowMaxBytes = 8192;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
 constexpr std::int64_t kSegmentMaxUnit = 4;
@@ -1894,7 +1900,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
-  const bool long_narrow_rows = (form.unit_bytes == 1 && seg <= kSegmentTileBytes) ||
+  const bool long_narrow_rows = (form.unit_bytes == 1 && seg <= kSegmentByteRowMaxBytes) ||
                                 (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes);
   if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_narrow_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
@@ -2236,6 +2242,8 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
   return offsetof(RearrangeKernelArgs, dim) + sizeof(KernelDim) * static_cast<std::size_t>(spec.num_dims);
 }
 
+int segment_store_bytes(const RearrangeSpec& s) { return s.segment * s.unit_bytes >= 8 ? 16 : 4; }
+
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   const int index_bytes = s.index64 ? 8 : 4;
@@ -2246,9 +2254,12 @@ int shared_bytes(const RearrangeSpec& s) {
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
   if (s.family == RearrangeFamily::segments) {
-    // Staged rows with 16 bytes of padding on each side, then the tables of composite groups, each at
-    // least one entry (SjSegmentShared in the template).
-    const int rows_and_a = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
+    // Staged rows with 16 bytes of padding before them and TAIL after (vector reads reach 31 bytes
+    // past a row's start), then the tables of composite groups, each at least one entry
+    // (SjSegmentShared in the template).
+    const int seg = s.segment * s.unit_bytes;
+    const int tail = segment_store_bytes(s) == 16 && seg < 16 ? 32 - seg : 16;
+    const int rows_and_a = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + tail + 4 * (s.dims_a > 1 ? s.tile_a : 1);
     return (rows_and_a + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {

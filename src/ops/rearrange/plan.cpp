@@ -92,7 +92,7 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.segment * s.unit_bytes, s.tile_a, s.dims_a, s.tile_b, s.dims_b,
                          s.merge_src ? "one source run" : fmt::format("{} source runs", s.tile_a),
                          s.merge_dst ? "one destination run" : fmt::format("{} destination runs", s.tile_b),
-                         s.segment * s.unit_bytes >= 16 ? "16-byte vectors" : "32-bit words",
+                         segment_store_bytes(s) == 16 ? "16-byte vectors" : "32-bit words",
                          s.num_dims - 1 - s.dims_a - s.dims_b, s.threads, shared_bytes(s));
       break;
   }

@@ -169,4 +169,9 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec);
 /// Shared memory a tiled kernel declares (0 for the other families).
 int shared_bytes(const RearrangeSpec& spec);
 
+/// Bytes per destination store of a segment tile (rearrange_segments.cu's STORE_BYTES): 16-byte
+/// vectors for rows of 8 bytes or more, which a vector may cut at up to two row starts, 32-bit words
+/// for shorter rows.
+int segment_store_bytes(const RearrangeSpec& spec);
+
 }  // namespace shapejit::plan
