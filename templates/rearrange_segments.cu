@@ -11,8 +11,9 @@
 // destination run in aligned vectors, consecutive lanes taking consecutive vectors: rows of 8 bytes
 // or more in 16-byte vectors, each read from its staged rows (up to ROW_CUTS + 1 of them) as two
 // aligned 16-byte reads per row shifted into place; shorter rows in 32-bit words, each gathered from
-// one or two staged rows (SEG >= 3 bytes) by funnel shifts. Only the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's staged
-// start (A), each destination run's offset (B).
+// one or two staged rows (SEG >= 3 bytes) by funnel shifts. Only the vectors at a run's ends are
+// stored in pieces. A group of several dims keeps a table per tile: each source run's staged start
+// (A), each destination run's offset (B).
 // The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
 constexpr int ROWS_A = TILE_A, ROWS_B = TILE_B, ROW_PITCH = PITCH, BLOCK = THREADS;
@@ -31,12 +32,11 @@ constexpr int DST_VECTORS = (DST_RUN_BYTES + STORE_BYTES - 1) / STORE_BYTES + 1;
 constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
 constexpr int STORE_ITEMS = (DST_RUNS * DST_VECTORS + BLOCK - 1) / BLOCK;
 // Rows start 16 bytes in, with padding after them: a run's first store vector may be read from 15 bytes
-// before its row 0, and the two aligned reads of a vector reach 31 bytes past a row's start (at its
-// last byte, 15 bytes past the pitch holding it: pitches are multiples of 16 with 15 bytes to spare),
-// so the first and last rows' reads lie in the padding.
+// before its row 0, and the two aligned reads at any position up to a run's last byte reach 15 bytes
+// past the pitch holding it (pitches are multiples of 16 with 15 bytes to spare), so the first and
+// last rows' reads lie in the padding.
 constexpr int ROW0 = 16;
-constexpr int TAIL = VECTOR_STORES && SEG < 16 ? 32 - SEG : 16;
-constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + TAIL;
+constexpr int SMEM_BYTES = ROW0 + SRC_RUNS * ROW_PITCH + 16;
 constexpr int A_TABLE = DIMS_A > 1 ? ROWS_A : 1;
 constexpr int B_TABLE = DIMS_B > 1 ? ROWS_B : 1;
 

@@ -2254,12 +2254,9 @@ int shared_bytes(const RearrangeSpec& s) {
            (s.dims_a > 1 ? rows_a * index_bytes : 0) + (s.dims_b > 1 ? s.tile_b * index_bytes : 0);
   }
   if (s.family == RearrangeFamily::segments) {
-    // Staged rows with 16 bytes of padding before them and TAIL after (vector reads reach 31 bytes
-    // past a row's start), then the tables of composite groups, each at least one entry
-    // (SjSegmentShared in the template).
-    const int seg = s.segment * s.unit_bytes;
-    const int tail = segment_store_bytes(s) == 16 && seg < 16 ? 32 - seg : 16;
-    const int rows_and_a = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + tail + 4 * (s.dims_a > 1 ? s.tile_a : 1);
+    // Staged rows with 16 bytes of padding on each side, then the tables of composite groups, each at
+    // least one entry (SjSegmentShared in the template).
+    const int rows_and_a = 16 + (s.merge_src ? 1 : s.tile_a) * s.pitch + 16 + 4 * (s.dims_a > 1 ? s.tile_a : 1);
     return (rows_and_a + index_bytes - 1) / index_bytes * index_bytes + index_bytes * (s.dims_b > 1 ? s.tile_b : 1);
   }
   if (s.family == RearrangeFamily::runs) {
