@@ -701,11 +701,13 @@ TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that st
 
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
-  // Rows of 9, 13, 15, 23 and 71 bytes, 6 and 22 f16 units and 9 f32 units (rows of 8 to 15 bytes
-  // store 16-byte vectors that span up to three rows); a merged destination run ([7, ..., 9]), a
-  // merged source run ([1241, 7, 9]), tiles cut by the extents, and groups of several dims.
+  // Rows of 9, 10, 11, 13, 14, 15, 23 and 71 bytes, 6 and 22 f16 units and 9 f32 units (rows of 8 to
+  // 15 bytes store 16-byte vectors that span up to three rows); a merged destination run ([7, ...,
+  // 9]), a merged source run ([1241, 7, 9]), tiles cut by the extents, and groups of several dims.
   const std::vector<PermuteCase> cases = {
       {{413, 95, 15}, {1, 0, 2}, DType::u8},          {{29, 3, 640, 6}, {2, 0, 1, 3}, DType::f16},
+      {{333, 71, 10}, {1, 0, 2}, DType::u8},          {{370, 97, 11}, {1, 0, 2}, DType::u8},
+      {{290, 113, 14}, {1, 0, 2}, DType::u8},
       {{7, 1241, 13, 10, 9}, {1, 2, 3, 0, 4}, DType::u8}, {{1241, 7, 9}, {1, 0, 2}, DType::u8},
       {{35, 30, 162, 71}, {0, 2, 1, 3}, DType::u8},      {{2343, 48, 2, 6, 13}, {2, 1, 3, 0, 4}, DType::u8},
       {{550, 47, 5, 12, 23}, {2, 1, 3, 0, 4}, DType::u8}, {{416, 1451, 22}, {1, 0, 2}, DType::f16},
@@ -717,6 +719,9 @@ TEST_CASE("rearrange: short shared rows take segment tiles, exact at every point
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
   check_launch_share(cases, {plan::RearrangeFamily::segments}, 5119, "segment tiles");
+  // Rows of 8 bytes move as 8-byte units at aligned pointers and as segment tiles at the other eight
+  // misalignments.
+  CHECK(launches_on_families({{{413, 95, 8}, {1, 0, 2}, DType::u8}}, {plan::RearrangeFamily::segments}, 5131) == 8);
 }
 
 TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, exact mode" * test::gpu_only()) {

@@ -820,8 +820,9 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
 }
 
 // The segments template: source runs read in aligned 16-byte vectors and staged at their address's
-// offset within 16 bytes; destination runs written in aligned 16-byte vectors (rows of 16 bytes or
-// more) or words, each read from the staged bytes of one or two rows, and byte by byte at their ends.
+// offset within 16 bytes; destination runs written in aligned 16-byte vectors (rows of 8 bytes or
+// more, each read from the staged bytes of up to three rows) or words (of one or two rows), and byte
+// by byte at their ends.
 void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -886,9 +887,10 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
       if (s.merge_src) return 16 + low4(src_run(0), 15) + (rb + tile_b * ra) * seg + j;
       return 16 + ra * s.pitch + low4(src_run(ra), 15) + rb * seg + j;
     };
-    // Stores of `width` bytes: 16-byte vectors on rows of 16 bytes or more, else words. A store's
-    // staged bytes from `position` on are read as the template reads them: two aligned reads of `width`.
-    const std::int64_t width = seg >= 16 ? 16 : 4;
+    // Stores of `width` bytes (16-byte vectors or words). A store's staged bytes from `position` on are
+    // read as the template reads them: two aligned reads of `width`.
+    const std::int64_t width = plan::segment_store_bytes(s);
+    const std::int64_t row_cuts = (width - 2) / seg + 1;  // row starts a store can hold after its first byte
     auto staged_bytes = [&](std::int64_t position) {
       at(position & ~(width - 1));
       at((position & ~(width - 1)) + 2 * width - 1);
@@ -899,21 +901,26 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     const std::int64_t dst_runs = s.merge_dst ? 1 : valid_b;
     const std::int64_t dst_length = s.merge_dst ? seg * tile_a * valid_b : seg * valid_a;
     auto row_a = [&](std::int64_t row) { return s.merge_dst ? row % tile_a : row; };
+    const std::int64_t run_rows = s.merge_dst ? tile_a * valid_b : valid_a;
     for (std::int64_t q = 0; q < dst_runs; ++q) {
       std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
       auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
       for (std::int64_t p = -low4(run, static_cast<std::uintptr_t>(width - 1)); p < dst_length; p += width) {
         // The store is read whole from row g (from before row 0 at a run's start) and, where its bytes
-        // from `cut` on begin row g + 1 inside the run, from that row: a word from the row's byte 0, a
-        // vector from `cut` bytes before it. Only bytes in the run are kept.
+        // from `cut` on begin row g + 1 inside the run (from cut + SEG on, row g + 2), from each such
+        // row: a word from the row's byte 0, a vector from as many bytes before it as the row starts
+        // into the store. Only bytes in the run are kept.
         const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
         std::array<std::uint8_t, 16> bytes = staged_bytes(staged(row_a(g), row_b(g), sg) + p - inside);
         const std::int64_t cut = inside - sg + seg - p;
-        if (cut < width && p + cut < dst_length) {
-          const std::int64_t lead = width == 16 ? cut : 0;
-          const std::array<std::uint8_t, 16> next = staged_bytes(staged(row_a(g + 1), row_b(g + 1), 0) - lead);
-          for (std::int64_t k = cut; k < width; ++k)
-            bytes[static_cast<std::size_t>(k)] = next[static_cast<std::size_t>(k - cut + lead)];
+        for (std::int64_t k = 1; k <= row_cuts; ++k) {
+          const std::int64_t start = cut + (k - 1) * seg;  // the store's byte where row g + k begins
+          if (start >= width || p + start >= dst_length) break;
+          if (g + k >= run_rows) throw std::logic_error("segments: a store read a row past its run");
+          const std::int64_t lead = width == 16 ? start : 0;
+          const std::array<std::uint8_t, 16> next = staged_bytes(staged(row_a(g + k), row_b(g + k), 0) - lead);
+          for (std::int64_t j = start; j < width; ++j)
+            bytes[static_cast<std::size_t>(j)] = next[static_cast<std::size_t>(j - start + lead)];
         }
         if (p >= 0 && p + width <= dst_length) check_vector(run + p, static_cast<int>(width));
         for (std::int64_t k = 0; k < width; ++k)

@@ -1861,17 +1861,18 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 
 // ---- segments -------------------------------------------------------------------------------
 
-// Segment tiles hold about kSegmentTileBytes of rows. (H200, against 8 KiB: on the 31 segment-tile
-// lines of seeds 1600-1601, 1603-1604 and 1645-1646 and six XLA-led lines of earlier seeds, 61.4%
-// -> 67.3% of copy at 16 KiB, 62.5% at 24 KiB, 51.6% at 32 KiB, 4 KiB lower still; on the 51 lines
-// of seeds 1701-1716, drawn after, whose tiles it changes: 60.6% -> 67.6%, 39 up by 3 points or
-// more, 3 down.)
+// Segment tiles hold about kSegmentTileBytes of rows. (H200, against 8 KiB: on 31 lines, the 25
+// segment-tile lines of seeds 1600-1601, 1603-1604 and 1645-1646 and six XLA-led lines of earlier
+// seeds, 61.4% -> 67.3% of copy at 16 KiB, 62.5% at 24 KiB, 51.6% at 32 KiB, 4 KiB lower still; on
+// the 51 lines of seeds 1701-1716, drawn after, whose tiles it changes: 60.6% -> 67.6%, 39 up by 3
+// points or more, 3 down. Rows under 8 bytes, which store words, were flat: 46.5% -> 45.6% and
+// 44.3% -> 45.4%.)
 constexpr std::int64_t kSegmentTileBytes = 16384;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
 // rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
 // 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
-// the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, rows of 169-7599
-// bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% -> 68%, every
+// the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, with tiles of 8
+// KiB, rows of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% -> 68%, every
 // line up), and rows of 2-byte units from kSegmentPairRowBytes to under kSegmentPairRowEndBytes,
 // which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the
 // bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by the row family, and
