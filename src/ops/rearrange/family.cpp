@@ -1870,15 +1870,15 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 constexpr std::int64_t kSegmentTileBytes = 16384;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
 // rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
-// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows
-// the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, tiles of 8 KiB,
-// rows of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines,
-// 49% -> 68%, every line up), and rows of 2-byte units from kSegmentPairRowBytes to under kSegmentPairRowEndBytes,
-// which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds 175-190, drawn after the
-// bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by the row family, and
-// longer ones fell by up to 16 points). Wider elements at 1-byte misaligned pointers are planned in
-// 1-byte units, so their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or
-// more move in vectors instead (plan_vector_rows).
+// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows the
+// row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, tiles of 8 KiB, rows
+// of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% ->
+// 68%, every line up), and rows of 2-byte units from kSegmentPairRowBytes to under
+// kSegmentPairRowEndBytes, which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds
+// 175-190, drawn after the bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by
+// the row family, and longer ones fell by up to 16 points). Wider elements at 1-byte misaligned
+// pointers are planned in 1-byte units, so their rows take segment tiles too (not measured). Rows of
+// kVectorRowMinBytes or more move in vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentByteRowMaxBytes = 8192;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
