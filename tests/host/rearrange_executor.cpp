@@ -891,6 +891,7 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     // read as the template reads them: two aligned reads of `width`.
     const std::int64_t width = plan::segment_store_bytes(s);
     const std::int64_t row_cuts = (width - 2) / seg + 1;  // row starts a store can hold after its first byte
+    const bool word_gather = width == 16 && u == 4;       // each word of a vector read from its own row
     auto staged_bytes = [&](std::int64_t position) {
       at(position & ~(width - 1));
       at((position & ~(width - 1)) + 2 * width - 1);
@@ -910,17 +911,29 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
         // from `cut` on begin row g + 1 inside the run (from cut + SEG on, row g + 2), from each such
         // row: a word from the row's byte 0, a vector from as many bytes before it as the row starts
         // into the store. Only bytes in the run are kept.
-        const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
-        std::array<std::uint8_t, 16> bytes = staged_bytes(staged(row_a(g), row_b(g), sg) + p - inside);
-        const std::int64_t cut = inside - sg + seg - p;
-        for (std::int64_t k = 1; k <= row_cuts; ++k) {
-          const std::int64_t start = cut + (k - 1) * seg;  // the store's byte where row g + k begins
-          if (start >= width || p + start >= dst_length) break;
-          if (g + k >= run_rows) throw std::logic_error("segments: a store read a row past its run");
-          const std::int64_t lead = width == 16 ? start : 0;
-          const std::array<std::uint8_t, 16> next = staged_bytes(staged(row_a(g + k), row_b(g + k), 0) - lead);
-          for (std::int64_t j = start; j < width; ++j)
-            bytes[static_cast<std::size_t>(j)] = next[static_cast<std::size_t>(j - start + lead)];
+        std::array<std::uint8_t, 16> bytes{};
+        if (word_gather) {
+          // Rows of 4-byte units: word m is read whole, as one aligned shared word, from its own row.
+          for (std::int64_t m = 0; m < 4; ++m) {
+            const std::int64_t b = p + 4 * m;
+            if (b < 0 || b >= dst_length) continue;
+            const std::int64_t g = b / seg, position = staged(row_a(g), row_b(g), b - g * seg);
+            if (position % 4 != 0) throw std::logic_error("segments: a gathered word off a shared word");
+            for (std::int64_t k = 0; k < 4; ++k) bytes[static_cast<std::size_t>(4 * m + k)] = at(position + k);
+          }
+        } else {
+          const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
+          bytes = staged_bytes(staged(row_a(g), row_b(g), sg) + p - inside);
+          const std::int64_t cut = inside - sg + seg - p;
+          for (std::int64_t k = 1; k <= row_cuts; ++k) {
+            const std::int64_t start = cut + (k - 1) * seg;  // the store's byte where row g + k begins
+            if (start >= width || p + start >= dst_length) break;
+            if (g + k >= run_rows) throw std::logic_error("segments: a store read a row past its run");
+            const std::int64_t lead = width == 16 ? start : 0;
+            const std::array<std::uint8_t, 16> next = staged_bytes(staged(row_a(g + k), row_b(g + k), 0) - lead);
+            for (std::int64_t j = start; j < width; ++j)
+              bytes[static_cast<std::size_t>(j)] = next[static_cast<std::size_t>(j - start + lead)];
+          }
         }
         if (p >= 0 && p + width <= dst_length) check_vector(run + p, static_cast<int>(width));
         for (std::int64_t k = 0; k < width; ++k)
