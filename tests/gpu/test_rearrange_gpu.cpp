@@ -688,12 +688,15 @@ TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 byt
 TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every "
           "pointer misalignment" * test::gpu_only()) {
   // Rows of 161 to 495 bytes: a merged destination run ([4, 901, 161]), partial tiles, three A dims;
-  // rows of 2-byte units of 270 and 402 bytes.
+  // rows of 2-byte units of 270 and 402 bytes; rows of 4- and 8-byte units (f32 rows of 268 and 460
+  // bytes, f64 rows of 360 and 744 bytes), whose stores gather words.
   const std::vector<PermuteCase> cases = {
       {{4, 901, 161}, {1, 0, 2}, DType::u8},     {{20, 3, 205}, {1, 0, 2}, DType::u8},
       {{6, 5, 7, 333}, {2, 0, 1, 3}, DType::u8}, {{2, 153, 2, 43, 495}, {2, 3, 1, 0, 4}, DType::u8},
       {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},
-      {{23, 5, 8, 12, 4, 201}, {2, 3, 1, 4, 0, 5}, DType::bf16},
+      {{23, 5, 8, 12, 4, 201}, {2, 3, 1, 4, 0, 5}, DType::bf16}, {{290, 37, 67}, {1, 0, 2}, DType::f32},
+      {{55, 316, 115}, {1, 0, 2}, DType::f32},   {{41, 3, 90, 45}, {2, 0, 1, 3}, DType::f64},
+      {{2, 243, 23, 19, 93}, {2, 3, 1, 0, 4}, DType::f64},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
   check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");
@@ -701,7 +704,7 @@ TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that st
 
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
-  // Rows of 9, 10, 11, 13, 14, 15, 23 and 71 bytes, 6 and 22 f16 units and 9 f32 units (rows of 8 to
+  // Rows of 9, 10, 11, 13, 14, 15, 23 and 71 bytes, 6 and 22 f16 units, 9 f32 and 9 f64 units (rows of 8 to
   // 15 bytes store 16-byte vectors that span up to three rows); a merged destination run ([7, ...,
   // 9]), a merged source run ([1241, 7, 9]), tiles cut by the extents, and groups of several dims.
   const std::vector<PermuteCase> cases = {
@@ -711,7 +714,7 @@ TEST_CASE("rearrange: short shared rows take segment tiles, exact at every point
       {{7, 1241, 13, 10, 9}, {1, 2, 3, 0, 4}, DType::u8}, {{1241, 7, 9}, {1, 0, 2}, DType::u8},
       {{35, 30, 162, 71}, {0, 2, 1, 3}, DType::u8},      {{2343, 48, 2, 6, 13}, {2, 1, 3, 0, 4}, DType::u8},
       {{550, 47, 5, 12, 23}, {2, 1, 3, 0, 4}, DType::u8}, {{416, 1451, 22}, {1, 0, 2}, DType::f16},
-      {{265, 8, 1047, 9}, {1, 2, 0, 3}, DType::f32},
+      {{265, 8, 1047, 9}, {1, 2, 0, 3}, DType::f32}, {{265, 8, 147, 9}, {1, 2, 0, 3}, DType::f64},
       // Groups of several dims: two B dims, four A dims, two of each.
       {{9, 7, 11, 10, 14, 3, 3, 3}, {6, 0, 5, 1, 2, 3, 4, 7}, DType::u8},
       {{6, 18, 2, 2, 2, 2, 24, 5, 2, 3, 3, 3}, {10, 4, 2, 1, 5, 3, 8, 7, 6, 0, 9, 11}, DType::f16},
@@ -725,7 +728,7 @@ TEST_CASE("rearrange: short shared rows take segment tiles, exact at every point
 }
 
 TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, exact mode" * test::gpu_only()) {
-  // The innermost dim (3 to 40 elements of 1, 2 or 4 bytes) stays innermost and contiguous on both
+  // The innermost dim (3 to 40 elements of 1, 2, 4 or 8 bytes) stays innermost and contiguous on both
   // sides; the other dims are permuted, padded, stepped and reversed in the source.
   std::mt19937_64 rng(4243);
   auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
@@ -733,7 +736,7 @@ TEST_CASE("rearrange: random views of short shared rows, misaligned pointers, ex
   const int cases = 60;
   for (int i = 0; i < cases; ++i) {
     const int rank = 3 + pick(4);
-    const int elem = std::array<int, 3>{1, 2, 4}[static_cast<std::size_t>(pick(3))];
+    const int elem = std::array<int, 4>{1, 2, 4, 8}[static_cast<std::size_t>(pick(4))];
     const std::int64_t row = 3 + pick(38);
     std::vector<std::int64_t> shape;
     std::int64_t volume = row;

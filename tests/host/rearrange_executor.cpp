@@ -891,7 +891,7 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
     // read as the template reads them: two aligned reads of `width`.
     const std::int64_t width = plan::segment_store_bytes(s);
     const std::int64_t row_cuts = (width - 2) / seg + 1;  // row starts a store can hold after its first byte
-    const bool word_gather = width == 16 && u == 4;       // each word of a vector read from its own row
+    const bool word_gather = width == 16 && u % 4 == 0;       // each word of a vector read from its own row
     auto staged_bytes = [&](std::int64_t position) {
       at(position & ~(width - 1));
       at((position & ~(width - 1)) + 2 * width - 1);

@@ -195,7 +195,7 @@ TEST_CASE("families: f16 tiles that would store single units take words of two; 
   CHECK_FALSE(fixed_a.skew_store);
 }
 
-TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where the tile and its runs are long") {
+TEST_CASE("families: short rows of units up to 8 bytes take segment tiles where the tile and its runs are long") {
   auto spec_of = [](std::vector<std::int64_t> shape, std::vector<int> perm, DType dtype) {
     return aligned(permute_plan(std::move(shape), std::move(perm), dtype)).spec;
   };
@@ -223,8 +223,12 @@ TEST_CASE("families: short rows of units up to 4 bytes take segment tiles where 
   const auto vectors = spec_of({17, 3, 31, 5, 21, 2, 17, 195}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32);
   CHECK(vectors.family == RearrangeFamily::row);
   CHECK(vectors.vector_rows);
-  // Rows of 8- and 16-byte units, and tiles of a few rows stay rows.
-  CHECK(spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
+  // Rows of 8-byte units take segment tiles (f32 rows of 72 bytes); rows of 16-byte units (80 bytes)
+  // and tiles of a few rows stay rows.
+  const auto eight = spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32);
+  CHECK(eight.family == RearrangeFamily::segments);
+  CHECK(eight.unit_bytes == 8);
+  CHECK(spec_of({2282, 4869, 20}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
   CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
   CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::row);
 }

@@ -259,8 +259,8 @@ TEST_CASE("every tuning candidate of random views matches the naive copy") {
 TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, groups of several dims, exact mode") {
   std::mt19937_64 rng(20261126);
   // Short shared rows under a transpose: merged destination runs ([7, 300, 9]), merged source runs
-  // ([300, 7, 9]), uneven tiles, outer dims on either side, rows of 3 to 71 bytes in 1-, 2- and
-  // 4-byte units; groups of two A dims ([5, 7, 13, 5]), two B dims ([9, 7, 2, 2, 9]), two of each
+  // ([300, 7, 9]), uneven tiles, outer dims on either side, rows of 3 to 71 bytes in 1-, 2-, 4- and
+  // 8-byte units; groups of two A dims ([5, 7, 13, 5]), two B dims ([9, 7, 2, 2, 9]), two of each
   // ([5, 9, 5, 9, 3]) and three B dims ([11, 4, 3, 2, 21]).
   const std::vector<PermuteCase> cases = {
       {{7, 300, 9}, {1, 0, 2}, 1},          {{300, 7, 9}, {1, 0, 2}, 1},         {{53, 61, 71}, {1, 0, 2}, 1},
@@ -268,6 +268,7 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
       {{37, 2, 45, 23}, {2, 1, 0, 3}, 2},    {{29, 33, 11}, {1, 0, 2}, 2},        {{31, 5, 39, 9}, {2, 0, 1, 3}, 4},
       {{5, 7, 13, 5}, {2, 1, 0, 3}, 1},      {{9, 7, 2, 2, 9}, {3, 2, 0, 1, 4}, 1}, {{5, 9, 5, 9, 3}, {3, 2, 1, 0, 4}, 4},
       {{11, 4, 3, 2, 21}, {3, 2, 1, 0, 4}, 4}, {{4, 13, 7, 4, 5}, {3, 2, 1, 0, 4}, 2},
+      {{23, 3, 37, 7}, {2, 0, 1, 3}, 8},
   };
   int segments = 0, launches = 0;
   for (const PermuteCase& c : cases)
@@ -395,11 +396,13 @@ TEST_CASE("shared rows of 160 to 767 bytes take segment tiles that store 16-byte
   std::mt19937_64 rng(20261130);
   // Rows that the row family would move a byte or a pair at a time, under the vector-rows threshold:
   // merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]), three A dims
-  // ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte units of 270 and 402 bytes.
+  // ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte units of 270 and 402 bytes; rows
+  // of 4- and 8-byte units of 268 and 360 bytes, whose stores gather words.
   const std::vector<PermuteCase> cases = {
       {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},  {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
       {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1}, {{2, 15, 2, 43, 495}, {2, 3, 1, 0, 4}, 1},
       {{9, 9, 257}, {1, 0, 2}, 1},         {{5, 9, 135}, {1, 0, 2}, 2},  {{3, 4, 5, 201}, {2, 0, 1, 3}, 2},
+      {{9, 7, 67}, {1, 0, 2}, 4},          {{5, 3, 9, 45}, {2, 0, 1, 3}, 8},
   };
   for (const PermuteCase& c : cases) {
     const plan::RearrangePlanData p = plan_of(c);
@@ -417,13 +420,13 @@ TEST_CASE("random views of short shared rows (padded, stepped and flipped outer 
   auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
   int segments = 0, launches = 0;
   for (int i = 0; i < 120; ++i) {
-    // Rank 3 to 6, the innermost dim (3 to 40 elements of 1, 2 or 4 bytes) kept innermost and
+    // Rank 3 to 6, the innermost dim (3 to 40 elements of 1, 2, 4 or 8 bytes) kept innermost and
     // contiguous on both sides; the other dims permuted, padded, stepped and flipped in the source.
     const int rank = 3 + pick(4);
     std::vector<std::int64_t> shape;
     for (int k = 0; k + 1 < rank; ++k) shape.push_back(2 + pick(rank > 4 ? 9 : 40));
     shape.push_back(3 + pick(38));
-    const int elem = std::array<int, 3>{1, 2, 4}[static_cast<std::size_t>(pick(3))];
+    const int elem = std::array<int, 4>{1, 2, 4, 8}[static_cast<std::size_t>(pick(4))];
     std::vector<int> order(static_cast<std::size_t>(rank)), pad(order.size()), step(order.size(), 1);
     std::vector<bool> flip(order.size());
     std::iota(order.begin(), order.end(), 0);

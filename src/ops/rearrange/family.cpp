@@ -1868,22 +1868,27 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 // points or more, 3 down. Rows under 8 bytes, which store words, were flat: 46.5% -> 45.6% and
 // 44.3% -> 45.4%.)
 constexpr std::int64_t kSegmentTileBytes = 16384;
-// Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes; longer
-// rows, and rows of wider units, go faster on the row family (H100, tuning seeds: rows in 8- and
-// 16-byte units 86-99% -> 71-90% of copy, rows of 234 and 236 bytes 87-89% -> 78-82%), except rows the
-// row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200, tiles of 8 KiB, rows
-// of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% ->
-// 68%, every line up), and rows of 2-byte units from kSegmentPairRowBytes to under
-// kSegmentPairRowEndBytes, which it moves a unit per thread (seeds 40-174, 8 lines, 40% -> 63%; seeds
-// 175-190, drawn after the bounds were set, 8 lines, 40% -> 64%, every line up; shorter rows, split by
-// the row family, and longer ones fell by up to 16 points). Wider elements at 1-byte misaligned
-// pointers are planned in 1-byte units, so their rows take segment tiles too (not measured). Rows of
-// kVectorRowMinBytes or more move in vectors instead (plan_vector_rows).
+// Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes;
+// longer rows go faster on the row family (H100, tuning seeds: rows of 234 and 236 bytes 87-89% ->
+// 78-82% of copy, on tiles that merged every store's bytes), except three kinds. Rows of 4- and
+// 8-byte units, whose stores gather whole words, up to kVectorRowMinBytes (H200, the 172 lines of
+// seeds 1721-1760 that the row family moved in units of 4 bytes or more: 4-byte units, rows of
+// 160-767 bytes, 14 lines 65% -> 91% of copy, every line up; 8-byte units, 86 lines 79% -> 85%:
+// rows of 160-767 bytes 26 up and 3 down by 3 points or more, shorter rows 26 up and 10 down;
+// 16-byte units lost, 72 lines 90% -> 89% and the 37 such TTC and DL lines 94% -> 92%, so they stay
+// rows). Rows the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200,
+// tiles of 8 KiB, rows of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds
+// 143-174, 7 lines, 49% -> 68%, every line up). Rows of 2-byte units from kSegmentPairRowBytes to
+// under kSegmentPairRowEndBytes, which it moves a unit per thread (seeds 40-174, 8 lines, 40% ->
+// 63%; seeds 175-190, drawn after the bounds were set, 8 lines, 40% -> 64%, every line up; shorter
+// rows, split by the row family, and longer ones fell by up to 16 points). Wider elements at 1-byte
+// misaligned pointers are planned in 1-byte units, so their rows take segment tiles too (not
+// measured). Rows of kVectorRowMinBytes or more move in vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentByteRowMaxBytes = 8192;
 constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
-constexpr std::int64_t kSegmentMaxUnit = 4;
+constexpr std::int64_t kSegmentMaxUnit = 8;
 // Destination runs this long where the extents allow (a run's two end vectors are stored in pieces);
 // the planner takes a tile only with destination runs of kSegmentMinDstRun bytes or more (H100, tuning
 // seeds: runs of 66-147 bytes fell 7-25 points below rows, runs of 174 bytes and more gained).
@@ -1901,9 +1906,10 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::size_t inner = dims.size() - 1;
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
-  const bool long_narrow_rows = (form.unit_bytes == 1 && seg <= kSegmentByteRowMaxBytes) ||
-                                (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes);
-  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_narrow_rows) ||
+  const bool long_rows = (form.unit_bytes == 1 && seg <= kSegmentByteRowMaxBytes) ||
+                         (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes) ||
+                         ((form.unit_bytes == 4 || form.unit_bytes == 8) && seg < kVectorRowMinBytes);
+  if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
   Groups g;
