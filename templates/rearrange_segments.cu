@@ -9,11 +9,11 @@
 // Loads read each source run in aligned 16-byte vectors, staged in shared memory at the same offset
 // within 16 bytes (a vector is read whole when it holds a byte of the run). Stores write each
 // destination run in aligned vectors, consecutive lanes taking consecutive vectors: rows of 8 bytes
-// or more in 16-byte vectors, each read from its staged rows (up to ROW_CUTS + 1 of them) as two
-// aligned 16-byte reads per row shifted into place; shorter rows in 32-bit words, each gathered from
-// one or two staged rows (SEG >= 3 bytes) by funnel shifts; rows of units of 4 bytes or more gather
-// each vector's words from their rows, a shared word each (WORD_GATHER). Only the vectors at a run's
-// ends are stored in pieces. A group of several dims keeps a table per tile: each source run's
+// or more in 16-byte vectors, gathered word by word from their rows where the units are 4 bytes or
+// more (WORD_GATHER, one aligned shared word each), else read from their staged rows (up to
+// ROW_CUTS + 1 of them) as two aligned 16-byte reads per row shifted into place; shorter rows in
+// 32-bit words, each gathered from one or two staged rows (SEG >= 3 bytes) by funnel shifts. Only
+// the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's
 // staged start (A), each destination run's offset (B).
 // The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
@@ -30,9 +30,10 @@ constexpr bool VECTOR_STORES = SEG >= 8;
 constexpr int STORE_BYTES = VECTOR_STORES ? 16 : 4;
 constexpr int ROW_CUTS = (STORE_BYTES - 2) / SEG + 1;  // row starts a store vector can hold after its first byte
 // Rows of units of 4 bytes or more: every word of a store vector lies in one row (rows, staged rows
-// and runs all start on words), so each is read as one aligned shared word, with no shifts or merges. (H200, the
-// 26 segment lines of 4-byte units with rows of 8 bytes or more from seeds 1701-1718 and the issue's
-// lines, never timed with it before: 73.1% -> 82.3% of copy, every line up by 3 to 13 points.)
+// and runs all start on words), so each is read as one aligned shared word, with no shifts or
+// merges. (H200, the 26 segment lines of 4-byte units with rows of 8 bytes or more from seeds
+// 1701-1718 and the issue's lines, never timed with it before: 73.1% -> 82.3% of copy, every line up
+// by 3 to 13 points.)
 constexpr bool WORD_GATHER = VECTOR_STORES && UNIT_BYTES % 4 == 0;
 constexpr int DST_VECTORS = (DST_RUN_BYTES + STORE_BYTES - 1) / STORE_BYTES + 1;  // store vectors per run
 constexpr int LOAD_ITEMS = (SRC_RUNS * SRC_VECTORS + BLOCK - 1) / BLOCK;
@@ -218,9 +219,10 @@ __device__ __forceinline__ void sj_store_gathered(const unsigned char* rows, uns
 }
 
 // Destination run q, aligned store vector w (STORE_BYTES): item n = q * DST_VECTORS + w. A vector at a
-// run's ends is read whole too (its bytes outside the run come from the padding around the rows or
-// from rows of other runs; the first may start up to STORE_BYTES - 1 bytes before the run, read from
-// as far before its row 0) and only its bytes inside the run are stored.
+// run's ends is read whole too, except by word gathers, which read only its words inside the run (its
+// bytes outside the run come from the padding around the rows or from rows of other runs; the first
+// may start up to STORE_BYTES - 1 bytes before the run, read from as far before its row 0), and only
+// its bytes inside the run are stored.
 __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSegmentShared& sh) {
   const int dst_runs = MERGE_DST ? 1 : t.valid_b;
   const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
@@ -233,7 +235,7 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
     if (q >= dst_runs) continue;
     unsigned char* run = MERGE_DST || DIMS_B == 1 ? t.dst + q * t.dst_step_b
                                                   : t.dst + (long long)sh.dst_offset[q] * UNIT_BYTES;
-    // Run position of the vector's byte 0, its row g and byte s there, and its byte where row g + 1 begins.
+    // Run position of the vector's byte 0.
     const int p = STORE_BYTES * w - (int)((unsigned long long)run & (STORE_BYTES - 1));
     if (p >= dst_length) continue;
     if constexpr (WORD_GATHER) {
@@ -241,6 +243,7 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
                         [&](int g, int s) { return sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s); });
       continue;
     }
+    // Its row g and byte s there, and its byte where row g + 1 begins.
     const int inside = max(p, 0);
     const int g = inside / SEG, s = inside - g * SEG;
     const int first = sj_staged(sh, t, sj_row_a(g), sj_row_b(q, g), s) + p - inside;

@@ -228,9 +228,10 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       INFO(plan::describe(p));
       CHECK(gathering);
     }
-  // Segment tiles: rows of 21 units (1-, 2- and 4-byte units) under a transpose, both index widths,
-  // exact mode; one merged destination run ([7, 300, 9]) and one merged source run ([300, 7, 9]).
-  for (int elem : {1, 2, 4})
+  // Segment tiles: rows of 21 units (1-, 2-, 4- and 8-byte units; the last two gather words) under a
+  // transpose, both index widths, exact mode; one merged destination run ([7, 300, 9]) and merged
+  // source runs of 1- and 4-byte units ([300, 7, 9] and [300, 7, 10]).
+  for (int elem : {1, 2, 4, 8})
     for (bool big : {false, true}) {
       const plan::RearrangePlanData p = swap_first_two({big ? (std::int64_t{1} << 19) + 301 : 301, 501, 21}, elem, !big);
       const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
@@ -239,8 +240,9 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       CHECK(v.spec.index64 == big);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
-  for (const auto& shape : {std::vector<std::int64_t>{7, 300, 9}, std::vector<std::int64_t>{300, 7, 9}}) {
-    const plan::RearrangePlanData p = swap_first_two(shape, 1);
+  const std::pair<std::vector<std::int64_t>, int> merged[] = {{{7, 300, 9}, 1}, {{300, 7, 9}, 1}, {{300, 7, 10}, 4}};
+  for (const auto& [shape, elem] : merged) {
+    const plan::RearrangePlanData p = swap_first_two(shape, elem);
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
     INFO(plan::describe(p));
     CHECK(v.spec.family == RearrangeFamily::segments);

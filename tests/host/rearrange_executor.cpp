@@ -821,8 +821,8 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
 
 // The segments template: source runs read in aligned 16-byte vectors and staged at their address's
 // offset within 16 bytes; destination runs written in aligned 16-byte vectors (rows of 8 bytes or
-// more, each read from the staged bytes of up to three rows) or words (of one or two rows), and byte
-// by byte at their ends.
+// more: for units of a multiple of 4 bytes, each word read from its own row; else read from the
+// staged bytes of up to three rows) or words (of one or two rows), and byte by byte at their ends.
 void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -907,13 +907,10 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
       std::uint8_t* run = tile_dst + dst_of_b(b0 + q) * u;
       auto row_b = [&](std::int64_t row) { return s.merge_dst ? row / tile_a : q; };
       for (std::int64_t p = -low4(run, static_cast<std::uintptr_t>(width - 1)); p < dst_length; p += width) {
-        // The store is read whole from row g (from before row 0 at a run's start) and, where its bytes
-        // from `cut` on begin row g + 1 inside the run (from cut + SEG on, row g + 2), from each such
-        // row: a word from the row's byte 0, a vector from as many bytes before it as the row starts
-        // into the store. Only bytes in the run are kept.
         std::array<std::uint8_t, 16> bytes{};
         if (word_gather) {
-          // Rows of 4-byte units: word m is read whole, as one aligned shared word, from its own row.
+          // Units of a multiple of 4 bytes: word m of the store, where it lies in the run, is read
+          // whole, as one aligned shared word, from its own row.
           for (std::int64_t m = 0; m < 4; ++m) {
             const std::int64_t b = p + 4 * m;
             if (b < 0 || b >= dst_length) continue;
@@ -922,6 +919,10 @@ void execute_segments(const plan::RearrangeVariant& v, std::uint8_t* dst, const 
             for (std::int64_t k = 0; k < 4; ++k) bytes[static_cast<std::size_t>(4 * m + k)] = at(position + k);
           }
         } else {
+          // The store is read whole from row g (from before row 0 at a run's start) and, where its
+          // bytes from `cut` on begin row g + 1 inside the run (from cut + SEG on, row g + 2), from
+          // each such row: a word from the row's byte 0, a vector from as many bytes before it as the
+          // row starts into the store. Only bytes in the run are kept.
           const std::int64_t inside = std::max<std::int64_t>(p, 0), g = inside / seg, sg = inside - g * seg;
           bytes = staged_bytes(staged(row_a(g), row_b(g), sg) + p - inside);
           const std::int64_t cut = inside - sg + seg - p;

@@ -394,8 +394,8 @@ TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byt
 
 TEST_CASE("shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every alignment") {
   std::mt19937_64 rng(20261130);
-  // Rows that the row family would move a byte or a pair at a time, under the vector-rows threshold:
-  // merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]), three A dims
+  // Rows under the vector-rows threshold that the row family would move a byte or a pair at a time,
+  // or in 4- or 8-byte units: merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]), three A dims
   // ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte units of 270 and 402 bytes; rows
   // of 4- and 8-byte units of 268 and 360 bytes, whose stores gather words.
   const std::vector<PermuteCase> cases = {

@@ -1871,7 +1871,7 @@ constexpr std::int64_t kSegmentTileBytes = 16384;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes;
 // longer rows go faster on the row family (H100, tuning seeds: rows of 234 and 236 bytes 87-89% ->
 // 78-82% of copy, on tiles that merged every store's bytes), except three kinds. Rows of 4- and
-// 8-byte units, whose stores gather whole words, up to kVectorRowMinBytes (H200, the 172 lines of
+// 8-byte units, whose stores gather whole words, under kVectorRowMinBytes (H200, the 172 lines of
 // seeds 1721-1760 that the row family moved in units of 4 bytes or more: 4-byte units, rows of
 // 160-767 bytes, 14 lines 65% -> 91% of copy, every line up; 8-byte units, 86 lines 79% -> 85%:
 // rows of 160-767 bytes 26 up and 3 down by 3 points or more, shorter rows 26 up and 10 down;
