@@ -13,8 +13,8 @@
 // more (WORD_GATHER, one aligned shared word each), else read from their staged rows (up to
 // ROW_CUTS + 1 of them) as two aligned 16-byte reads per row shifted into place; shorter rows in
 // 32-bit words, each gathered from one or two staged rows (SEG >= 3 bytes) by funnel shifts. Only
-// the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile: each source run's
-// staged start (A), each destination run's offset (B).
+// the vectors at a run's ends are stored in pieces. A group of several dims keeps a table per tile:
+// each source run's staged start (A), each destination run's offset (B).
 // The specialization's values as ints, so that index math stays 32-bit.
 constexpr int SEG = SEGMENT * UNIT_BYTES;
 constexpr int ROWS_A = TILE_A, ROWS_B = TILE_B, ROW_PITCH = PITCH, BLOCK = THREADS;
@@ -219,10 +219,10 @@ __device__ __forceinline__ void sj_store_gathered(const unsigned char* rows, uns
 }
 
 // Destination run q, aligned store vector w (STORE_BYTES): item n = q * DST_VECTORS + w. A vector at a
-// run's ends is read whole too, except by word gathers, which read only its words inside the run (its
-// bytes outside the run come from the padding around the rows or from rows of other runs; the first
-// may start up to STORE_BYTES - 1 bytes before the run, read from as far before its row 0), and only
-// its bytes inside the run are stored.
+// run's ends is read whole too (its bytes outside the run come from the padding around the rows or
+// from rows of other runs; the first may start up to STORE_BYTES - 1 bytes before the run, read from
+// as far before its row 0) and only its bytes inside the run are stored; word gathers read only its
+// words inside the run.
 __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSegmentShared& sh) {
   const int dst_runs = MERGE_DST ? 1 : t.valid_b;
   const int dst_length = MERGE_DST ? SEG * ROWS_A * t.valid_b : SEG * t.valid_a;
