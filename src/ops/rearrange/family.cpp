@@ -1908,7 +1908,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const std::int64_t seg = row.extent * form.unit_bytes;
   const bool long_rows = (form.unit_bytes == 1 && seg <= kSegmentByteRowMaxBytes) ||
                          (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes) ||
-                         ((form.unit_bytes == 4 || form.unit_bytes == 8) && seg < kVectorRowMinBytes);
+                         (form.unit_bytes >= 4 && seg < kVectorRowMinBytes);
   if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
