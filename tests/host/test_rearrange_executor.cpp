@@ -395,9 +395,10 @@ TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byt
 TEST_CASE("shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every alignment") {
   std::mt19937_64 rng(20261130);
   // Rows under the vector-rows threshold that the row family would move a byte or a pair at a time,
-  // or in 4- or 8-byte units: merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles ([6, 5, 7, 333]), three A dims
-  // ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte units of 270 and 402 bytes; rows
-  // of 4- and 8-byte units of 268 and 360 bytes, whose stores gather words.
+  // or in 4- or 8-byte units: merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles
+  // ([6, 5, 7, 333]), three A dims ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte
+  // units of 270 and 402 bytes; rows of 4- and 8-byte units of 268 and 360 bytes, whose stores gather
+  // words.
   const std::vector<PermuteCase> cases = {
       {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},  {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
       {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1}, {{2, 15, 2, 43, 495}, {2, 3, 1, 0, 4}, 1},
