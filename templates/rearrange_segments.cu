@@ -173,6 +173,15 @@ __device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigne
   }
 }
 
+// Stores the 16-byte vector v at run byte p: whole where it lies inside the run's dst_length bytes,
+// else only its bytes inside.
+__device__ __forceinline__ void sj_store_in_run(unsigned char* run, int p, int dst_length, const sj_bytes<16>& v) {
+  if (p >= 0 && p + 16 <= dst_length)
+    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
+  else
+    sj_store_piece(run + p, v, -p, dst_length - p);
+}
+
 // One aligned 16-byte vector of a run (rows of 8 bytes or more), read whole from each row's staged
 // bytes and merged by byte masks where rows g + k begin, at `cut` + (k - 1) * SEG (row_start(k) gives
 // row g + k's staged byte 0).
@@ -192,10 +201,7 @@ __device__ __forceinline__ void sj_store_vector(const unsigned char* rows, unsig
       v.v[m] = (v.v[m] & keep) | (next.v[m] & ~keep);
     }
   }
-  if (p >= 0 && p + 16 <= dst_length)
-    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
-  else
-    sj_store_piece(run + p, v, -p, dst_length - p);
+  sj_store_in_run(run, p, dst_length, v);
 }
 
 // One aligned 16-byte vector of a run of units of 4 bytes or more: word m from row g_m = (p + 4m) /
@@ -212,10 +218,7 @@ __device__ __forceinline__ void sj_store_gathered(const unsigned char* rows, uns
       v.v[m] = *reinterpret_cast<const unsigned*>(rows + staged(g, b - g * SEG));
     }
   }
-  if (p >= 0 && p + 16 <= dst_length)
-    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
-  else
-    sj_store_piece(run + p, v, -p, dst_length - p);
+  sj_store_in_run(run, p, dst_length, v);
 }
 
 // Destination run q, aligned store vector w (STORE_BYTES): item n = q * DST_VECTORS + w. A vector at a
