@@ -2058,15 +2058,20 @@ bool stores_single_bytes(const RearrangeVariant& v) {
 // kSegmentMinTile bytes or more whose destination runs hold kSegmentMinDstRun bytes or more. (H100,
 // tuning seeds 40, 41 and 44-53: u8 rows of 13-71 bytes 36-45% -> 52-76% of copy, f16 rows of 4-byte
 // units 72-78% -> 85-89%; tiles of a few rows fell to 2-29%.) Tiles of one dim per group, which need
-// no tables, are taken first where they hold 4 KiB and source runs of 32 bytes or more; else groups
-// grown dim by dim (the same tile where no group can grow), which beat smaller one-dim tiles (u8
-// [9,17,41,10,94,3,3,3]: source runs of 9 bytes, 24% -> 79% on two B dims) and lost to larger ones
-// by 6-10 points.
+// no tables, are taken first where they hold 4 KiB (8 KiB unless they merge a run) and source runs
+// of 32 bytes or more; else groups grown dim by dim (the same tile where no group can grow), which
+// beat smaller one-dim tiles (u8 [9,17,41,10,94,3,3,3]: source runs of 9 bytes, 24% -> 79% on two B
+// dims) and lost to larger ones by 6-10 points.
 bool wants_segments(const RearrangeVariant& segments, bool one_dim_groups) {
   const RearrangeSpec& s = segments.spec;
   const std::int64_t seg = std::int64_t{s.segment} * s.unit_bytes, tile = seg * s.tile_a * s.tile_b;
   const std::int64_t dst_run = s.merge_dst ? tile : seg * s.tile_a, src_run = s.merge_src ? tile : seg * s.tile_b;
-  if (one_dim_groups && (tile < 2 * kSegmentMinTile || src_run < 32)) return false;
+  // One-dim tiles under 8 KiB that merge no run grow their groups instead (H200: on the 5 lines of
+  // seeds 1801-1840 it changes, 62.8% -> 67.3% of copy; on the 3 of 4,480 lines of seeds 1841-1880 it
+  // changes, drawn after, 66.0% -> 75.2%, 2 up and 1 down by 5 points. Growing tiles that merge a
+  // source run lost most, on seeds 1721-1840).
+  const bool small_unmerged = tile < 4 * kSegmentMinTile && !s.merge_src && !s.merge_dst;
+  if (one_dim_groups && (tile < 2 * kSegmentMinTile || src_run < 32 || small_unmerged)) return false;
   return tile >= kSegmentMinTile && dst_run >= kSegmentMinDstRun;
 }
 
