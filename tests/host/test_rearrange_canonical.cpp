@@ -219,6 +219,11 @@ TEST_CASE("families: short rows of units up to 8 bytes take segment tiles where 
   const auto three_a = spec_of({22, 18, 2, 2, 2, 2, 24, 20, 2, 3, 3, 3}, {10, 4, 2, 1, 5, 3, 8, 7, 6, 0, 9, 11}, DType::f16);
   CHECK(three_a.family == RearrangeFamily::segments);
   CHECK(three_a.dims_a == 3);
+  // A one-dim tile of 64 x 4 rows of 20 bytes (5 KiB) that merges no run grows B by a dim instead.
+  const auto grown = spec_of({12, 20, 8, 8, 8, 38, 4, 10}, {1, 5, 2, 6, 0, 3, 4, 7}, DType::f16);
+  CHECK(grown.family == RearrangeFamily::segments);
+  CHECK(grown.dims_a == 1);
+  CHECK(grown.dims_b == 2);
   // Rows of 768 bytes or more whose ends are off 16 bytes move in 16-byte vectors (f32 rows of 780 bytes).
   const auto vectors = spec_of({17, 3, 31, 5, 21, 2, 17, 195}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32);
   CHECK(vectors.family == RearrangeFamily::row);
