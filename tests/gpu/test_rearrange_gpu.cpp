@@ -274,14 +274,15 @@ TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A
     std::vector<int> perm;
     int tile_a, tile_b;  // with pointers aligned to 16 bytes
   };
-  // Destination rows of 130 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 3 units
-  // (8-byte stores over two dims); rows of 301 units (single units) over source rows of 132 and 130
-  // units (16- and 8-byte loads), which keep their tile rather than take skewed tiles.
-  const Case cases[] = {{{3, 130, 67}, {0, 2, 1}, 128, 32},
-                        {{29, 7, 13, 33}, {3, 1, 0, 2}, 128, 16},
-                        {{3, 3, 70, 2, 4, 3, 65}, {1, 4, 0, 6, 3, 5, 2}, 128, 32},
-                        {{301, 132}, {1, 0}, 256, 16},
-                        {{301, 130}, {1, 0}, 256, 16}};
+  // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 3 units
+  // (8-byte stores over two dims), B's 67 and 33 units split evenly; rows of 445 units (single units)
+  // over source rows of 132 and 130 units (16- and 8-byte loads), which keep their tile rather than
+  // take skewed tiles.
+  const Case cases[] = {{{3, 190, 67}, {0, 2, 1}, 128, 24},
+                        {{29, 7, 13, 33}, {3, 1, 0, 2}, 128, 12},
+                        {{3, 3, 70, 2, 4, 3, 65}, {1, 4, 0, 6, 3, 5, 2}, 128, 24},
+                        {{445, 132}, {1, 0}, 256, 16},
+                        {{445, 130}, {1, 0}, 256, 16}};
   std::uint64_t seed = 4099;
   for (const Case& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, DType::f32, 0}, c.perm);

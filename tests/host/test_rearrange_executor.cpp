@@ -489,9 +489,10 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
   for (std::uintptr_t alignment : {16u, 8u})
     CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
   // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) keep
-  // their tile, four times as long along A (narrow_store_aspect), at 16- and 8-byte pointers; at
-  // 4-byte pointers the loads are single units too, and the tiles skewed.
-  for (const PermuteCase& c : {PermuteCase{{301, 124}, {1, 0}, 4}, PermuteCase{{301, 126}, {1, 0}, 4}}) {
+  // their tile, four times as long along A (narrow_store_aspect; 445 units take two such tiles, too
+  // full to be evened out), at 16- and 8-byte pointers; at 4-byte pointers the loads are single units
+  // too, and the tiles skewed.
+  for (const PermuteCase& c : {PermuteCase{{445, 124}, {1, 0}, 4}, PermuteCase{{445, 126}, {1, 0}, 4}}) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     const plan::RearrangePlanData data = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
     for (std::uintptr_t alignment : {16u, 8u}) {
@@ -519,18 +520,32 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
     CHECK(f != plan::RearrangeFamily::skewed);
 }
 
+TEST_CASE("tiles of 4- and 8-byte units split a group evenly where power-of-two tiles would leave 30% idle") {
+  std::mt19937_64 rng(4111);
+  const auto aligned = [](const PermuteCase& c) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
+  };
+  // A of 80 f32 units: two tiles of 40, not 64 + 16; A of 70 f64 units: two of 36, not 64 + 6.
+  const PermuteCase f32{{80, 3000}, {1, 0}, 4}, f64{{70, 3000}, {1, 0}, 8};
+  CHECK(aligned(f32).tile_a == 40);
+  CHECK(aligned(f64).tile_a == 36);
+  for (const PermuteCase& c : {f32, f64}) check_permute(c, rng, false);
+}
+
 TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two or four times as long") {
   std::mt19937_64 rng(4099);
   const auto aligned = [](const PermuteCase& c) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
   };
-  // Destination rows of 130 units (8-byte stores), of 13 x 29 units (single units), of 9 x 40 (16-byte).
-  const PermuteCase pairs{{3, 130, 67}, {0, 2, 1}, 4}, singles{{29, 7, 13, 33}, {3, 1, 0, 2}, 4},
+  // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units), of 9 x 40 (16-byte).
+  // B's 67 and 33 units split evenly: three tiles of 24 and of 12.
+  const PermuteCase pairs{{3, 190, 67}, {0, 2, 1}, 4}, singles{{29, 7, 13, 33}, {3, 1, 0, 2}, 4},
       vectors{{40, 9, 33}, {2, 0, 1}, 4};
   const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles), v = aligned(vectors);
-  CHECK((p.vec_a == 2 && p.tile_a == 128 && p.tile_b == 32));
-  CHECK((s.vec_a == 1 && s.tile_a == 128 && s.tile_b == 16));
+  CHECK((p.vec_a == 2 && p.tile_a == 128 && p.tile_b == 24));
+  CHECK((s.vec_a == 1 && s.tile_a == 128 && s.tile_b == 12));
   CHECK((v.vec_a == 4 && v.tile_a == 64));
   for (const PermuteCase& c : {pairs, singles, vectors}) check_permute(c, rng, false);
 }
