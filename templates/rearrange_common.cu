@@ -98,6 +98,16 @@ __device__ __forceinline__ void sj_store_piece(unsigned char* to, const sj_bytes
   }
 }
 
+// Stores the 16-byte vector v at byte p of a run of `length` bytes (Position: int or long long):
+// whole where it lies inside the run, else only its bytes inside.
+template <typename Position>
+__device__ __forceinline__ void sj_store_in_run(unsigned char* run, Position p, Position length, const sj_bytes<16>& v) {
+  if (p >= 0 && p + 16 <= length)
+    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
+  else
+    sj_store_piece(run + p, v, -p, length - p);
+}
+
 // n / d: by a constant in exact mode, by a division with 64-bit indices, else multiply-high and shift.
 __device__ __forceinline__ Index sj_div(Index n, const SjDiv& d, long long exact_divisor) {
   if (EXACT) return n / (Index)exact_divisor;

@@ -64,12 +64,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         }
         const long long p = position(iy, ix);
         if (!row_ok[iy] || p >= row_bytes) continue;
-        const sj_bytes<16> v = sj_shifted_vector(low[iy][ix], high, shift(iy));
-        unsigned char* to = dst_row(iy) + p;
-        if (p >= 0 && p + 16 <= row_bytes)
-          *reinterpret_cast<sj_bytes<16>*>(to) = v;
-        else
-          sj_store_piece(to, v, -p, row_bytes - p);
+        sj_store_in_run(dst_row(iy), p, row_bytes, sj_shifted_vector(low[iy][ix], high, shift(iy)));
       }
   }
 }

@@ -173,15 +173,6 @@ __device__ __forceinline__ void sj_store_word(const unsigned char* rows, unsigne
   }
 }
 
-// Stores the 16-byte vector v at run byte p: whole where it lies inside the run's dst_length bytes,
-// else only its bytes inside.
-__device__ __forceinline__ void sj_store_in_run(unsigned char* run, int p, int dst_length, const sj_bytes<16>& v) {
-  if (p >= 0 && p + 16 <= dst_length)
-    *reinterpret_cast<sj_bytes<16>*>(run + p) = v;
-  else
-    sj_store_piece(run + p, v, -p, dst_length - p);
-}
-
 // One aligned 16-byte vector of a run (rows of 8 bytes or more), read whole from each row's staged
 // bytes and merged by byte masks where rows g + k begin, at `cut` + (k - 1) * SEG (row_start(k) gives
 // row g + k's staged byte 0).
