@@ -520,17 +520,20 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
     CHECK(f != plan::RearrangeFamily::skewed);
 }
 
-TEST_CASE("tiles of 4- and 8-byte units split a group evenly where power-of-two tiles would leave 30% idle") {
+TEST_CASE("tiles of 4- to 16-byte units split a group evenly where power-of-two tiles would leave 30% of its slots "
+          "idle") {
   std::mt19937_64 rng(4111);
   const auto aligned = [](const PermuteCase& c) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
   };
-  // A of 80 f32 units: two tiles of 40, not 64 + 16; A of 70 f64 units: two of 36, not 64 + 6.
-  const PermuteCase f32{{80, 3000}, {1, 0}, 4}, f64{{70, 3000}, {1, 0}, 8};
+  // A of 80 4-byte units: two tiles of 40, not 64 + 16; A of 70 8-byte units: two of 36, not 64 + 6;
+  // B of 33 16-byte units: two of 17, not 32 + 1, beside A's 97 in tiles of 32 (24% idle, kept).
+  const PermuteCase f32{{80, 3000}, {1, 0}, 4}, f64{{70, 3000}, {1, 0}, 8}, wide{{97, 33}, {1, 0}, 16};
   CHECK(aligned(f32).tile_a == 40);
   CHECK(aligned(f64).tile_a == 36);
-  for (const PermuteCase& c : {f32, f64}) check_permute(c, rng, false);
+  CHECK((aligned(wide).tile_a == 32 && aligned(wide).tile_b == 17));
+  for (const PermuteCase& c : {f32, f64, wide}) check_permute(c, rng, false);
 }
 
 TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two or four times as long") {

@@ -737,7 +737,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   const std::int64_t target_b = volume / std::min(g.extent_a, a_side);
   const std::int64_t passed_a = grow_b(dims, g, target_b, passing == Passing::b_through_a ? side : 1);
   // With `whole_groups`, a group up to twice its target is one whole tile (no partial tiles);
-  // otherwise tiles are powers of two, shrunk in whole 16-byte vectors to even out the last tile.
+  // otherwise tiles are powers of two, shrunk in whole 16-byte vectors to split the group evenly
+  // where they would leave 30% of its tiles' slots idle (even_tile).
   const std::int64_t slack = whole_groups ? 2 : 1;
   auto tile_for = [&](std::int64_t extent, std::int64_t target) {
     if (extent <= slack * target) {
@@ -1005,8 +1006,9 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
                                    Passing passing, bool load_runs, int aspect = 0) {
   TiledChoice c;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
-  // bytes whole groups first, then power-of-two tiles. (Measured on an H200: whole 96-unit groups
-  // lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit tiles.)
+  // bytes whole groups first, then power-of-two (or evened) tiles. (Measured on an H200: whole
+  // 96-unit groups lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit
+  // tiles.)
   bool found = false;
   const bool index64 = needs_index64(form.dims);
   for (std::int64_t volume = max_volume; !found; volume /= 2)
