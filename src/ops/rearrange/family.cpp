@@ -33,6 +33,10 @@ constexpr std::int64_t kThreadsPerSm = 2048;
 constexpr std::int64_t kRegistersPerSm = 65536;
 constexpr int kSlabSpillMinBlocks = 4;  // blocks per SM of slab tiles over their register budget
 constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under which slab dims beat linear moves
+// Micro-tiles a thread of a tiled kernel holds at most (tile_fits), and where each holds 1 or 2 bytes,
+// the count a grown tile may take once its family is chosen (plan_fixed_family).
+constexpr std::int64_t kMicroTilesPerThread = 8;
+constexpr std::int64_t kNarrowMicroTilesPerThread = 16;
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -903,13 +907,15 @@ bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run 
 bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
 
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
-// blocks per SM: at most 8 micro-tiles (128 bytes) and 16 store vectors, and loaded units plus the
+// blocks per SM: at most 8 micro-tiles (128 bytes; `narrow_micro_tiles` of micro-tiles that hold 1
+// or 2 bytes) and 16 store vectors, and loaded units plus the
 // store vectors gathered from shared memory (live beside the next tile's loads) in at most half its
 // registers. A load narrower than a register still takes one: eight micro-tiles of 8 x 1 bytes hold
 // 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
 // on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
 // loads are counted only where `count_linear` (the tile search leaves them unchecked).
-bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false) {
+bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false,
+               std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   const std::int64_t micro = units / s.vec_a / s.vec_b;
   const std::int64_t registers = thread_registers(threads, min_blocks);
@@ -922,7 +928,10 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
   bool loads_fit = true;
   if (!s.load_linear) {
     const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
-    loads_fit = held <= 128 && 2 * (share.micro_registers + store_registers) <= registers && micro <= 8 * threads;
+    const std::int64_t max_micro_tiles =
+        s.vec_a * s.vec_b * s.unit_bytes <= 2 ? narrow_micro_tiles : kMicroTilesPerThread;
+    loads_fit = held <= 128 && 2 * (share.micro_registers + store_registers) <= registers &&
+                micro <= max_micro_tiles * threads;
   } else if (count_linear) {
     // Over runs shorter than the tile, an address per load too.
     const std::int64_t loads = ceil_div(ceil_div(units, s.load_linear), threads);
@@ -957,7 +966,8 @@ std::int64_t slab_registers(const RearrangeSpec& s) {
 // innermost outer dim it does not span (H200, u8 [9084,112,2,76] 0,1,3,2, a batch of 2 x 76
 // transposes: 35% -> 88% of copy on a 2 x 1824 tile that stores its run linearly; with linear stores
 // alone it stays a gather at 36%).
-void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::int64_t budget) {
+void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::int64_t budget,
+                   std::int64_t narrow_micro_tiles) {
   // A linear load or store assumes the tile is one run on that side: the caller clears them first.
   if (s.load_linear || s.store_linear) fail(ErrorCode::internal, "slab dims asked of a tile moved as one run");
   DimList<std::size_t> outer;
@@ -977,7 +987,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     grown.b_chain = s.b_chain > 0 ? s.b_chain : chain;
     grown.family = RearrangeFamily::packed;
     choose_rows(grown);
-    if (!tile_fits(grown, s.threads, s.min_blocks, true)) return false;
+    if (!tile_fits(grown, s.threads, s.min_blocks, true, narrow_micro_tiles)) return false;
     const bool whole = piece == dims[i].extent;
     if (!whole && slab_registers(grown) > thread_registers(grown.threads, grown.min_blocks)) return false;
     s = grown;
@@ -1003,7 +1013,8 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
 
 RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                                   Passing passing, bool load_runs, int aspect = 0) {
+                                   Passing passing, bool load_runs, int aspect = 0,
+                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   TiledChoice c;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two (or evened) tiles. (Measured on an H200: whole
@@ -1022,7 +1033,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
         c.spec.index64 = index64;
         whole_taken = whole_taken || c.whole_taken;
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
-        found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs) ||
+        found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs, narrow_micro_tiles) ||
                 (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
         if (found || !short_load_runs) break;
       }
@@ -1036,7 +1047,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
   s.threads = kThreads;
   const bool spans_a_group = s.tile_a == g.extent_a || s.tile_b == g.extent_b;
   const int small_min_blocks = s.min_blocks * kThreads / kSmallBlockThreads;  // the same threads per SM
-  if (spans_a_group && tile_fits(s, kSmallBlockThreads, small_min_blocks, true)) {
+  if (spans_a_group && tile_fits(s, kSmallBlockThreads, small_min_blocks, true, narrow_micro_tiles)) {
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
   }
@@ -1060,7 +1071,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
     // Linear moves over runs shorter than the tile leave it to slab dims, as vector moves do.
     const bool one_run = loads_one_run(s) || stores_one_run(s);
     if (!one_run || few_units)
-      add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads);
+      add_slab_dims(form.dims, grown_groups, grown, max_volume * s.threads / kThreads, narrow_micro_tiles);
     if (grown.tile_b > s.tile_b) {
       s = grown;
       g = grown_groups;
@@ -1172,15 +1183,16 @@ constexpr std::int64_t kPassingMinRunBytes = 64;
 
 RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                            bool load_runs = true, int aspect = 0) {
-  RearrangeVariant best =
-      plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none, load_runs, aspect);
+                            bool load_runs = true, int aspect = 0,
+                            std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+  RearrangeVariant best = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
+                                            load_runs, aspect, narrow_micro_tiles);
   const DimList<TileDim> plain_dims = tile_group_dims(best);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
     if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
-    RearrangeVariant passed =
-        plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing, load_runs, aspect);
+    RearrangeVariant passed = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
+                                                load_runs, aspect, narrow_micro_tiles);
     if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
   }
   return best;
@@ -1280,9 +1292,10 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
 // 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up and 1-2 down.)
 RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
-                                  std::int64_t src_align, std::int64_t dst_align) {
+                                  std::int64_t src_align, std::int64_t dst_align,
+                                  std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const std::int64_t volume = tile_volume(form.unit_bytes);
-  RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume);
+  RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
   int aspect = narrow_store_aspect(v);
   if (aspect > 0) {
     // Kept as takes_longer_tile says; the load guard (H200, measured planning's timings: f32
@@ -1290,8 +1303,8 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
     // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads. On the 26 f32 lines of
     // fresh seeds 1003-1040 the guard changes: 67.9% -> 71.2%, 11 up and 9 down, the losses where the
     // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
-    RearrangeVariant longer =
-        plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect);
+    RearrangeVariant longer = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
+                                         aspect, narrow_micro_tiles);
     if (takes_longer_tile(v.spec, longer.spec))
       v = std::move(longer);
     else
@@ -1303,8 +1316,8 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   if (!long_over_short && !narrow_side) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
-  RearrangeVariant quarter =
-      plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs, aspect);
+  RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
+                                        aspect, narrow_micro_tiles);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
   const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
@@ -2017,6 +2030,22 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor) {
 namespace {
 
 // The row, gather, tiled, skewed or word-tile plan of a form that is not a plain copy.
+// Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
+// too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
+// issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
+// copy; with 2- and 4-byte loads, measured planning's picks on seeds 23 and 24: 30% -> 45%, 43% ->
+// 58%). Fixed tiles kept the lead on rows of 3 and 7 units, and with 8-byte loads (u8
+// [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
+// stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
+// their family and runs stay a tuning candidate.
+bool stores_single_bytes(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  const bool single_loads = s.vec_b == 1 && !s.load_linear;
+  const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
+  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
+}
+
 RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::int64_t src_align,
                                    std::int64_t dst_align) {
   const RearrangeDims& dims = units.dims;
@@ -2037,26 +2066,24 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
         return plan_skewed(units, inner, *b, exact);
       }
       // A tile smaller than a unit per thread is better walked in destination order.
-      if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b >= kThreads) return v;
+      if (static_cast<std::int64_t>(v.spec.tile_a) * v.spec.tile_b < kThreads) return plan_rows(units, exact);
+      // Micro-tiles of 1 or 2 bytes, 8 a thread, cut tiles to a few KiB: too few bytes in flight for
+      // their narrow loads (H200, u8 [49,4048058] 1,0 took 49 x 64 tiles at 52% of copy). Once the
+      // family is chosen on that tile, it grows to 16 a thread, unless it would then store single
+      // bytes (which the runs family takes). (H200: with 16 a thread everywhere, lines that changed
+      // family fell by up to 13 points, so the family is chosen first; the 18 lines of seeds
+      // 1885-1896 this changes, 38.0% -> 47.0% of copy, 14 up and 2 down by 3 points or more; the 16
+      // of seeds 1899-1910, drawn after, 38.9% -> 42.1%, 11 up and 2 down, u8 [7,27,2,5,46,15,43,2]
+      // 5,6,2,4,3,1,7,0 34% -> 19% on a passing tile whose A tripled.)
+      if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v)) {
+        RearrangeVariant grown =
+            plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
+        if (!stores_single_bytes(grown)) return grown;
+      }
+      return v;
     }
   }
   return plan_rows(units, exact);
-}
-
-// Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
-// too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
-// issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
-// copy; with 2- and 4-byte loads, measured planning's picks on seeds 23 and 24: 30% -> 45%, 43% ->
-// 58%). Fixed tiles kept the lead on rows of 3 and 7 units, and with 8-byte loads (u8
-// [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
-// stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
-// their family and runs stay a tuning candidate.
-bool stores_single_bytes(const RearrangeVariant& v) {
-  const RearrangeSpec& s = v.spec;
-  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
-  const bool single_loads = s.vec_b == 1 && !s.load_linear;
-  const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
-  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
 // Whether a segment tile of rows that the row family would move goes faster than rows: a tile of
