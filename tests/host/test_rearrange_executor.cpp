@@ -536,6 +536,23 @@ TEST_CASE("tiles of 4- to 16-byte units split a group evenly where power-of-two 
   for (const PermuteCase& c : {f32, f64, wide}) check_permute(c, rng, false);
 }
 
+TEST_CASE("tiles of 1- or 2-byte micro-tiles grow to 16 micro-tiles a thread, keeping the family chosen at 8") {
+  std::mt19937_64 rng(4127);
+  const auto aligned = [](const PermuteCase& c) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
+  };
+  // 49-byte destination rows over source rows 1002 and 1001 bytes apart: 2-byte and 1-byte loads,
+  // 8 micro-tiles a thread gave 49 x 64 and 49 x 32 tiles.
+  const PermuteCase pairs{{49, 1002}, {1, 0}, 1}, singles{{49, 1001}, {1, 0}, 1};
+  const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles);
+  CHECK((p.family == plan::RearrangeFamily::packed && p.vec_b == 2 && p.tile_a == 49 && p.tile_b == 128));
+  CHECK((s.family == plan::RearrangeFamily::packed && s.vec_b == 1 && s.tile_a == 49 && s.tile_b == 64));
+  // A tile that would store single bytes once grown keeps the family chosen on its smaller tile.
+  CHECK(aligned({{2, 3, 116, 711, 11}, {2, 4, 1, 0, 3}, 1}).family == plan::RearrangeFamily::runs);
+  for (const PermuteCase& c : {pairs, singles}) check_permute(c, rng, false);
+}
+
 TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two or four times as long") {
   std::mt19937_64 rng(4099);
   const auto aligned = [](const PermuteCase& c) {
