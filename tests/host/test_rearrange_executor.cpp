@@ -548,8 +548,10 @@ TEST_CASE("tiles of 1- or 2-byte micro-tiles grow to 16 micro-tiles a thread, ke
   const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles);
   CHECK((p.family == plan::RearrangeFamily::packed && p.vec_b == 2 && p.tile_a == 49 && p.tile_b == 128));
   CHECK((s.family == plan::RearrangeFamily::packed && s.vec_b == 1 && s.tile_a == 49 && s.tile_b == 64));
-  // A tile that would store single bytes once grown keeps the family chosen on its smaller tile.
-  CHECK(aligned({{2, 3, 116, 711, 11}, {2, 4, 1, 0, 3}, 1}).family == plan::RearrangeFamily::runs);
+  // A tile that would store single bytes once grown (255 x 16 in single units) keeps its smaller
+  // tile rather than leave it to the runs family.
+  const plan::RearrangeSpec kept = aligned({{204, 37, 395, 5, 3, 3}, {5, 3, 1, 2, 0, 4}, 1});
+  CHECK((kept.family == plan::RearrangeFamily::packed && kept.vec_a == 2 && kept.tile_a == 126 && kept.tile_b == 16));
   for (const PermuteCase& c : {pairs, singles}) check_permute(c, rng, false);
 }
 

@@ -843,7 +843,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   choose_rows(s);
   const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
   const std::int64_t micro_per_thread = ceil_div(micro_a * micro_b, kThreads);
-  const std::int64_t held = s.load_linear ? 16 : std::min<std::int64_t>(8, micro_per_thread) * s.vec_a * s.vec_b * unit;
+  const std::int64_t held =
+      s.load_linear ? 16 : std::min(kMicroTilesPerThread, micro_per_thread) * s.vec_a * s.vec_b * unit;
   const bool single = g.a.size() == 1 && g.b.size() == 1;
   s.min_blocks = min_blocks_per_sm(unit, held, single, micro_per_thread);
   s.family = g.a.size() > 1 || g.b.size() > 1 || s.load_linear || s.store_linear ? RearrangeFamily::packed
@@ -2029,7 +2030,6 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor) {
 
 namespace {
 
-// The row, gather, tiled, skewed or word-tile plan of a form that is not a plain copy.
 // Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
 // too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
 // issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
@@ -2046,6 +2046,7 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
+// The row, gather, tiled, skewed or word-tile plan of a form that is not a plain copy.
 RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::int64_t src_align,
                                    std::int64_t dst_align) {
   const RearrangeDims& dims = units.dims;
@@ -2073,8 +2074,10 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // bytes (which the runs family takes). (H200: with 16 a thread everywhere, lines that changed
       // family fell by up to 13 points, so the family is chosen first; the 18 lines of seeds
       // 1885-1896 this changes, 38.0% -> 47.0% of copy, 14 up and 2 down by 3 points or more; the 16
-      // of seeds 1899-1910, drawn after, 38.9% -> 42.1%, 11 up and 2 down, u8 [7,27,2,5,46,15,43,2]
-      // 5,6,2,4,3,1,7,0 34% -> 19% on a passing tile whose A tripled.)
+      // of seeds 1899-1910, drawn after, 38.9% -> 42.1%, 11 up and 2 down: u8 [7,27,2,5,46,15,43,2]
+      // 5,6,2,4,3,1,7,0 34% -> 19% and [50,32,29,77,5,3,2] 3,0,1,2,6,5,4 40% -> 24%, whose grown
+      // kernels spill registers that tile_fits does not count; a bound on slab_registers kept those
+      // two but lost more of the gains.)
       if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v)) {
         RearrangeVariant grown =
             plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
