@@ -178,6 +178,9 @@ plan::RearrangePlanData plan_of(const PermuteCase& c) {
   return plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
 }
 
+// The spec of that plan's variant for pointers aligned to 16 bytes.
+plan::RearrangeSpec aligned_spec(const PermuteCase& c) { return plan::variant_for_pointers(plan_of(c), 16).spec; }
+
 // A random view for word tiles: two dims of `shortest` to `shortest + spread - 1` elements, up to
 // two of 1 to 5, in random order, under a random permutation.
 PermuteCase random_word_view(std::mt19937_64& rng, std::int64_t shortest, std::uint64_t spread, int elem) {
@@ -523,49 +526,37 @@ TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-b
 TEST_CASE("tiles of 4- to 16-byte units split a group evenly where power-of-two tiles would leave 30% of its slots "
           "idle") {
   std::mt19937_64 rng(4111);
-  const auto aligned = [](const PermuteCase& c) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
-  };
   // A of 80 4-byte units: two tiles of 40, not 64 + 16; A of 70 8-byte units: two of 36, not 64 + 6;
   // B of 33 16-byte units: two of 17, not 32 + 1, beside A's 97 in tiles of 32 (24% idle, kept).
   const PermuteCase f32{{80, 3000}, {1, 0}, 4}, f64{{70, 3000}, {1, 0}, 8}, wide{{97, 33}, {1, 0}, 16};
-  CHECK(aligned(f32).tile_a == 40);
-  CHECK(aligned(f64).tile_a == 36);
-  CHECK((aligned(wide).tile_a == 32 && aligned(wide).tile_b == 17));
+  CHECK(aligned_spec(f32).tile_a == 40);
+  CHECK(aligned_spec(f64).tile_a == 36);
+  CHECK((aligned_spec(wide).tile_a == 32 && aligned_spec(wide).tile_b == 17));
   for (const PermuteCase& c : {f32, f64, wide}) check_permute(c, rng, false);
 }
 
 TEST_CASE("tiles of 1- or 2-byte micro-tiles grow to 16 micro-tiles a thread, keeping the family chosen at 8") {
   std::mt19937_64 rng(4127);
-  const auto aligned = [](const PermuteCase& c) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
-  };
   // 49-byte destination rows over source rows 1002 and 1001 bytes apart: 2-byte and 1-byte loads,
   // 8 micro-tiles a thread gave 49 x 64 and 49 x 32 tiles.
   const PermuteCase pairs{{49, 1002}, {1, 0}, 1}, singles{{49, 1001}, {1, 0}, 1};
-  const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles);
+  const plan::RearrangeSpec p = aligned_spec(pairs), s = aligned_spec(singles);
   CHECK((p.family == plan::RearrangeFamily::packed && p.vec_b == 2 && p.tile_a == 49 && p.tile_b == 128));
   CHECK((s.family == plan::RearrangeFamily::packed && s.vec_b == 1 && s.tile_a == 49 && s.tile_b == 64));
   // A tile that would store single bytes once grown (255 x 16 in single units) keeps its smaller
   // tile rather than leave it to the runs family.
-  const plan::RearrangeSpec kept = aligned({{204, 37, 395, 5, 3, 3}, {5, 3, 1, 2, 0, 4}, 1});
+  const plan::RearrangeSpec kept = aligned_spec({{204, 37, 395, 5, 3, 3}, {5, 3, 1, 2, 0, 4}, 1});
   CHECK((kept.family == plan::RearrangeFamily::packed && kept.vec_a == 2 && kept.tile_a == 126 && kept.tile_b == 16));
   for (const PermuteCase& c : {pairs, singles}) check_permute(c, rng, false);
 }
 
 TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two or four times as long") {
   std::mt19937_64 rng(4099);
-  const auto aligned = [](const PermuteCase& c) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
-  };
   // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units), of 9 x 40 (16-byte).
   // B's 67 and 33 units split evenly: three tiles of 24 and of 12.
   const PermuteCase pairs{{3, 190, 67}, {0, 2, 1}, 4}, singles{{29, 7, 13, 33}, {3, 1, 0, 2}, 4},
       vectors{{40, 9, 33}, {2, 0, 1}, 4};
-  const plan::RearrangeSpec p = aligned(pairs), s = aligned(singles), v = aligned(vectors);
+  const plan::RearrangeSpec p = aligned_spec(pairs), s = aligned_spec(singles), v = aligned_spec(vectors);
   CHECK((p.vec_a == 2 && p.tile_a == 128 && p.tile_b == 24));
   CHECK((s.vec_a == 1 && s.tile_a == 128 && s.tile_b == 12));
   CHECK((v.vec_a == 4 && v.tile_a == 64));
@@ -579,17 +570,13 @@ TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where 
   // A, 3 along B (counted along B, so words); [641, 1282] and [5699, 3457]: single units stored.
   const PermuteCase fixed{{642, 1282}, {1, 0}, 2}, along_b{{6002, 130}, {1, 0}, 2}, single_store{{641, 1282}, {1, 0}, 2},
       single{{5699, 3457}, {1, 0}, 2};
-  const auto aligned = [](const PermuteCase& c) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    return plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
-  };
-  const plan::RearrangeSpec s = aligned(fixed);
+  const plan::RearrangeSpec s = aligned_spec(fixed);
   CHECK(s.family == plan::RearrangeFamily::transpose);
   CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64 && s.vec_a == 2));
-  CHECK(aligned(along_b).family == plan::RearrangeFamily::words);
-  CHECK(!aligned(along_b).a_first);
-  CHECK(aligned(single_store).family == plan::RearrangeFamily::words);
-  CHECK(aligned(single).family == plan::RearrangeFamily::words);
+  CHECK(aligned_spec(along_b).family == plan::RearrangeFamily::words);
+  CHECK(!aligned_spec(along_b).a_first);
+  CHECK(aligned_spec(single_store).family == plan::RearrangeFamily::words);
+  CHECK(aligned_spec(single).family == plan::RearrangeFamily::words);
   for (const PermuteCase& c : {fixed, along_b, single_store, single}) check_permute(c, rng, false);
 }
 

@@ -909,9 +909,8 @@ bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_r
 
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
 // blocks per SM: at most 8 micro-tiles (128 bytes; `narrow_micro_tiles` of micro-tiles that hold 1
-// or 2 bytes) and 16 store vectors, and loaded units plus the
-// store vectors gathered from shared memory (live beside the next tile's loads) in at most half its
-// registers. A load narrower than a register still takes one: eight micro-tiles of 8 x 1 bytes hold
+// or 2 bytes) and 16 store vectors, and loaded units plus the store vectors gathered from shared
+// memory (live beside the next tile's loads) in at most half its registers. A load narrower than a register still takes one: eight micro-tiles of 8 x 1 bytes hold
 // 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
 // on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
 // loads are counted only where `count_linear` (the tile search leaves them unchecked).
