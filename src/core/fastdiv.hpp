@@ -2,6 +2,7 @@
 // The host computes (multiplier, shift) once per plan; kernels evaluate sj_fastdiv from the prelude.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace shapejit {
@@ -14,8 +15,7 @@ struct FastDivisor {
 
 /// Magic numbers for dividing any 32-bit unsigned value by `divisor` (>= 1).
 constexpr FastDivisor make_fast_divisor(std::uint32_t divisor) {
-  std::uint32_t shift = 0;
-  while ((std::uint64_t{1} << shift) < divisor) ++shift;
+  const auto shift = static_cast<std::uint32_t>(std::bit_width(divisor - 1));  // the least with 2^shift >= divisor
   const std::uint64_t numerator = (std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - divisor);
   return {divisor, static_cast<std::uint32_t>(numerator / divisor + 1), shift};
 }

@@ -852,6 +852,39 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   return c;
 }
 
+// choose_tiles's results for one form, by their arguments. A plan searches tile volumes for several
+// micro-tile bounds, aspects and quarter volumes, and those searches revisit the same tiles (the
+// slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.3 -> 8.5 us).
+class TileChoices {
+ public:
+  explicit TileChoices(const CanonicalForm& form) : form_(form) { choices_.reserve(32); }
+  const CanonicalForm& form() const { return form_; }
+  TiledChoice choose(std::size_t a_dim, std::size_t b_dim, std::int64_t volume, bool whole_groups,
+                     std::int64_t src_align, std::int64_t dst_align, Passing passing, bool load_runs, int aspect) {
+    const Arguments args{a_dim, b_dim, volume, whole_groups, src_align, dst_align, passing, load_runs, aspect};
+    for (const auto& [seen, choice] : choices_)
+      if (seen == args) return choice;
+    TiledChoice c = choose_tiles(form_, a_dim, b_dim, volume, whole_groups, src_align, dst_align, passing,
+                                 load_runs, aspect);
+    choices_.emplace_back(args, c);
+    return c;
+  }
+
+ private:
+  struct Arguments {
+    std::size_t a_dim, b_dim;
+    std::int64_t volume;
+    bool whole_groups;
+    std::int64_t src_align, dst_align;
+    Passing passing;
+    bool load_runs;
+    int aspect;
+    bool operator==(const Arguments&) const = default;
+  };
+  const CanonicalForm& form_;
+  std::vector<std::pair<Arguments, TiledChoice>> choices_;
+};
+
 /// The order in which a kernel of tiles_a x tiles_b tiles of tile_a x tile_b units counts them. The
 /// blocks in flight cover consecutive tiles, and DRAM streams best when they cover whole rows on one
 /// side and long pieces of rows on the other. Counting along A first, they write whole destination
@@ -1011,10 +1044,11 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     if (divides(piece, dims[*not_whole].extent) && grow(*not_whole, piece)) return;
 }
 
-RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
+RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                                    Passing passing, bool load_runs, int aspect = 0,
                                    std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+  const CanonicalForm& form = choices.form();
   TiledChoice c;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two (or evened) tiles. (Measured on an H200: whole
@@ -1029,7 +1063,7 @@ RearrangeVariant plan_tiled_groups(const CanonicalForm& form, std::size_t a_dim,
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
-        c = choose_tiles(form, a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect);
+        c = choices.choose(a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect);
         c.spec.index64 = index64;
         whole_taken = whole_taken || c.whole_taken;
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
@@ -1181,17 +1215,17 @@ double tile_footprint_score(const RearrangeVariant& v) {
 constexpr std::int64_t kPassingMinRunUnits = 16;
 constexpr std::int64_t kPassingMinRunBytes = 64;
 
-RearrangeVariant plan_tiled(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
+RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                             bool load_runs = true, int aspect = 0,
                             std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
-  RearrangeVariant best = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
+  RearrangeVariant best = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
                                             load_runs, aspect, narrow_micro_tiles);
   const DimList<TileDim> plain_dims = tile_group_dims(best);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
-    if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
-    RearrangeVariant passed = plan_tiled_groups(form, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
+    if (run >= kPassingMinRunUnits && run * choices.form().unit_bytes >= kPassingMinRunBytes) continue;
+    RearrangeVariant passed = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
                                                 load_runs, aspect, narrow_micro_tiles);
     if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
   }
@@ -1291,11 +1325,11 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
 // to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
 // 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up and 1-2 down.)
-RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, bool exact,
+RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align,
                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
-  const std::int64_t volume = tile_volume(form.unit_bytes);
-  RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
+  const std::int64_t volume = tile_volume(choices.form().unit_bytes);
+  RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
   int aspect = narrow_store_aspect(v);
   if (aspect > 0) {
     // Kept as takes_longer_tile says; the load guard (H200, measured planning's timings: f32
@@ -1303,7 +1337,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
     // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads. On the 26 f32 lines of
     // fresh seeds 1003-1040 the guard changes: 67.9% -> 71.2%, 11 up and 9 down, the losses where the
     // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
-    RearrangeVariant longer = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
+    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
                                          aspect, narrow_micro_tiles);
     if (takes_longer_tile(v.spec, longer.spec))
       v = std::move(longer);
@@ -1316,7 +1350,7 @@ RearrangeVariant plan_fixed_tiles(const CanonicalForm& form, std::size_t a_dim, 
   if (!long_over_short && !narrow_side) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
-  RearrangeVariant quarter = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
+  RearrangeVariant quarter = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
                                         aspect, narrow_micro_tiles);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
@@ -1411,10 +1445,10 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
 // which single units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
 // Since word tiles take 2-byte single-unit stores first (wants_word_tiles), only tiles that store
 // pairs reach here: forced onto word tiles, those 2-D lines lost (H200, tuning seeds: 70-71% -> 59-64%).
-std::optional<RearrangeVariant> fixed_tiles_along_a(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim,
+std::optional<RearrangeVariant> fixed_tiles_along_a(TileChoices& choices, std::size_t a_dim, std::size_t b_dim,
                                                     bool exact, std::int64_t src_align, std::int64_t dst_align) {
-  if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
-  RearrangeVariant v = plan_tiled(form, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
+  if (choices.form().unit_bytes != 2 || choices.form().dims.size() != 2) return std::nullopt;
+  RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
   if (!v.spec.a_first || v.spec.tile_a < kSkewedTile || v.spec.tile_b < kSkewedTile) return std::nullopt;
   return v;
 }
@@ -2053,12 +2087,13 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
   if (dims[inner].src_stride == 1 && dims[inner].dst_stride == 1) return plan_rows(units, exact);
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
-      RearrangeVariant v = plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align);
+      TileChoices choices(units);
+      RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
       const Groups words = word_groups(units, inner, *b);
       if (wants_word_tiles(v.spec, units, words))
         return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
-        if (const auto quarter = fixed_tiles_along_a(units, inner, *b, exact, src_align, dst_align)) return *quarter;
+        if (const auto quarter = fixed_tiles_along_a(choices, inner, *b, exact, src_align, dst_align)) return *quarter;
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
         // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
         if (units.unit_bytes == 2)
@@ -2079,7 +2114,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // two but lost more of the gains.)
       if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v)) {
         RearrangeVariant grown =
-            plan_fixed_tiles(units, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
+            plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
         if (!stores_single_bytes(grown)) return grown;
       }
       return v;
@@ -2168,12 +2203,13 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       // took one of these, 28 of them a longer A, at 12.5 points over the default on average; a
       // default of A twice as long lost 2-3 points on the TTC lines it changed (H200).
       const std::int64_t volume = tile_volume(units.unit_bytes);
+      TileChoices choices(units);
       for (std::int64_t v : {volume, volume / 4, volume / 16})
         for (const Passing passing : {Passing::none, Passing::b_through_a, Passing::a_through_b})
-          add(plan_tiled_groups(units, inner, *b, exact, src_align, dst_align, v, passing, true));
+          add(plan_tiled_groups(choices, inner, *b, exact, src_align, dst_align, v, passing, true));
       for (std::int64_t v : {volume, volume / 4})
         for (int aspect : {-2, -1, 1, 2})
-          add(plan_tiled_groups(units, inner, *b, exact, src_align, dst_align, v, Passing::none, true, aspect));
+          add(plan_tiled_groups(choices, inner, *b, exact, src_align, dst_align, v, Passing::none, true, aspect));
       const bool long_dims = dims[inner].extent >= kSkewedTile && dims[*b].extent >= kSkewedTile;
       if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
         add(plan_skewed(units, inner, *b, exact));
