@@ -852,12 +852,14 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   return c;
 }
 
-// choose_tiles's results for one form, by their arguments. A plan searches tile volumes for several
-// micro-tile bounds, aspects and quarter volumes, and those searches revisit the same tiles (the
-// slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.3 -> 8.5 us).
+// choose_tiles's results for one form, by their arguments. A plan searches the same tile volumes
+// again at the 16-micro-tile bound, and its quarter-volume search revisits the full search's smaller
+// volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
 class TileChoices {
  public:
+  // Room for the searches of nearly every plan (seeds 1911-1914: at most 48, 97% of plans under 32).
   explicit TileChoices(const CanonicalForm& form) : form_(form) { choices_.reserve(32); }
+  explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
   const CanonicalForm& form() const { return form_; }
   TiledChoice choose(std::size_t a_dim, std::size_t b_dim, std::int64_t volume, bool whole_groups,
                      std::int64_t src_align, std::int64_t dst_align, Passing passing, bool load_runs, int aspect) {
@@ -1219,12 +1221,13 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                             bool load_runs = true, int aspect = 0,
                             std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+  const std::int64_t unit_bytes = choices.form().unit_bytes;
   RearrangeVariant best = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
                                             load_runs, aspect, narrow_micro_tiles);
   const DimList<TileDim> plain_dims = tile_group_dims(best);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
-    if (run >= kPassingMinRunUnits && run * choices.form().unit_bytes >= kPassingMinRunBytes) continue;
+    if (run >= kPassingMinRunUnits && run * unit_bytes >= kPassingMinRunBytes) continue;
     RearrangeVariant passed = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
                                                 load_runs, aspect, narrow_micro_tiles);
     if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
@@ -1447,7 +1450,8 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
 // pairs reach here: forced onto word tiles, those 2-D lines lost (H200, tuning seeds: 70-71% -> 59-64%).
 std::optional<RearrangeVariant> fixed_tiles_along_a(TileChoices& choices, std::size_t a_dim, std::size_t b_dim,
                                                     bool exact, std::int64_t src_align, std::int64_t dst_align) {
-  if (choices.form().unit_bytes != 2 || choices.form().dims.size() != 2) return std::nullopt;
+  const CanonicalForm& form = choices.form();
+  if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
   RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
   if (!v.spec.a_first || v.spec.tile_a < kSkewedTile || v.spec.tile_b < kSkewedTile) return std::nullopt;
   return v;
