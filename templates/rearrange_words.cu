@@ -146,15 +146,16 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // tiles). Along B, where a row's ends are read and written unit by unit, only in tiles whose B range
 // (with the words around it) leaves the tensor: that path's loads and staging compile to about three
 // times the instructions (sm_90, u8 [5,3,22,3,9,43,5,59] 6,1,0,4,2,7,5,3: about 530 against 190).
-// Unchecked B only for up to 20 loaded words per thread. With one word a row the limit was 8 rows:
+// Unchecked B only for up to 24 loaded words per thread. With one word a row the limit was 8 rows:
 // 16 rows of 2 words (four blocks of 1-byte units) issued at once spilled (sm_90: 240 bytes of
 // stack at the 80-register cap), measured when such tiles skipped A's checks too; with the checks,
 // u8 [1001,100] 1,0 (16 words a thread) compiles without spilling. The blocks of several words were
-// measured with this limit.
+// measured with a limit of 20; 24 admits two skewed blocks of 1-byte units (8 rows of 3 words),
+// 70-80 registers on sm_90 without spilling, which the checked path ran at 43% more instructions.
 // A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
-constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W * LOADED_WORDS <= 20;
+constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W * LOADED_WORDS <= 24;
 __device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile, unsigned src_misalignment) {
   return ALLOW_UNCHECKED_B && (!SKEW_LOAD || tile.b0 >= W || src_misalignment % W == 0) &&
          tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);

@@ -272,11 +272,11 @@ TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many time
   const auto& tall = aligned(permute_plan({65424, 3057}, {1, 0}, DType::f32));
   REQUIRE(tall.spec.family == RearrangeFamily::transpose);
   CHECK_FALSE(tall.spec.a_first);
-  // Word tiles too: u8 [42927, 4535] 1,0, 112 x 32 units, 384 tiles along A to 142 along B, A's rows
+  // Word tiles too: u8 [42927, 4535] 1,0, 112 x 64 units, 384 tiles along A to 71 along B, A's rows
   // 9.5 times longer: B first.
   const auto& words = aligned(permute_plan({42927, 4535}, {1, 0}, DType::u8));
   REQUIRE(words.spec.family == RearrangeFamily::words);
-  CHECK((words.spec.tile_a == 112 && words.spec.tile_b == 32));
+  CHECK((words.spec.tile_a == 112 && words.spec.tile_b == 64));
   CHECK_FALSE(words.spec.a_first);
 }
 
@@ -306,10 +306,11 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
     CHECK(v.spec.min_blocks == min_blocks);
   };
   check_words(aligned(permute_plan({55454, 3512}, {1, 0}, DType::u8)), 128, 64, 6);
-  // Funnel-shifted loads (odd source pitch) hold two words per row: 8 B words at 128 threads.
+  // Funnel-shifted loads (odd source pitch) hold two words per row, 8 B words at 128 threads,
+  // stretched to 16 so that a row's 64-byte piece touches three sectors, not a 32-byte piece two.
   const auto& shifted = aligned(permute_plan({6001, 19015}, {1, 0}, DType::u8));
   CHECK(shifted.spec.skew_load);
-  check_words(shifted, 128, 32, 6);
+  check_words(shifted, 128, 64, 6);
   // A B group of 66 units at byte-aligned pointers: three even tiles of 24 units, not 32 + 32 + 2.
   const auto uneven = permute_plan({3, 4, 40, 35, 36, 5, 2, 33}, {3, 2, 7, 6, 0, 4, 1, 5}, DType::u8);
   check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);

@@ -1663,7 +1663,15 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // units, are past 2 KiB and so walk one per block, which the figure includes; and a 2-byte B
   // group is now never longer than the stretched budget yet short enough for one 256-thread tile,
   // so the whole-B rule below is left to 1-byte units.)
-  const std::int64_t b_stretch = form.unit_bytes == 2 ? 2 : 1;
+  // 1-byte tiles with misaligned source rows stretch too: each row's 32-byte piece and the word
+  // funnel-shifted into it straddle two sectors, so L2, not DRAM, limits them (H200, u8 [3843,44290]
+  // 1,0: L2 94.6% busy, DRAM 57.7%, 2.2 times the tensor read from L2). Twice as long, the SMs read
+  // 24% fewer sectors (that line 74% -> 76% of copy; the 9 lines of seeds 1911-1912 it changes, 67.5%
+  // -> 69.6%; the 24 of seeds 1919-1924, drawn after, 61.4% -> 63.3%, 5 up by 3 to 13 points, none
+  // down; the 21 of seeds 1925-1930, drawn after this rule was written, 60.9% -> 64.7%, 8 up by 3 to
+  // 15, none down). Composite tiles keep their cap: stretched past it, 7 such lines lost up to 7 points.
+  // Aligned rows (a piece per sector already) are left alone: their longer tiles spill.
+  const std::int64_t b_stretch = form.unit_bytes == 2 || s.skew_load ? 2 : 1;
   const std::int64_t max_words_b = [&] {
     std::int64_t words = b_stretch * kSmallBlockThreads * loads / budget_groups;
     if (composite) words = std::min(words, kWordCompositeTileBytes / (rows * form.unit_bytes * word));
