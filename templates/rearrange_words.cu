@@ -150,8 +150,8 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // 16 rows of 2 words (four blocks of 1-byte units) issued at once spilled (sm_90: 240 bytes of
 // stack at the 80-register cap), measured when such tiles skipped A's checks too; with the checks,
 // u8 [1001,100] 1,0 (16 words a thread) compiles without spilling. The blocks of several words were
-// measured with a limit of 20; 24 admits two skewed blocks of 1-byte units (8 rows of 3 words),
-// 70-80 registers on sm_90 without spilling, which the checked path ran at 43% more instructions.
+// measured with a limit of 20; 24 admits two skewed blocks of 1-byte units (8 rows of 3 words): on
+// sm_90 they take 70-80 registers without spilling, and 43% more instructions on the checked path.
 // A tile at the start of B reads, for a misaligned row, the aligned word around the row's first
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.

@@ -307,10 +307,12 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   };
   check_words(aligned(permute_plan({55454, 3512}, {1, 0}, DType::u8)), 128, 64, 6);
   // Funnel-shifted loads (odd source pitch) hold two words per row, 8 B words at 128 threads,
-  // stretched to 16 so that a row's 64-byte piece touches three sectors, not a 32-byte piece two.
+  // stretched to 16: a row's pieces then touch 3 sectors per 64 bytes, not 4.
   const auto& shifted = aligned(permute_plan({6001, 19015}, {1, 0}, DType::u8));
   CHECK(shifted.spec.skew_load);
   check_words(shifted, 128, 64, 6);
+  // ...but not where the stretched tile would be evened out: B of 65 units keeps three tiles of 24.
+  check_words(aligned(permute_plan({3001, 65}, {1, 0}, DType::u8)), 128, 24, 6);
   // A B group of 66 units at byte-aligned pointers: three even tiles of 24 units, not 32 + 32 + 2.
   const auto uneven = permute_plan({3, 4, 40, 35, 36, 5, 2, 33}, {3, 2, 7, 6, 0, 4, 1, 5}, DType::u8);
   check_words(plan::variant_for_pointers(uneven, 1), 128, 24, 6);

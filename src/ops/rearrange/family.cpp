@@ -1663,20 +1663,29 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // units, are past 2 KiB and so walk one per block, which the figure includes; and a 2-byte B
   // group is now never longer than the stretched budget yet short enough for one 256-thread tile,
   // so the whole-B rule below is left to 1-byte units.)
-  // 1-byte tiles with misaligned source rows stretch too: each row's 32-byte piece and the word
-  // funnel-shifted into it straddle two sectors, so L2, not DRAM, limits them (H200, u8 [3843,44290]
-  // 1,0: L2 94.6% busy, DRAM 57.7%, 2.2 times the tensor read from L2). Twice as long, the SMs read
-  // 24% fewer sectors (that line 74% -> 76% of copy; the 9 lines of seeds 1911-1912 it changes, 67.5%
-  // -> 69.6%; the 24 of seeds 1919-1924, drawn after, 61.4% -> 63.3%, 5 up by 3 to 13 points, none
-  // down; the 21 of seeds 1925-1930, drawn after this rule was written, 60.9% -> 64.7%, 8 up by 3 to
-  // 15, none down). Composite tiles keep their cap: stretched past it, 7 such lines lost up to 7 points.
-  // Aligned rows (a piece per sector already) are left alone: their longer tiles spill.
-  const std::int64_t b_stretch = form.unit_bytes == 2 || s.skew_load ? 2 : 1;
-  const std::int64_t max_words_b = [&] {
-    std::int64_t words = b_stretch * kSmallBlockThreads * loads / budget_groups;
+  auto budget_words_b = [&](std::int64_t stretch) {
+    std::int64_t words = stretch * kSmallBlockThreads * loads / budget_groups;
     if (composite) words = std::min(words, kWordCompositeTileBytes / (rows * form.unit_bytes * word));
     return words > run_words ? words / run_words * run_words : words;
-  }();
+  };
+  std::int64_t max_words_b = budget_words_b(form.unit_bytes == 2 ? 2 : 1);
+  // 1-byte tiles with misaligned source rows stretch too, over B groups longer than a stretched tile
+  // that need no evening out: each row's 32-byte piece and the word funnel-shifted into it straddle
+  // two sectors, so L2, not DRAM, limits them (H200, u8 [3843,44290] 1,0: L2 94.6% busy, DRAM 57.7%,
+  // 2.2 times the tensor read from L2). Twice as long, the SMs read 24% fewer sectors (that line 74% ->
+  // 76% of copy; tiles past 2 KiB then walk one per block, below). On the lines of fresh seeds it
+  // changes: 1919-1924 (23) 61.5% -> 63.5%, 1925-1930 (19) 61.9% -> 66.1%, 1941-1948 (24, drawn
+  // after this rule's last change) 64.9% -> 64.9%; 16 up by 3 to 15 points, 3 down by 3 to 7. B groups
+  // of 65 to 134 units, whose stretched tiles are evened into two or three, fell by up to 26 points
+  // (u8 [6,115,3,61,22,70] 1,5,2,0,3,4: 59% -> 33%); composite tiles keep their cap (stretched past
+  // it, 7 lines lost up to 7 points), and aligned rows (a piece per sector already) their tile
+  // (longer ones spill).
+  if (form.unit_bytes == 1 && s.skew_load) {
+    const std::int64_t stretched = budget_words_b(2);
+    const std::int64_t stretched_units = stretched * word;
+    if (ceil_div(g.extent_b, word) > stretched && even_tile(g.extent_b, stretched_units, word) == stretched_units)
+      max_words_b = stretched;
+  }
   // Blocks of 128 threads: an SM holds twice the tiles of 256 (H200, the 22 word-tile lines of
   // tuning seeds 40 and 44: geomean 42% -> 47% of copy, every line 1 to 11 points higher; quarter
   // tiles at eight blocks per SM 45%, half tiles of 256 threads 43%). A B group longer than a
