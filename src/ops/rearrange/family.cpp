@@ -857,22 +857,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 // volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
 class TileChoices {
  public:
-  // Room for the searches of nearly every plan (seeds 1911-1914: at most 48, 97% of plans under 32).
-  explicit TileChoices(const CanonicalForm& form) : form_(form) { choices_.reserve(32); }
-  explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
-  const CanonicalForm& form() const { return form_; }
-  TiledChoice choose(std::size_t a_dim, std::size_t b_dim, std::int64_t volume, bool whole_groups,
-                     std::int64_t src_align, std::int64_t dst_align, Passing passing, bool load_runs, int aspect) {
-    const Arguments args{a_dim, b_dim, volume, whole_groups, src_align, dst_align, passing, load_runs, aspect};
-    for (const auto& [seen, choice] : choices_)
-      if (seen == args) return choice;
-    TiledChoice c = choose_tiles(form_, a_dim, b_dim, volume, whole_groups, src_align, dst_align, passing,
-                                 load_runs, aspect);
-    choices_.emplace_back(args, c);
-    return c;
-  }
-
- private:
+  // choose_tiles's arguments besides the form.
   struct Arguments {
     std::size_t a_dim, b_dim;
     std::int64_t volume;
@@ -883,6 +868,20 @@ class TileChoices {
     int aspect;
     bool operator==(const Arguments&) const = default;
   };
+  // Room for the searches of nearly every plan (seeds 1911-1914: at most 48, 97% of plans under 32).
+  explicit TileChoices(const CanonicalForm& form) : form_(form) { choices_.reserve(32); }
+  explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
+  const CanonicalForm& form() const { return form_; }
+  TiledChoice choose(const Arguments& a) {
+    for (const auto& [seen, choice] : choices_)
+      if (seen == a) return choice;
+    TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
+                                 a.passing, a.load_runs, a.aspect);
+    choices_.emplace_back(a, c);
+    return c;
+  }
+
+ private:
   const CanonicalForm& form_;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
@@ -945,10 +944,11 @@ bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_r
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
 // blocks per SM: at most 8 micro-tiles (128 bytes; `narrow_micro_tiles` of micro-tiles that hold 1
 // or 2 bytes) and 16 store vectors, and loaded units plus the store vectors gathered from shared
-// memory (live beside the next tile's loads) in at most half its registers. A load narrower than a register still takes one: eight micro-tiles of 8 x 1 bytes hold
-// 64, which spilled at three blocks per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75%
-// on a tile of half the rows; f16 tiles holding 64 at two blocks per SM run at 80-93%). Linear
-// loads are counted only where `count_linear` (the tile search leaves them unchecked).
+// memory (live beside the next tile's loads) in at most half its registers. A load narrower than a
+// register still takes one: eight micro-tiles of 8 x 1 bytes hold 64, which spilled at three blocks
+// per SM (H100, u8 [209, 32, 14, 1875] 0,3,2,1: 26% of copy, 75% on a tile of half the rows; f16
+// tiles holding 64 at two blocks per SM run at 80-93%). Linear loads are counted only where
+// `count_linear` (the tile search leaves them unchecked).
 bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_blocks, bool count_linear = false,
                std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
@@ -1065,7 +1065,7 @@ RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std:
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
-        c = choices.choose(a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect);
+        c = choices.choose({a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect});
         c.spec.index64 = index64;
         whole_taken = whole_taken || c.whole_taken;
         const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
@@ -1680,10 +1680,11 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // (u8 [6,115,3,61,22,70] 1,5,2,0,3,4: 59% -> 33%); composite tiles keep their cap (stretched past
   // it, 7 lines lost up to 7 points), and aligned rows (a piece per sector already) their tile
   // (longer ones spill).
+  const std::int64_t group_words_b = ceil_div(g.extent_b, word);
   if (form.unit_bytes == 1 && s.skew_load) {
     const std::int64_t stretched = budget_words_b(2);
     const std::int64_t stretched_units = stretched * word;
-    if (ceil_div(g.extent_b, word) > stretched && even_tile(g.extent_b, stretched_units, word) == stretched_units)
+    if (group_words_b > stretched && even_tile(g.extent_b, stretched_units, word) == stretched_units)
       max_words_b = stretched;
   }
   // Blocks of 128 threads: an SM holds twice the tiles of 256 (H200, the 22 word-tile lines of
@@ -1693,7 +1694,6 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
   // over single dims) that rule was measured on, stays whole: split in two it lost (H200, u8
   // [2117473, 88] 1,0: 59% -> 49%); longer groups spanned by 256 threads lost 4 to 12 points (f16
   // [13,4,60,49,19,37] 0,1,2,5,4,3: 38% -> 27%).
-  const std::int64_t group_words_b = ceil_div(g.extent_b, word);
   const std::int64_t max_whole_words_b = s.skew_load || composite ? kWordTileWords / 2 : kWordTileWords;
   const bool whole_b_needs_256 = group_words_b > max_words_b && group_words_b <= max_whole_words_b;
   s.threads = whole_b_needs_256 ? kThreads : kSmallBlockThreads;
