@@ -757,14 +757,19 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   std::int64_t tile_a = tile_for(g.extent_a, target_a);
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
-  // units in whole vectors: its table is then filled once per block.
-  auto carry_free = [&](const DimList<std::size_t>& group, std::int64_t tile, std::int64_t other) {
+  // units in whole `step`-unit pieces: its table is then filled once per block. B's pieces are the
+  // widest micro-tile vector, A's 16 bytes. (H200, 1-byte units, whose B took 16-unit pieces too:
+  // 8-unit pieces fixed more B tables, whose whole dims then often stored linearly, u8 [90,80,9,11,
+  // 2,140] 3,1,4,0,5,2 42% -> 74% of copy; A tables so fixed rose and fell alike, [58,4,341,65,33]
+  // 1,2,4,3,0 39% -> 26%.)
+  const std::int64_t max_vec = unit == 1 ? 8 : 16 / unit;
+  auto carry_free = [&](const DimList<std::size_t>& group, std::int64_t tile, std::int64_t other, std::int64_t step) {
     if (group.size() == 1 || other > 16 || carry_free_tiles(dims, group, tile)) return tile;
     const std::int64_t fixed = carry_free_tile(dims, group, tile);
-    return 2 * fixed >= tile && divides(std::min<std::int64_t>(tile, 16 / unit), fixed) ? fixed : tile;
+    return 2 * fixed >= tile && divides(std::min(tile, step), fixed) ? fixed : tile;
   };
-  tile_b = carry_free(g.b, tile_b, tile_a);
-  tile_a = carry_free(g.a, tile_a, tile_b);
+  tile_b = carry_free(g.b, tile_b, tile_a, max_vec);
+  tile_a = carry_free(g.a, tile_a, tile_b, 16 / unit);
   if (tile_a != g.extent_a) tile_a = std::max(passed_a, tile_a / passed_a * passed_a);
   // Passing tiles store in destination order, runs of whole A tiles: A tiles of whole chains that
   // divide A, B tiles of whole passed dims, in multiples of a whole vector where they can.
@@ -793,8 +798,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
     if (!in_a) dst_others.push_back(dims[i].dst_stride);
     if (!in_b) src_others.push_back(dims[i].src_stride);
   }
-  // One-byte units stop at 8-unit micro-tiles: 16 x 16 byte tiles would need 128 registers per thread.
-  const std::int64_t max_vec = unit == 1 ? 8 : 16 / unit;
+  // One-byte units stop at 8-unit micro-tiles (max_vec): 16 x 16 byte tiles would need 128 registers
+  // per thread.
   s.vec_a = static_cast<int>(widest_vector(max_vec, std::gcd(tile_a, g.extent_a), dst_others, dst_align / unit));
   s.vec_b = dims[b_dim].src_stride == 1
                 ? static_cast<int>(widest_vector(max_vec, std::gcd(tile_b, g.extent_b), src_others, src_align / unit))
