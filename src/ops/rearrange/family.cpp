@@ -758,10 +758,12 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
   // units in whole `step`-unit pieces: its table is then filled once per block. B's pieces are the
-  // widest micro-tile vector, A's 16 bytes. (H200, 1-byte units, whose B took 16-unit pieces too:
-  // 8-unit pieces fixed more B tables, whose whole dims then often stored linearly, u8 [90,80,9,11,
-  // 2,140] 3,1,4,0,5,2 42% -> 74% of copy; A tables so fixed rose and fell alike, [58,4,341,65,33]
-  // 1,2,4,3,0 39% -> 26%.)
+  // widest micro-tile vector, A's 16 bytes. (H200, 1-byte units, whose B took 16-unit pieces too. On
+  // the 16 u8 lines of seeds 1913-1950 that 8-unit pieces on both sides change: B tables so fixed
+  // rose, their whole dims often storing linearly, u8 [90,80,9,11,2,140] 3,1,4,0,5,2 42% -> 74% of
+  // copy; A tables rose and fell alike, [58,4,341,65,33] 1,2,4,3,0 39% -> 26%. B alone, on the 16
+  // lines of seeds 1953-2150 it changes, drawn after: 58.3% -> 61.7%, 7 up and 3 down by 3 points or
+  // more, [6,13,335,3,16,137] 3,1,2,4,5,0 94% -> 72% where B's one long dim became two.)
   const std::int64_t max_vec = unit == 1 ? 8 : 16 / unit;
   auto carry_free = [&](const DimList<std::size_t>& group, std::int64_t tile, std::int64_t other, std::int64_t step) {
     if (group.size() == 1 || other > 16 || carry_free_tiles(dims, group, tile)) return tile;
