@@ -386,13 +386,37 @@ std::vector<std::string> row_of(const LineResult& r) {
           percent(target_class(c).line_target), r.check, r.compile_ms > 0 ? fmt::format("{:.0f}", r.compile_ms) : "-"};
 }
 
-/// Plan-creation host time for every distinct line of rank <= 8 (in its first element type).
+constexpr int kPlanRounds = 7;
+constexpr int kPlanRunsPerRound = 15;
+
+/// Plan-creation host time for every distinct line of rank <= 8 (in its first element type): the
+/// median of its plans over kPlanRounds rounds that each time every line in turn, so that a slow
+/// spell of the host (another process, a clock change) falls on a few of each line's samples rather
+/// than on all of one line's.
 Table plan_time_table(const std::vector<BenchCase>& cases, std::vector<double>& medians) {
-  Table table{{"suite", "type", "shape", "perm", "rank", "plan us (median of 101)"}, {}};
-  for (const BenchCase& c : cases) {
-    if (c.rank() > 8 || (c.suite == "ttc" && c.type != "f32")) continue;
-    const double us = bench::host_median_us([&] { plan_rearrange(c.dst, c.src); });
+  Table table{{"suite", "type", "shape", "perm", "rank",
+               fmt::format("plan us (median of {} in {} rounds)", kPlanRounds * kPlanRunsPerRound, kPlanRounds)},
+              {}};
+  std::vector<const BenchCase*> timed;
+  for (const BenchCase& c : cases)
+    if (c.rank() <= 8 && (c.suite != "ttc" || c.type == "f32")) timed.push_back(&c);
+  std::vector<std::vector<double>> samples(timed.size());
+  for (int round = 0; round < kPlanRounds; ++round)
+    for (std::size_t i = 0; i < timed.size(); ++i) {
+      const BenchCase& c = *timed[i];
+      if (round == 0) plan_rearrange(c.dst, c.src);  // warm-up
+      for (int run = 0; run < kPlanRunsPerRound; ++run) {
+        const auto start = std::chrono::steady_clock::now();
+        plan_rearrange(c.dst, c.src);
+        samples[i].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+  for (std::size_t i = 0; i < timed.size(); ++i) {
+    std::vector<double>& t = samples[i];
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    const double us = t[t.size() / 2];
     medians.push_back(us);
+    const BenchCase& c = *timed[i];
     table.rows.push_back({c.suite, c.type, c.shape, c.perm, std::to_string(c.rank()), fmt::format("{:.1f}", us)});
   }
   return table;
