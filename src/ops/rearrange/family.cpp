@@ -866,30 +866,35 @@ class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
   struct Arguments {
-    std::size_t a_dim, b_dim;
+    // Those that vary within a plan first: == compares in this order.
     std::int64_t volume;
-    bool whole_groups;
-    std::int64_t src_align, dst_align;
+    int aspect;
     Passing passing;
     bool load_runs;
-    int aspect;
+    bool whole_groups;
+    std::size_t a_dim, b_dim;
+    std::int64_t src_align, dst_align;
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 1911-1914: at most 48, 97% of plans under 32).
-  explicit TileChoices(const CanonicalForm& form) : form_(form) { choices_.reserve(32); }
+  explicit TileChoices(const CanonicalForm& form) : form_(form), index64_(needs_index64(form.dims)) {
+    choices_.reserve(32);
+  }
   explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
   const CanonicalForm& form() const { return form_; }
-  TiledChoice choose(const Arguments& a) {
+  // The choice for `a`, valid until the next call.
+  const TiledChoice& choose(const Arguments& a) {
     for (const auto& [seen, choice] : choices_)
       if (seen == a) return choice;
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect);
-    choices_.emplace_back(a, c);
-    return c;
+    c.spec.index64 = index64_;
+    return choices_.emplace_back(a, std::move(c)).second;
   }
 
  private:
   const CanonicalForm& form_;
+  bool index64_;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
 
@@ -1053,18 +1058,17 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     if (divides(piece, dims[*not_whole].extent) && grow(*not_whole, piece)) return;
 }
 
-RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
-                                   std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                                   Passing passing, bool load_runs, int aspect = 0,
-                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+// The tile of a transpose or packed plan, its spec final (the variant is built by tiled_variant).
+TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                         std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume, Passing passing,
+                         bool load_runs, int aspect = 0, std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const CanonicalForm& form = choices.form();
-  TiledChoice c;
+  const TiledChoice* chosen = nullptr;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two (or evened) tiles. (Measured on an H200: whole
   // 96-unit groups lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit
   // tiles.)
   bool found = false;
-  const bool index64 = needs_index64(form.dims);
   for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
@@ -1072,18 +1076,19 @@ RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std:
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
-        c = choices.choose({a_dim, b_dim, volume, whole, src_align, dst_align, passing, runs, aspect});
-        c.spec.index64 = index64;
-        whole_taken = whole_taken || c.whole_taken;
-        const bool short_load_runs = c.spec.load_linear && !loads_one_run(c.spec);
-        found = tile_fits(c.spec, kThreads, c.spec.min_blocks, short_load_runs, narrow_micro_tiles) ||
-                (volume <= 256 && !whole && shared_bytes(c.spec) <= kMaxStaticShared);
+        chosen = &choices.choose({volume, aspect, passing, runs, whole, a_dim, b_dim, src_align, dst_align});
+        const RearrangeSpec& spec = chosen->spec;
+        whole_taken = whole_taken || chosen->whole_taken;
+        const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
+        found = tile_fits(spec, kThreads, spec.min_blocks, short_load_runs, narrow_micro_tiles) ||
+                (volume <= 256 && !whole && shared_bytes(spec) <= kMaxStaticShared);
         if (found || !short_load_runs) break;
       }
       // Where no group was kept whole over its target, tiles of this volume without whole groups
       // are the same tiles, which did not fit either.
       if (found || (whole && !whole_taken && volume > 256)) break;
     }
+  TiledChoice c = *chosen;
   RearrangeSpec& s = c.spec;
   Groups& g = c.g;
   s.exact = exact;
@@ -1134,8 +1139,16 @@ RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std:
   s.fixed_b = g.b.size() > 1 && carry_free_tiles(form.dims, g.b, s.tile_b);
   s.num_dims = static_cast<int>(form.dims.size());
 
+  s.a_first = tiles_along_a_first(ceil_div(g.extent_a, s.tile_a), ceil_div(g.extent_b, s.tile_b), s.tile_a, s.tile_b);
+  return c;
+}
+
+// The variant of a tiled plan's tile: dim[0, |A|) = group A, then group B, then the outer dims, each
+// innermost first.
+RearrangeVariant tiled_variant(const CanonicalForm& form, const TiledChoice& c) {
+  const RearrangeSpec& s = c.spec;
+  const Groups& g = c.g;
   const std::int64_t tiles_a = ceil_div(g.extent_a, s.tile_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
-  s.a_first = tiles_along_a_first(tiles_a, tiles_b, s.tile_a, s.tile_b);
   RearrangeVariant v{form, s, {}, 0, 0};
   RearrangeKernelArgs& args = v.args;
   args.extent_a = g.extent_a;
@@ -1152,28 +1165,34 @@ RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std:
   return v;
 }
 
-// A dim of a tiled variant's groups: its extent, the extent its tiles span, and its strides.
+RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                                   std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
+                                   Passing passing, bool load_runs, int aspect = 0) {
+  return tiled_variant(choices.form(), tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume,
+                                                    passing, load_runs, aspect));
+}
+
+// A dim of a tiled plan's groups: its extent, the extent its tiles span, and its strides.
 struct TileDim {
   std::int64_t extent, tile, src_stride, dst_stride;
 };
 
-// The dims of a tiled variant's groups: each group's tile spans its inner dims whole while it holds
+// The dims of a tiled plan's groups: each group's tile spans its inner dims whole while it holds
 // them, then a piece of the next.
-DimList<TileDim> tile_group_dims(const RearrangeVariant& v) {
+DimList<TileDim> tile_group_dims(const CanonicalForm& form, const TiledChoice& c) {
   DimList<TileDim> out;
-  auto add_group = [&](int first, int count, std::int64_t tile) {
+  auto add_group = [&](const DimList<std::size_t>& group, std::int64_t tile) {
     std::int64_t inner = 1;
-    for (int k = first; k < first + count; ++k) {
-      const KernelDim& d = v.args.dim[k];
-      const std::int64_t extent = d.extent.value;
-      const bool whole = tile >= inner * extent;
-      out.push_back({extent, whole ? extent : std::max<std::int64_t>(1, tile / inner), d.src_stride, d.dst_stride});
+    for (std::size_t i : group) {
+      const RearrangeDim& d = form.dims[i];
+      const bool whole = tile >= inner * d.extent;
+      out.push_back({d.extent, whole ? d.extent : std::max<std::int64_t>(1, tile / inner), d.src_stride, d.dst_stride});
       if (!whole) return;
-      inner *= extent;
+      inner *= d.extent;
     }
   };
-  add_group(0, v.spec.dims_a, v.spec.tile_a);
-  add_group(v.spec.dims_a, v.spec.dims_b, v.spec.tile_b);
+  add_group(c.g.a, c.spec.tile_a);
+  add_group(c.g.b, c.spec.tile_b);
   return out;
 }
 
@@ -1200,11 +1219,11 @@ double run_pair_score(double dst_bytes, double src_bytes) {
   return dst_bytes / (dst_bytes + 64) * src_bytes / (src_bytes + 64);
 }
 
-// How well a tiled variant's tile moves memory: run_pair_score of its contiguous runs.
-double tile_footprint_score(const RearrangeVariant& v) {
-  const DimList<TileDim> dims = tile_group_dims(v);
-  return run_pair_score(static_cast<double>(tile_run_units(dims, false) * v.spec.unit_bytes),
-                        static_cast<double>(tile_run_units(dims, true) * v.spec.unit_bytes));
+// How well a tiled plan's tile moves memory: run_pair_score of its contiguous runs.
+double tile_footprint_score(const CanonicalForm& form, const TiledChoice& c) {
+  const DimList<TileDim> dims = tile_group_dims(form, c);
+  return run_pair_score(static_cast<double>(tile_run_units(dims, false) * c.spec.unit_bytes),
+                        static_cast<double>(tile_run_units(dims, true) * c.spec.unit_bytes));
 }
 
 // Tiles of source-contiguous groups that read source runs under kPassingMinRunUnits units or
@@ -1228,18 +1247,18 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
                             std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                             bool load_runs = true, int aspect = 0,
                             std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
-  const std::int64_t unit_bytes = choices.form().unit_bytes;
-  RearrangeVariant best = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
-                                            load_runs, aspect, narrow_micro_tiles);
-  const DimList<TileDim> plain_dims = tile_group_dims(best);
+  const CanonicalForm& form = choices.form();
+  TiledChoice best = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
+                                  load_runs, aspect, narrow_micro_tiles);
+  const DimList<TileDim> plain_dims = tile_group_dims(form, best);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
-    if (run >= kPassingMinRunUnits && run * unit_bytes >= kPassingMinRunBytes) continue;
-    RearrangeVariant passed = plan_tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
-                                                load_runs, aspect, narrow_micro_tiles);
-    if (tile_footprint_score(passed) > tile_footprint_score(best)) best = passed;
+    if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
+    TiledChoice passed = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
+                                      load_runs, aspect, narrow_micro_tiles);
+    if (tile_footprint_score(form, passed) > tile_footprint_score(form, best)) best = std::move(passed);
   }
-  return best;
+  return tiled_variant(form, best);
 }
 
 // Whether every destination row of a tiled variant starts on a 32-byte sector: the destination
