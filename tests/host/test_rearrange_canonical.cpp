@@ -521,12 +521,15 @@ TEST_CASE("tables: filled once where tiles add to them without carries; composit
   CHECK(beside_small.spec.fixed_b);
   CHECK_FALSE(beside_small.spec.bounds);
   // 1-byte units: B = 140 x 2 x 11 beside a 9-unit A tile takes 840 = 140 x 2 x 3 units, whole 8-unit
-  // vectors though not 16; its whole dims continue A in dst, so it stores runs linearly.
+  // vectors though not 16 (11 in pieces of 3 leaves a partial last tile); its 140-unit dim, whole,
+  // continues A in dst, so it stores runs of 140 B indices linearly.
   const auto& bytes_beside_small = aligned(permute_plan({90, 80, 9, 11, 2, 140}, {3, 1, 4, 0, 5, 2}, DType::u8));
   CHECK(bytes_beside_small.spec.tile_a == 9);
   CHECK(bytes_beside_small.spec.tile_b == 840);
   CHECK(bytes_beside_small.spec.fixed_b);
+  CHECK(bytes_beside_small.spec.bounds);
   CHECK(bytes_beside_small.spec.store_linear > 0);
+  CHECK(bytes_beside_small.spec.store_run == 140);
   // B (198 units) is whole; A's 64-unit tiles cut 35 x 36 across its dims, so only B's table is fixed
   // (the square tile, a tuning candidate: the default takes A four times as long, narrow_store_aspect).
   const std::vector<plan::RearrangeVariant> candidates =

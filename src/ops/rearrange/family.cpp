@@ -85,6 +85,11 @@ class DimList {
   std::size_t size_ = 0;
 };
 
+// A dim's index in a canonical form, in lists of dims (groups, chains, runs): one byte keeps a
+// tile choice small enough that a plan's memo of them (tens of entries) stays a few KiB.
+using DimIndex = std::uint8_t;
+static_assert(kMaxRearrangeRank < 256, "dim indices fit in a DimIndex");
+
 std::int64_t pow2_floor(std::int64_t x) {
   std::int64_t p = 1;
   while (p * 2 <= x) p *= 2;
@@ -253,7 +258,7 @@ RearrangeVariant plan_vector_rows(const CanonicalForm& form, bool exact) {
 // Group A: dims contiguous in the destination starting at its stride-1 dim; group B: dims contiguous
 // in the source starting at `b`. Each holds dim indices into the form, innermost first.
 struct Groups {
-  DimList<std::size_t> a, b;
+  DimList<DimIndex> a, b;
   std::int64_t extent_a = 1, extent_b = 1;
 };
 
@@ -262,7 +267,7 @@ bool in_groups(const Groups& g, std::size_t i) {
 }
 
 // Units of a group's first dims up to and including dim i, or 0 when i is not in the group.
-std::int64_t prefix_through(const RearrangeDims& dims, const DimList<std::size_t>& group, std::size_t i) {
+std::int64_t prefix_through(const RearrangeDims& dims, const DimList<DimIndex>& group, std::size_t i) {
   std::int64_t units = 1;
   for (std::size_t k : group) {
     units *= dims[k].extent;
@@ -305,7 +310,7 @@ std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, s
 }
 
 // Units of a group's first dims that are back to back in src.
-std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size_t>& group) {
+std::int64_t source_run_units(const RearrangeDims& dims, const DimList<DimIndex>& group) {
   std::int64_t units = 1;
   for (std::size_t i : group) {
     if (dims[i].src_stride != units) break;
@@ -315,7 +320,7 @@ std::int64_t source_run_units(const RearrangeDims& dims, const DimList<std::size
 }
 
 // Units of a group's first dims that are back to back in dst.
-std::int64_t destination_run_units(const RearrangeDims& dims, const DimList<std::size_t>& group) {
+std::int64_t destination_run_units(const RearrangeDims& dims, const DimList<DimIndex>& group) {
   std::int64_t units = 1;
   for (std::size_t i : group) {
     if (dims[i].dst_stride != units) break;
@@ -335,7 +340,7 @@ struct TileRun {
 // The other group's indices per run: the whole tile (`tile` indices) where all of the group
 // continues the whole one, else the longest product of its first continuing dims that divides
 // `tile` (tiles start at its multiples).
-TileRun run_over(const RearrangeDims& dims, std::int64_t whole, const DimList<std::size_t>& group, std::int64_t tile,
+TileRun run_over(const RearrangeDims& dims, std::int64_t whole, const DimList<DimIndex>& group, std::int64_t tile,
                  bool in_src) {
   auto stride = [&](std::size_t i) { return in_src ? dims[i].src_stride : dims[i].dst_stride; };
   std::int64_t units = whole;
@@ -350,8 +355,8 @@ TileRun run_over(const RearrangeDims& dims, std::int64_t whole, const DimList<st
 }
 
 // Strides on one side of the dims outside the whole group and the run: where the runs start.
-DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const DimList<std::size_t>& whole,
-                                       const DimList<std::size_t>& group, const TileRun& run, bool in_src) {
+DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const DimList<DimIndex>& whole,
+                                       const DimList<DimIndex>& group, const TileRun& run, bool in_src) {
   DimList<std::int64_t> strides;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const auto in_group = std::find(group.begin(), group.end(), i);
@@ -441,7 +446,7 @@ std::int64_t even_tile(std::int64_t extent, std::int64_t tile, std::int64_t step
 // Whether tiles of `tile` units along a group (dims innermost first) start at indices whose
 // offsets add to those of a tile's own indices without carries: the tile spans the group, or whole
 // inner dims times a piece of the next dim, which the tiles split evenly unless it is the last.
-bool carry_free_tiles(const RearrangeDims& dims, const DimList<std::size_t>& group, std::int64_t tile) {
+bool carry_free_tiles(const RearrangeDims& dims, const DimList<DimIndex>& group, std::int64_t tile) {
   std::int64_t inner = 1;
   for (std::size_t k = 0; k < group.size(); ++k) {
     const std::int64_t extent = dims[group[k]].extent;
@@ -455,7 +460,7 @@ bool carry_free_tiles(const RearrangeDims& dims, const DimList<std::size_t>& gro
 }
 
 // The largest carry-free tile (see carry_free_tiles) of at most `target` units along a group.
-std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<std::size_t>& group, std::int64_t target) {
+std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<DimIndex>& group, std::int64_t target) {
   std::int64_t inner = 1, best = 1;
   for (std::size_t k = 0; k < group.size() && inner <= target; ++k) {
     const std::int64_t extent = dims[group[k]].extent;
@@ -684,7 +689,7 @@ void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpe
 // the widest vectors those runs and their starts (A tiles start a_pass * tile_a apart) allow.
 void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align,
                          std::size_t passed_dims) {
-  DimList<std::size_t> rest;
+  DimList<DimIndex> rest;
   for (std::size_t k = passed_dims; k < g.b.size(); ++k) rest.push_back(g.b[k]);
   const TileRun run = s.tile_a == g.extent_a
                           ? run_over(form.dims, g.extent_a * s.a_pass, rest, s.tile_b / s.a_pass, false)
@@ -758,14 +763,15 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
   // units in whole `step`-unit pieces: its table is then filled once per block. B's pieces are the
-  // widest micro-tile vector, A's 16 bytes. (H200, 1-byte units, whose B took 16-unit pieces too. On
-  // the 16 u8 lines of seeds 1913-1950 that 8-unit pieces on both sides change: B tables so fixed
-  // rose, their whole dims often storing linearly, u8 [90,80,9,11,2,140] 3,1,4,0,5,2 42% -> 74% of
-  // copy; A tables rose and fell alike, [58,4,341,65,33] 1,2,4,3,0 39% -> 26%. B alone, on the 16
-  // lines of seeds 1953-2150 it changes, drawn after: 58.3% -> 61.7%, 7 up and 3 down by 3 points or
-  // more, [6,13,335,3,16,137] 3,1,2,4,5,0 94% -> 72% where B's one long dim became two.)
+  // widest micro-tile vector, A's 16 bytes. (H200, 1-byte units, whose B pieces were 16 units too.
+  // With 8-unit pieces on both groups, on the 16 u8 lines of seeds 1913-1950 that changes: lines
+  // whose B table became fixed rose, B's whole dims then often storing linearly (u8
+  // [90,80,9,11,2,140] 3,1,4,0,5,2: 42% -> 74% of copy); lines whose A table became fixed rose and
+  // fell alike ([58,4,341,65,33] 1,2,4,3,0: 39% -> 26%). B alone, on the 16 lines of seeds
+  // 1953-2150 it changes, drawn after: 58.3% -> 61.7%, 7 up and 3 down by 3 points or more;
+  // [6,13,335,3,16,137] 3,1,2,4,5,0 fell 94% -> 72% where B's one long dim became two.)
   const std::int64_t max_vec = unit == 1 ? 8 : 16 / unit;
-  auto carry_free = [&](const DimList<std::size_t>& group, std::int64_t tile, std::int64_t other, std::int64_t step) {
+  auto carry_free = [&](const DimList<DimIndex>& group, std::int64_t tile, std::int64_t other, std::int64_t step) {
     if (group.size() == 1 || other > 16 || carry_free_tiles(dims, group, tile)) return tile;
     const std::int64_t fixed = carry_free_tile(dims, group, tile);
     return 2 * fixed >= tile && divides(std::min(tile, step), fixed) ? fixed : tile;
@@ -1017,7 +1023,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
                    std::int64_t narrow_micro_tiles) {
   // A linear load or store assumes the tile is one run on that side: the caller clears them first.
   if (s.load_linear || s.store_linear) fail(ErrorCode::internal, "slab dims asked of a tile moved as one run");
-  DimList<std::size_t> outer;
+  DimList<DimIndex> outer;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) outer.push_back(i);
   std::stable_sort(outer.begin(), outer.end(), [&](std::size_t x, std::size_t y) {
@@ -1076,7 +1082,9 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
-        chosen = &choices.choose({volume, aspect, passing, runs, whole, a_dim, b_dim, src_align, dst_align});
+        chosen = &choices.choose({.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs,
+                                  .whole_groups = whole, .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align,
+                                  .dst_align = dst_align});
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
@@ -1165,6 +1173,7 @@ RearrangeVariant tiled_variant(const CanonicalForm& form, const TiledChoice& c) 
   return v;
 }
 
+// The variant of tiled_groups's tile for one passing and aspect (the tuning candidates take each).
 RearrangeVariant plan_tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                    std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
                                    Passing passing, bool load_runs, int aspect = 0) {
@@ -1181,7 +1190,7 @@ struct TileDim {
 // them, then a piece of the next.
 DimList<TileDim> tile_group_dims(const CanonicalForm& form, const TiledChoice& c) {
   DimList<TileDim> out;
-  auto add_group = [&](const DimList<std::size_t>& group, std::int64_t tile) {
+  auto add_group = [&](const DimList<DimIndex>& group, std::int64_t tile) {
     std::int64_t inner = 1;
     for (std::size_t i : group) {
       const RearrangeDim& d = form.dims[i];
@@ -1418,7 +1427,7 @@ RearrangeKernelArgs skew_tile_args(const CanonicalForm& form, const Groups& g, c
 
 // Groups of one dim each.
 Groups single_dims(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_dim) {
-  return {{a_dim}, {b_dim}, dims[a_dim].extent, dims[b_dim].extent};
+  return {{static_cast<DimIndex>(a_dim)}, {static_cast<DimIndex>(b_dim)}, dims[a_dim].extent, dims[b_dim].extent};
 }
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
@@ -1548,7 +1557,7 @@ std::int64_t word_tile_rows(const RearrangeSpec& s) {
 
 // Whether every row of one side starts aligned to `bytes`: the pointer is, and so is every stride
 // (in units) but those of the group the rows run along.
-bool rows_aligned(const RearrangeDims& dims, const DimList<std::size_t>& along, bool src_side, std::int64_t align_bytes,
+bool rows_aligned(const RearrangeDims& dims, const DimList<DimIndex>& along, bool src_side, std::int64_t align_bytes,
                   std::int64_t unit, std::int64_t bytes) {
   if (align_bytes < bytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
@@ -1746,8 +1755,8 @@ constexpr std::int64_t kRunsTileBytes = 8192;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
-DimList<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) {
-  DimList<std::size_t> chain;
+DimList<DimIndex> contiguous_chain(const RearrangeDims& dims, bool src_side) {
+  DimList<DimIndex> chain;
   std::int64_t next = 1;
   for (bool grown = true; grown;) {
     grown = false;
@@ -1765,14 +1774,14 @@ DimList<std::size_t> contiguous_chain(const RearrangeDims& dims, bool src_side) 
 // The tile: per form dim, its tile extent (0 outside the tile), and each side's run, innermost first.
 struct RunsTile {
   DimList<std::int64_t> extent;
-  DimList<std::size_t> dst_run, src_run;
+  DimList<DimIndex> dst_run, src_run;
 };
 
 // Each side's contiguous chain: [0] destination, [1] source.
-using Chains = DimList<std::size_t>[2];
+using Chains = DimList<DimIndex>[2];
 
 // Extends `run` by dim i of its chain, at tile extent t (t < extent ends the run).
-void add_to_run(RunsTile& tile, DimList<std::size_t>& run, std::size_t i, std::int64_t t) {
+void add_to_run(RunsTile& tile, DimList<DimIndex>& run, std::size_t i, std::int64_t t) {
   tile.extent[i] = t;
   run.push_back(i);
 }
@@ -1789,7 +1798,7 @@ RunsTile grow_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t
   std::size_t next[2] = {0, 0};
   bool closed[2] = {chains[0].empty(), chains[1].empty()};
   int tile_dims = 0;
-  auto run_of = [&](int side) -> DimList<std::size_t>& { return side == 0 ? tile.dst_run : tile.src_run; };
+  auto run_of = [&](int side) -> DimList<DimIndex>& { return side == 0 ? tile.dst_run : tile.src_run; };
   // Adds the next dim of `side` at most `limit` units long; false when the run must stop.
   auto extend = [&](int side, std::int64_t limit) {
     if (next[side] == chains[side].size()) return false;
@@ -1818,7 +1827,7 @@ RunsTile grow_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t
     if (!extend(side, closed[1 - side] ? budget : cap)) closed[side] = true;
   }
   for (int side : {length[0] <= length[1] ? 0 : 1, length[0] <= length[1] ? 1 : 0}) {
-    DimList<std::size_t>& run = run_of(side);
+    DimList<DimIndex>& run = run_of(side);
     while (!run.empty() && tile.extent[run.back()] == dims[run.back()].extent && extend(side, budget)) {
     }
   }
@@ -1828,7 +1837,7 @@ RunsTile grow_runs(const RearrangeDims& dims, const Chains& chains, std::int64_t
 // How well a runs tile moves memory, from 0 to 1: run_pair_score of its runs, and the tile's fill of
 // the budget (small tiles leave too few units per thread).
 double runs_score(const RunsTile& tile, std::int64_t unit, std::int64_t budget) {
-  auto run_bytes = [&](const DimList<std::size_t>& run) {
+  auto run_bytes = [&](const DimList<DimIndex>& run) {
     std::int64_t n = unit;
     for (std::size_t i : run) n *= tile.extent[i];
     return static_cast<double>(n);
@@ -2012,7 +2021,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
   Groups g;
-  auto grow = [&](DimList<std::size_t>& group, std::int64_t& extent, bool dst_side, std::int64_t target) {
+  auto grow = [&](DimList<DimIndex>& group, std::int64_t& extent, bool dst_side, std::int64_t target) {
     for (bool grown = true; grown && extent < target;) {
       grown = false;
       for (std::size_t i = 0; i < inner && !grown; ++i)
