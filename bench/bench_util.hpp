@@ -102,18 +102,30 @@ inline std::vector<std::int64_t> parse_int_list(const std::string& text, const s
 /// Joins integers with commas ("64,512,32").
 inline std::string join_ints(const std::vector<std::int64_t>& values) { return fmt::format("{}", fmt::join(values, ",")); }
 
+/// Appends the host times of `runs` calls of `body()` to `times`, in microseconds.
+template <typename Body>
+void append_host_times_us(Body&& body, int runs, std::vector<double>& times) {
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+
+/// The median of `values` (the upper one of an even count).
+inline double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
 /// Median host time of `body()` in microseconds over `runs` calls, after `warmup` untimed calls.
 template <typename Body>
 double host_median_us(Body&& body, int runs = 101, int warmup = 5) {
   for (int i = 0; i < warmup; ++i) body();
-  std::vector<double> times(static_cast<std::size_t>(runs));
-  for (double& t : times) {
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  std::vector<double> times;
+  append_host_times_us(body, runs, times);
+  return median(std::move(times));
 }
 
 /// Geometric mean of positive values (0 for an empty list).

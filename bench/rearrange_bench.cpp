@@ -405,16 +405,10 @@ Table plan_time_table(const std::vector<BenchCase>& cases, std::vector<double>& 
     for (std::size_t i = 0; i < timed.size(); ++i) {
       const BenchCase& c = *timed[i];
       if (round == 0) plan_rearrange(c.dst, c.src);  // warm-up
-      for (int run = 0; run < kPlanRunsPerRound; ++run) {
-        const auto start = std::chrono::steady_clock::now();
-        plan_rearrange(c.dst, c.src);
-        samples[i].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-      }
+      bench::append_host_times_us([&] { plan_rearrange(c.dst, c.src); }, kPlanRunsPerRound, samples[i]);
     }
   for (std::size_t i = 0; i < timed.size(); ++i) {
-    std::vector<double>& t = samples[i];
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-    const double us = t[t.size() / 2];
+    const double us = bench::median(std::move(samples[i]));
     medians.push_back(us);
     const BenchCase& c = *timed[i];
     table.rows.push_back({c.suite, c.type, c.shape, c.perm, std::to_string(c.rank()), fmt::format("{:.1f}", us)});
