@@ -4,7 +4,8 @@
 // the two aligned vectors around it (the second read only where it holds a byte of the run). Stores
 // write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit gathered from
 // the row and position its tile coordinates give (one constant step apart inside a row of the run's
-// innermost dim); only the vectors at a run's ends are written unit by unit. Tiles count along the
+// innermost dim), a few lanes of a warp along each run; the vectors at a run's ends are written in
+// aligned pieces. Tiles count along the
 // source run's last dim fastest, then along the destination run's last dim, then over the outer dims
 // dim[TILE_DIMS, NUM_DIMS). A block loads its next tile while it stores the current one.
 constexpr int VEC_UNITS = 16 / UNIT_BYTES;
@@ -14,6 +15,7 @@ typedef sj_bytes<4 * STORE_WORDS> SjStore;
 union SjStoreUnits {
   SjStore v;
   Unit u[STORE_UNITS];
+  unsigned w[STORE_WORDS];
 };
 
 __host__ __device__ constexpr int sj_src_position(int k) {
@@ -38,19 +40,30 @@ constexpr long long VECTORS_S = (L_S + VEC_UNITS - 1) / VEC_UNITS;  // staged ve
 // Aligned store vectors a destination run of L_D units can touch at any misalignment.
 constexpr long long VECTORS_D = STORE_UNITS > 1 ? (L_D + STORE_UNITS - 1) / STORE_UNITS + 1 : L_D;
 constexpr int LOAD_ITEMS = (int)((RUNS_S * VECTORS_S + THREADS - 1) / THREADS);
-constexpr int STORE_ITEMS = (int)((RUNS_D * VECTORS_D + THREADS - 1) / THREADS);
 constexpr int PITCH_VECTORS = PITCH / VEC_UNITS;
+constexpr int STORE_BYTES = 4 * STORE_WORDS;
 
-// Store item n is destination run n / VECTORS_D, vector n % VECTORS_D (lanes along a run), or with
-// ACROSS_RUNS run n % RUNS_D, vector n / RUNS_D (lanes across runs).
-__host__ __device__ constexpr void sj_store_item(long long n, bool across_runs, long long& run, long long& vector) {
-  run = across_runs ? n % RUNS_D : n / VECTORS_D;
-  vector = across_runs ? n / RUNS_D : n % VECTORS_D;
+// Store slots: each warp covers 32 / LANES_ALONG destination runs with LANES_ALONG lanes along each,
+// a vector a lane. Slot n is lane n % 32 of warp item m = n / 32; warp items walk a block of runs
+// vector block by vector block. Returns whether the slot holds a vector (none past STORE_SLOTS).
+template <int LANES_ALONG>
+__host__ __device__ constexpr bool sj_store_slot(unsigned n, unsigned& run, unsigned& vector) {
+  constexpr unsigned vector_blocks = (unsigned)((VECTORS_D + LANES_ALONG - 1) / LANES_ALONG);
+  const unsigned m = n / 32, lane = n % 32;
+  run = m / vector_blocks * (32 / LANES_ALONG) + lane / LANES_ALONG;
+  vector = m % vector_blocks * LANES_ALONG + lane % LANES_ALONG;
+  return run < RUNS_D && vector < VECTORS_D;
 }
-// Shared-memory unit a warp's lane gathers first, for an aligned run (the first lanes of a tile).
-__host__ __device__ constexpr long long sj_first_gather(int lane, bool across_runs) {
-  long long run = 0, vector = 0, position = 0;
-  sj_store_item(lane, across_runs, run, vector);
+template <int LANES_ALONG>
+__host__ __device__ constexpr long long sj_store_slots() {
+  return (VECTORS_D + LANES_ALONG - 1) / LANES_ALONG * ((RUNS_D + 32 / LANES_ALONG - 1) / (32 / LANES_ALONG)) * 32;
+}
+// Shared-memory unit a slot gathers first, for aligned runs.
+template <int LANES_ALONG>
+__host__ __device__ constexpr long long sj_first_gather(unsigned n) {
+  unsigned slot_run = 0, slot_vector = 0;
+  sj_store_slot<LANES_ALONG>(n, slot_run, slot_vector);
+  long long run = slot_run, vector = slot_vector, position = 0;
   for (int k = DST_RUN_DIMS; k < TILE_DIMS; ++k) {
     position += run % sj_tile_extent(k) * sj_smem_step(k);
     run /= sj_tile_extent(k);
@@ -62,23 +75,44 @@ __host__ __device__ constexpr long long sj_first_gather(int lane, bool across_ru
   }
   return position;
 }
-// Shared-memory wavefronts of a warp's first gather: the most distinct 32-bit words in one bank.
-__host__ __device__ constexpr int sj_gather_wavefronts(bool across_runs) {
+// Shared-memory wavefronts of the first warp's first gather: the most distinct 32-bit words in one bank.
+template <int LANES_ALONG>
+__host__ __device__ constexpr int sj_gather_wavefronts() {
   long long word[32] = {};
   int words_in_bank[32] = {};
-  for (int lane = 0; lane < 32; ++lane) {
-    word[lane] = sj_first_gather(lane, across_runs) * UNIT_BYTES / 4;
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned run = 0, vector = 0;
+    if (!sj_store_slot<LANES_ALONG>(lane, run, vector)) continue;
+    word[lane] = sj_first_gather<LANES_ALONG>(lane) * UNIT_BYTES / 4;
     bool seen = false;
-    for (int before = 0; before < lane; ++before) seen = seen || word[before] == word[lane];
+    for (unsigned before = 0; before < lane; ++before) seen = seen || word[before] == word[lane];
     if (!seen) ++words_in_bank[word[lane] % 32];
   }
-  int most = 0;
+  int most = 1;
   for (int bank = 0; bank < 32; ++bank) most = words_in_bank[bank] > most ? words_in_bank[bank] : most;
   return most;
 }
-// Lanes walk across runs where that spreads a warp's gathers over more banks (a destination run
-// whose innermost dim steps a whole row, or a small even step, puts every lane in a few banks).
-constexpr bool ACROSS_RUNS = sj_gather_wavefronts(true) < sj_gather_wavefronts(false);
+// Cost of the store pass, in 32nds of a shared-memory wavefront: per warp item, its gathers'
+// wavefronts and its store's L2 sectors, each weighed as SECTOR_WAVEFRONTS wavefronts. A run's
+// LANES_ALONG vectors span LANES_ALONG * STORE_BYTES bytes from a place aligned to STORE_BYTES, so
+// they touch (that span + 32 - STORE_BYTES) / 32 sectors on average.
+constexpr long long SECTOR_WAVEFRONTS = 3;
+template <int LANES_ALONG>
+__host__ __device__ constexpr long long sj_store_cost() {
+  const long long sectors_32 = 32 / LANES_ALONG * (LANES_ALONG * STORE_BYTES + 32 - STORE_BYTES);
+  return sj_store_slots<LANES_ALONG>() / 32 *
+         (32 * STORE_UNITS * sj_gather_wavefronts<LANES_ALONG>() + SECTOR_WAVEFRONTS * sectors_32);
+}
+__host__ __device__ constexpr int sj_lanes_along() {
+  const long long cost[6] = {sj_store_cost<1>(), sj_store_cost<2>(), sj_store_cost<4>(),
+                             sj_store_cost<8>(), sj_store_cost<16>(), sj_store_cost<32>()};
+  int best = 0;
+  for (int i = 1; i < 6; ++i) best = cost[i] < cost[best] ? i : best;
+  return 1 << best;
+}
+constexpr int LANES_ALONG = sj_lanes_along();
+constexpr long long STORE_SLOTS = sj_store_slots<LANES_ALONG>();
+constexpr int STORE_ITEMS = (int)((STORE_SLOTS + THREADS - 1) / THREADS);
 
 // Units of a pointer past its last aligned store vector.
 __device__ __forceinline__ int sj_misalignment(const Unit* p) {
@@ -154,19 +188,115 @@ __device__ __forceinline__ void sj_runs_stage(const SjRunsLoaded& in, unsigned c
   }
 }
 
+// A staged unit's place, clamped into the staged rows: a vector at a run's end computes places for
+// its units outside the run too (reading them costs less than branching around them).
+__device__ __forceinline__ unsigned sj_staged(int position) {
+  return min((unsigned)position, (unsigned)(RUNS_S * PITCH - 1));
+}
+
+// Gathers the units of a store vector whose first unit is unit `first` of its destination run
+// (negative where the run starts inside the vector); units outside the run read some staged unit.
+// `position` and `coordinate` are those of run unit max(first, 0). Inside a row of the run's
+// innermost dim units lie SMEM_STEP[0] apart; crossing a row's end adds a jump (with carries into
+// the run's further dims). A row of STORE_UNITS or more is crossed at most once, so each unit's
+// position is one select off a constant step; shorter rows step unit by unit. No branches: a
+// warp's lanes cross rows at different units.
+__device__ __forceinline__ void sj_gather(const Unit* smem, int first, int position,
+                                          int (&coordinate)[DST_RUN_DIMS], SjStoreUnits& out) {
+  const int lead = max(-first, 0);  // units of the vector before the run
+  if constexpr (DST_RUN_DIMS == 1 || sj_tile_extent(0) >= STORE_UNITS) {
+    int jump = 0;
+    if constexpr (DST_RUN_DIMS > 1) {
+      jump = SMEM_STEP[1] - TILE_EXTENT[0] * SMEM_STEP[0];
+      bool carry = true;
+#pragma unroll
+      for (int k = 1; k + 1 < DST_RUN_DIMS; ++k) {
+        carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
+        jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
+      }
+    }
+    const int before = position - lead * SMEM_STEP[0];
+    const int after = before + jump;
+    const int cross = DST_RUN_DIMS > 1 ? lead + TILE_EXTENT[0] - coordinate[0] : STORE_UNITS;
+#pragma unroll
+    for (int u = 0; u < STORE_UNITS; ++u) out.u[u] = smem[sj_staged((u < cross ? before : after) + u * SMEM_STEP[0])];
+  } else {
+#pragma unroll
+    for (int u = 0; u < STORE_UNITS; ++u) {
+      out.u[u] = smem[sj_staged(position)];
+      const bool moves = u >= lead;
+      position += moves ? SMEM_STEP[0] : 0;
+      coordinate[0] += moves;
+#pragma unroll
+      for (int k = 0; k + 1 < DST_RUN_DIMS; ++k) {
+        const bool wrap = coordinate[k] == TILE_EXTENT[k];
+        position += wrap ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
+        coordinate[k] = wrap ? 0 : coordinate[k];
+        coordinate[k + 1] += wrap;
+      }
+    }
+  }
+}
+
+// Word k of a store vector (selects: a computed index would put the vector in local memory).
+__device__ __forceinline__ unsigned sj_word(const SjStoreUnits& out, int k) {
+  unsigned x = out.w[0];
+#pragma unroll
+  for (int i = 1; i < STORE_WORDS; ++i) x = k == i ? out.w[i] : x;
+  return x;
+}
+
+// Writes bytes [at, at + P) of `out` to `vector` + at (at a multiple of P).
+template <int P>
+__device__ __forceinline__ void sj_store_piece(unsigned char* vector, const SjStoreUnits& out, int at) {
+  if constexpr (P == 8) {
+    const unsigned long long x = (unsigned long long)sj_word(out, at / 4 + 1) << 32 | sj_word(out, at / 4);
+    *reinterpret_cast<unsigned long long*>(vector + at) = x;
+  } else {
+    const unsigned x = sj_word(out, at / 4) >> (at % 4 * 8);
+    if constexpr (P == 4) *reinterpret_cast<unsigned*>(vector + at) = x;
+    if constexpr (P == 2) *reinterpret_cast<unsigned short*>(vector + at) = (unsigned short)x;
+    if constexpr (P == 1) vector[at] = (unsigned char)x;
+  }
+}
+
+// Writes units [lo, hi) of a store vector that the run covers in part, in aligned pieces: up from lo
+// until the pieces meet an aligned place, then down to hi (an aligned place takes pieces of the
+// remaining length's bits). At most two pieces of each size, where unit stores took a sector each.
+__device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& out, int lo, int hi) {
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(vector);
+  int at = lo * UNIT_BYTES;
+  const int end = hi * UNIT_BYTES;
+#pragma unroll
+  for (int p = UNIT_BYTES; p < STORE_BYTES; p *= 2)
+    if ((at & p) && at + p <= end) {
+      if (p == 1) sj_store_piece<1>(bytes, out, at);
+      if (p == 2) sj_store_piece<2>(bytes, out, at);
+      if (p == 4) sj_store_piece<4>(bytes, out, at);
+      if (p == 8) sj_store_piece<8>(bytes, out, at);
+      at += p;
+    }
+#pragma unroll
+  for (int p = STORE_BYTES / 2; p >= UNIT_BYTES; p /= 2)
+    if ((end - at) & p) {
+      if (p == 1) sj_store_piece<1>(bytes, out, at);
+      if (p == 2) sj_store_piece<2>(bytes, out, at);
+      if (p == 4) sj_store_piece<4>(bytes, out, at);
+      if (p == 8) sj_store_piece<8>(bytes, out, at);
+      at += p;
+    }
+}
+
 // Destination run r spans dim[DST_RUN_DIMS, TILE_DIMS); its aligned vector w starts `first` units
-// into it (negative where the run starts inside the vector). A vector inside the run and inside one
-// row of the run's innermost dim gathers its units one constant step apart; the others step unit by
-// unit, carrying into the run's outer dims.
+// into it (negative where the run starts inside the vector). The vectors at a run's two ends are
+// written in pieces.
 __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restrict__ d, const SjRunsTile& tile,
                                               const Unit* smem) {
   const int dst_length = (int)(L_D / TILE_A * tile.valid_a);
 #pragma unroll
   for (int i = 0; i < STORE_ITEMS; ++i) {
-    const unsigned n = threadIdx.x + i * THREADS;
-    if (RUNS_D * VECTORS_D % THREADS != 0 && n >= RUNS_D * VECTORS_D) continue;
-    const unsigned r = ACROSS_RUNS ? n % (unsigned)RUNS_D : n / (unsigned)VECTORS_D;
-    const unsigned w = ACROSS_RUNS ? n / (unsigned)RUNS_D : n - r * (unsigned)VECTORS_D;
+    unsigned r = 0, w = 0;  // the slot's run and vector
+    if (!sj_store_slot<LANES_ALONG>(threadIdx.x + i * THREADS, r, w)) continue;
     int position = 0;
     bool ok = true;
     const Index offset = sj_run_offset<false>(args, r, tile.valid_b, ok,
@@ -174,7 +304,7 @@ __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restri
     Unit* run = d + (tile.at.dst_base + offset);
     const int first = (int)w * STORE_UNITS - sj_misalignment(run);
     if (!ok || first >= dst_length) continue;
-    int coordinate[DST_RUN_DIMS];  // of the vector's first unit inside the run
+    int coordinate[DST_RUN_DIMS];  // of the run unit max(first, 0)
     unsigned j = (unsigned)max(first, 0);
 #pragma unroll
     for (int k = 0; k < DST_RUN_DIMS; ++k) {
@@ -182,35 +312,13 @@ __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restri
       j = k + 1 < DST_RUN_DIMS ? j / (unsigned)TILE_EXTENT[k] : 0;
       position += coordinate[k] * SMEM_STEP[k];
     }
-    const bool whole = first >= 0 && first + STORE_UNITS <= dst_length;
     SjStoreUnits out;
-    if (whole && (DST_RUN_DIMS == 1 || coordinate[0] + STORE_UNITS <= TILE_EXTENT[0])) {
-#pragma unroll
-      for (int u = 0; u < STORE_UNITS; ++u) out.u[u] = smem[position + u * SMEM_STEP[0]];
-    } else {
-#pragma unroll
-      for (int u = 0; u < STORE_UNITS; ++u) {
-        if (first + u < 0 || first + u >= dst_length) continue;
-        out.u[u] = smem[position];
-        position += SMEM_STEP[0];
-        ++coordinate[0];
-#pragma unroll
-        for (int k = 0; k + 1 < DST_RUN_DIMS; ++k)
-          if (coordinate[k] == TILE_EXTENT[k]) {
-            coordinate[k] = 0;
-            position += SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k];
-            ++coordinate[k + 1];
-          }
-      }
-    }
+    sj_gather(smem, first, position, coordinate, out);
     Unit* target = run + first;
-    if (whole) {
+    if (first >= 0 && first + STORE_UNITS <= dst_length)
       *reinterpret_cast<SjStore*>(target) = out.v;
-    } else {
-#pragma unroll
-      for (int u = 0; u < STORE_UNITS; ++u)
-        if (first + u >= 0 && first + u < dst_length) target[u] = out.u[u];
-    }
+    else
+      sj_store_part(target, out, max(-first, 0), min(STORE_UNITS, dst_length - first));
   }
 }
 

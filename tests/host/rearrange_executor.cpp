@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "core/fastdiv.hpp"
 
@@ -717,12 +719,39 @@ void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, co
   }
 }
 
+// The aligned pieces the gathering runs template writes bytes [at, end) of a store vector of
+// `vector_bytes` in (0 <= at < end <= vector_bytes, not the whole vector): pieces up from `at` while
+// each is aligned and fits, then the remaining length's bits, largest first. Throws where a piece is
+// misaligned or the pieces do not cover the range.
+std::vector<std::pair<int, int>> store_pieces(int at, int end, int vector_bytes, int unit) {
+  std::vector<std::pair<int, int>> pieces;  // (offset, bytes)
+  const int lo = at;
+  for (int p = unit; p < vector_bytes; p *= 2)
+    if ((at & p) && at + p <= end) {
+      pieces.emplace_back(at, p);
+      at += p;
+    }
+  for (int p = vector_bytes / 2; p >= unit; p /= 2)
+    if ((end - at) & p) {
+      pieces.emplace_back(at, p);
+      at += p;
+    }
+  int covered = lo;
+  for (const auto& [offset, bytes] : pieces) {
+    if (offset % bytes != 0 || offset != covered) throw std::logic_error("runs: a misplaced store piece");
+    covered += bytes;
+  }
+  if (covered != end) throw std::logic_error("runs: store pieces do not cover the vector's units");
+  return pieces;
+}
+
 // The runs template that gathers: source runs copied into staged rows, vector by vector; destination
 // runs written as aligned vectors of store_words words, each unit gathered from the staged position
-// its tile coordinates give. A gather of a unit that no load staged throws. It models the staged
-// positions, the item split, the bounds and the store widths and alignment; not the kernel's aligned
-// source reads and their shifts, its lane order, or the constant-step path of its gathers (each unit's
-// position is computed afresh here).
+// its tile coordinates give, the vectors at a run's ends in aligned pieces (store_pieces). A gather
+// of a unit that no load staged throws. It models the staged positions, the bounds and the store
+// widths and alignment; not the kernel's aligned source reads and their shifts, its store slots
+// (which lanes take which vectors: each vector is taken once here), or how its gathers step (each
+// unit's position is computed afresh here).
 void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -801,7 +830,14 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
       std::uint8_t* run = dst + (dst_base + offset) * u;
       const std::int64_t first = vector * wd - misalignment(run);
       if (!ok || first >= dst_length) continue;
-      if (first >= 0 && first + wd <= dst_length) check_vector(run + first * u, wd * u);
+      if (first >= 0 && first + wd <= dst_length) {
+        check_vector(run + first * u, wd * u);
+      } else {
+        const auto lo = static_cast<int>(std::max<std::int64_t>(-first, 0));
+        const auto hi = static_cast<int>(std::min<std::int64_t>(wd, dst_length - first));
+        for (const auto& [offset, bytes] : store_pieces(lo * u, hi * u, wd * u, u))
+          check_vector(run + first * u + offset, bytes);
+      }
       for (std::int64_t unit = 0; unit < wd; ++unit) {
         std::int64_t j = first + unit;
         if (j < 0 || j >= dst_length) continue;
