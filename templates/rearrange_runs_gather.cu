@@ -4,10 +4,10 @@
 // the two aligned vectors around it (the second read only where it holds a byte of the run). Stores
 // write each destination run in aligned vectors of STORE_WORDS 32-bit words, each unit gathered from
 // the row and position its tile coordinates give (one constant step apart inside a row of the run's
-// innermost dim), a few lanes of a warp along each run; the vectors at a run's ends are written in
-// aligned pieces. Tiles count along the
-// source run's last dim fastest, then along the destination run's last dim, then over the outer dims
-// dim[TILE_DIMS, NUM_DIMS). A block loads its next tile while it stores the current one.
+// innermost dim), 1 to 32 lanes of a warp along each run; the vectors at a run's ends are written in
+// aligned pieces. Tiles count along the source run's last dim fastest, then along the destination
+// run's last dim, then over the outer dims dim[TILE_DIMS, NUM_DIMS). A block loads its next tile
+// while it stores the current one.
 constexpr int VEC_UNITS = 16 / UNIT_BYTES;
 constexpr int STORE_UNITS = 4 * STORE_WORDS / UNIT_BYTES;
 typedef sj_bytes<16> SjVector;
@@ -48,6 +48,7 @@ constexpr int STORE_BYTES = 4 * STORE_WORDS;
 // vector block by vector block. Returns whether the slot holds a vector (none past STORE_SLOTS).
 template <int LANES_ALONG>
 __host__ __device__ constexpr bool sj_store_slot(unsigned n, unsigned& run, unsigned& vector) {
+  static_assert(32 % LANES_ALONG == 0, "a warp's lanes split evenly over its runs");
   constexpr unsigned vector_blocks = (unsigned)((VECTORS_D + LANES_ALONG - 1) / LANES_ALONG);
   const unsigned m = n / 32, lane = n % 32;
   run = m / vector_blocks * (32 / LANES_ALONG) + lane / LANES_ALONG;
@@ -93,7 +94,8 @@ __host__ __device__ constexpr int sj_gather_wavefronts() {
   return most;
 }
 // Cost of the store pass, in 32nds of a shared-memory wavefront: per warp item, its gathers'
-// wavefronts and its store's L2 sectors, each weighed as SECTOR_WAVEFRONTS wavefronts. A run's
+// wavefronts and its store's L2 sectors, each weighed as SECTOR_WAVEFRONTS wavefronts (an SM serves
+// a wavefront a cycle; the L2 about a third of a sector per SM a cycle, as measured on an H200). A run's
 // LANES_ALONG vectors span LANES_ALONG * STORE_BYTES bytes from a place aligned to STORE_BYTES, so
 // they touch (that span + 32 - STORE_BYTES) / 32 sectors on average.
 constexpr long long SECTOR_WAVEFRONTS = 3;
@@ -195,10 +197,10 @@ __device__ __forceinline__ unsigned sj_staged(int position) {
 }
 
 // Gathers the units of a store vector whose first unit is unit `first` of its destination run
-// (negative where the run starts inside the vector); units outside the run read some staged unit.
+// (negative where the run starts inside the vector); units outside the run read a clamped place.
 // `position` and `coordinate` are those of run unit max(first, 0). Inside a row of the run's
 // innermost dim units lie SMEM_STEP[0] apart; crossing a row's end adds a jump (with carries into
-// the run's further dims). A row of STORE_UNITS or more is crossed at most once, so each unit's
+// the run's further dims). A row of STORE_UNITS units or more is crossed at most once, so each unit's
 // position is one select off a constant step; shorter rows step unit by unit. No branches: a
 // warp's lanes cross rows at different units.
 __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int position,
@@ -248,7 +250,7 @@ __device__ __forceinline__ unsigned sj_word(const SjStoreUnits& out, int k) {
 
 // Writes bytes [at, at + P) of `out` to `vector` + at (at a multiple of P).
 template <int P>
-__device__ __forceinline__ void sj_store_piece(unsigned char* vector, const SjStoreUnits& out, int at) {
+__device__ __forceinline__ void sj_store_aligned_piece(unsigned char* vector, const SjStoreUnits& out, int at) {
   if constexpr (P == 8) {
     const unsigned long long x = (unsigned long long)sj_word(out, at / 4 + 1) << 32 | sj_word(out, at / 4);
     *reinterpret_cast<unsigned long long*>(vector + at) = x;
@@ -262,7 +264,7 @@ __device__ __forceinline__ void sj_store_piece(unsigned char* vector, const SjSt
 
 // Writes units [lo, hi) of a store vector that the run covers in part, in aligned pieces: up from lo
 // until the pieces meet an aligned place, then down to hi (an aligned place takes pieces of the
-// remaining length's bits). At most two pieces of each size, where unit stores took a sector each.
+// remaining length's bits). At most two pieces of each size rather than a store a unit.
 __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& out, int lo, int hi) {
   unsigned char* bytes = reinterpret_cast<unsigned char*>(vector);
   int at = lo * UNIT_BYTES;
@@ -270,21 +272,33 @@ __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& 
 #pragma unroll
   for (int p = UNIT_BYTES; p < STORE_BYTES; p *= 2)
     if ((at & p) && at + p <= end) {
-      if (p == 1) sj_store_piece<1>(bytes, out, at);
-      if (p == 2) sj_store_piece<2>(bytes, out, at);
-      if (p == 4) sj_store_piece<4>(bytes, out, at);
-      if (p == 8) sj_store_piece<8>(bytes, out, at);
+      if (p == 1) sj_store_aligned_piece<1>(bytes, out, at);
+      if (p == 2) sj_store_aligned_piece<2>(bytes, out, at);
+      if (p == 4) sj_store_aligned_piece<4>(bytes, out, at);
+      if (p == 8) sj_store_aligned_piece<8>(bytes, out, at);
       at += p;
     }
 #pragma unroll
   for (int p = STORE_BYTES / 2; p >= UNIT_BYTES; p /= 2)
     if ((end - at) & p) {
-      if (p == 1) sj_store_piece<1>(bytes, out, at);
-      if (p == 2) sj_store_piece<2>(bytes, out, at);
-      if (p == 4) sj_store_piece<4>(bytes, out, at);
-      if (p == 8) sj_store_piece<8>(bytes, out, at);
+      if (p == 1) sj_store_aligned_piece<1>(bytes, out, at);
+      if (p == 2) sj_store_aligned_piece<2>(bytes, out, at);
+      if (p == 4) sj_store_aligned_piece<4>(bytes, out, at);
+      if (p == 8) sj_store_aligned_piece<8>(bytes, out, at);
       at += p;
     }
+}
+
+// Writes a whole store vector in one access: nvcc split the struct store of 2- and 4-byte units
+// into four 32-bit stores.
+__device__ __forceinline__ void sj_store_whole(Unit* vector, const SjStoreUnits& out) {
+  if constexpr (STORE_WORDS == 4)
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(vector), "r"(out.w[0]), "r"(out.w[1]), "r"(out.w[2]),
+                 "r"(out.w[3]));
+  else if constexpr (STORE_WORDS == 2)
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(vector), "r"(out.w[0]), "r"(out.w[1]));
+  else
+    *reinterpret_cast<unsigned*>(vector) = out.w[0];
 }
 
 // Destination run r spans dim[DST_RUN_DIMS, TILE_DIMS); its aligned vector w starts `first` units
@@ -316,7 +330,7 @@ __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restri
     sj_gather(smem, first, position, coordinate, out);
     Unit* target = run + first;
     if (first >= 0 && first + STORE_UNITS <= dst_length)
-      *reinterpret_cast<SjStore*>(target) = out.v;
+      sj_store_whole(target, out);
     else
       sj_store_part(target, out, max(-first, 0), min(STORE_UNITS, dst_length - first));
   }

@@ -18,6 +18,8 @@
 #include "../host/rearrange_executor.hpp"
 #include "../test_support.hpp"
 #include "gpu.hpp"
+#include "jit/kernel_registry.hpp"
+#include "ops/rearrange/codegen.hpp"
 #include "shapejit/rearrange.h"
 #include "shapejit/rearrange.hpp"
 
@@ -654,6 +656,81 @@ TEST_CASE("rearrange: runs tiles that gather their stores from staged source run
     CHECK(spec.gather_stores);
   }
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
+}
+
+// Launches variant `v` of plan `p` (a tuning candidate, which the plan need not launch) on the GPU
+// with pointers `src_misalign` and `dst_misalign` bytes past 256-byte boundaries; "" when every byte
+// of the destination's buffer matches the CPU reference.
+std::string check_variant_on_gpu(const plan::RearrangePlanData& p, const plan::RearrangeVariant& v,
+                                 const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
+                                 std::size_t dst_misalign, std::uint64_t seed) {
+  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
+  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
+  in.buffer.upload(host_in.data(), host_in.size());
+  out.buffer.fill(kPoison);
+  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
+  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
+  const jit::KernelHandle& kernel = jit::registered_kernel(plan::rearrange_key(v.spec, v.args),
+                                                           [&] { return codegen::rearrange_program(v, ""); });
+  void* d = out.base() + p.elements.dst_offset * p.elem_bytes;
+  const void* s = in.base() + p.elements.src_offset * p.elem_bytes;
+  plan::RearrangeKernelArgs args = v.args;
+  void* params[] = {&d, &s, &args};
+  kernel.launch(plan::launch_dims(v), nullptr, params);
+  out.buffer.download(got.data(), got.size());
+  if (got == expected) return "";
+  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+  return "first wrong byte at " + std::to_string(at - static_cast<std::ptrdiff_t>(out.base_offset)) +
+         " from dst, src misalign " + std::to_string(src_misalign) + ", dst misalign " + std::to_string(dst_misalign);
+}
+
+TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scattering, in 1-, 2- and 4-byte units, "
+          "are exact at pointers aligned to 16, 1, 2 and 3 bytes (where the unit allows)" * test::gpu_only()) {
+  // Measured planning may launch any candidate; the planner takes runs tiles by default only for
+  // 1-byte units. Gathering tiles whose destination rows hold a store vector or more (one crossing
+  // per vector: [5, 3, 116, 71, 11], rows of 51 with carries over four dims, f16 rows of 13 and 12,
+  // 4-byte units of two f16) or fewer (unit by unit: rows of 9 bytes, f16 rows of 7 and 3), and
+  // scattering tiles in 1-, 2- and 4-byte units.
+  const std::vector<PermuteCase> cases = {
+      {{5, 3, 116, 71, 11}, {2, 4, 1, 0, 3}, DType::u8},
+      {{4, 2, 4, 10, 5, 51, 13}, {3, 0, 4, 2, 1, 6, 5}, DType::u8},
+      {{58, 5, 6, 9, 15, 5}, {0, 1, 5, 2, 4, 3}, DType::u8},
+      {{13, 19, 8, 133, 65}, {2, 1, 3, 4, 0}, DType::u8},
+      {{33, 39, 13, 18}, {1, 3, 0, 2}, DType::f16},
+      {{9, 12, 18, 5, 13}, {0, 4, 3, 2, 1}, DType::f16},
+      {{23, 26, 7, 32}, {1, 0, 3, 2}, DType::f16},
+      {{21, 7, 32, 3, 20}, {4, 1, 2, 0, 3}, DType::f16},
+      {{16, 39, 5, 38}, {1, 2, 0, 3}, DType::f16},
+      {{63, 12, 6, 57, 57}, {2, 3, 1, 4, 0}, DType::f16},
+      {{40, 2, 35, 3, 4, 5, 3, 36}, {6, 3, 4, 5, 1, 0, 7, 2}, DType::f32},
+  };
+  std::uint64_t seed = 5119;
+  std::set<std::pair<int, bool>> kinds;  // (unit bytes, gathering) of the runs tiles launched
+  int launches = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    std::set<std::string> seen;
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      if (v.spec.family != plan::RearrangeFamily::runs || !seen.insert(plan::candidate_name(v)).second) continue;
+      INFO("shape " << c.shape.size() << " dims, " << dtype_name(c.dtype) << ", candidate " << plan::candidate_name(v));
+      const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+      for (std::size_t src_align : {16, 1, 2, 3})
+        for (std::size_t dst_align : {16, 1, 2, 3}) {
+          if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16)) continue;
+          const std::string failure = check_variant_on_gpu(p, v, dst, view, src_align % 16, dst_align % 16, ++seed);
+          CHECK_MESSAGE(failure.empty(), failure);
+          ++launches;
+        }
+      kinds.insert({v.spec.unit_bytes, v.spec.gather_stores});
+    }
+  }
+  MESSAGE(launches << " launches of runs-tile candidates");
+  for (int unit : {1, 2, 4}) {
+    CHECK_MESSAGE(kinds.count({unit, true}) == 1, "a gathering runs tile of " << unit << "-byte units");
+    CHECK_MESSAGE(kinds.count({unit, false}) == 1, "a scattering runs tile of " << unit << "-byte units");
+  }
 }
 
 TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 bytes move in 16-byte vectors, exact at "

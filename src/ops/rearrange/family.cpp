@@ -1866,7 +1866,8 @@ RunsTile choose_runs(const RearrangeDims& dims, const Chains& chains, std::int64
 }
 
 // Words per store vector of a runs tile that gathers its stores, for destination runs `run_bytes`
-// long: a run's two end vectors are written in pieces, so shorter runs take narrower vectors.
+// long: a run's two end vectors are written in part, so shorter runs take narrower vectors (chosen
+// when those were written unit by unit).
 int runs_store_words(std::int64_t run_bytes) { return run_bytes >= 128 ? 4 : run_bytes >= 64 ? 2 : 1; }
 
 // Whether a runs tile stages its source runs as they are and gathers each store's units, rather than
