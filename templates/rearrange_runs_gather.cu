@@ -290,9 +290,12 @@ __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& 
 }
 
 // Writes a whole store vector in one access: nvcc split the struct store of 2- and 4-byte units
-// into four 32-bit stores.
+// into four 32-bit stores. 1-byte units, whose plain store is one access, keep it (H200: with the asm
+// store too, the 45 gathering lines of seeds 2232-2330 ran half a point lower, in another call).
 __device__ __forceinline__ void sj_store_whole(Unit* vector, const SjStoreUnits& out) {
-  if constexpr (STORE_WORDS == 4)
+  if constexpr (UNIT_BYTES == 1)
+    *reinterpret_cast<SjStore*>(vector) = out.v;
+  else if constexpr (STORE_WORDS == 4)
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(vector), "r"(out.w[0]), "r"(out.w[1]), "r"(out.w[2]),
                  "r"(out.w[3]));
   else if constexpr (STORE_WORDS == 2)
