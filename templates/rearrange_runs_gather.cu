@@ -94,10 +94,10 @@ __host__ __device__ constexpr int sj_gather_wavefronts() {
   return most;
 }
 // Cost of the store pass, in 32nds of a shared-memory wavefront: per warp item, its gathers'
-// wavefronts and its store's L2 sectors, each weighed as SECTOR_WAVEFRONTS wavefronts (an SM serves
-// a wavefront a cycle; the L2 about a third of a sector per SM a cycle, as measured on an H200). A run's
-// LANES_ALONG vectors span LANES_ALONG * STORE_BYTES bytes from a place aligned to STORE_BYTES, so
-// they touch (that span + 32 - STORE_BYTES) / 32 sectors on average.
+// wavefronts and its store's L2 sectors, each weighed as SECTOR_WAVEFRONTS wavefronts (an SM serves a
+// wavefront a cycle; the L2 served about a third of a sector per SM a cycle at full throughput in
+// Nsight Compute on an H200). A run's LANES_ALONG vectors span LANES_ALONG * STORE_BYTES bytes from
+// a place aligned to STORE_BYTES, so they touch (that span + 32 - STORE_BYTES) / 32 sectors on average.
 constexpr long long SECTOR_WAVEFRONTS = 3;
 template <int LANES_ALONG>
 __host__ __device__ constexpr long long sj_store_cost() {
