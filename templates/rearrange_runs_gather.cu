@@ -289,9 +289,9 @@ __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& 
     }
 }
 
-// Writes a whole store vector in one access: nvcc split the struct store of 2- and 4-byte units
-// into four 32-bit stores. 1-byte units, whose plain store is one access, keep it (H200: with the asm
-// store too, the 45 gathering lines of seeds 2232-2330 ran half a point lower, in another call).
+// Writes a whole store vector in one access: nvcc split the 16-byte struct store of 2- and 4-byte
+// units into four 32-bit stores. 1-byte units keep the plain store, already one access, whose
+// address offsets nvcc folds (an asm store cost them a register).
 __device__ __forceinline__ void sj_store_whole(Unit* vector, const SjStoreUnits& out) {
   if constexpr (UNIT_BYTES == 1)
     *reinterpret_cast<SjStore*>(vector) = out.v;

@@ -165,6 +165,35 @@ void check_launch_share(const std::vector<PermuteCase>& cases, std::initializer_
     CHECK(taken >= launches / 2);
 }
 
+// Launches variant `v` of plan `p` (a tuning candidate, which the plan need not launch) on the GPU
+// with pointers `src_misalign` and `dst_misalign` bytes past 256-byte boundaries; "" when every byte
+// of the destination's buffer matches the CPU reference.
+std::string check_variant_on_gpu(const plan::RearrangePlanData& p, const plan::RearrangeVariant& v,
+                                 const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
+                                 std::size_t dst_misalign, std::uint64_t seed) {
+  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
+  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
+  in.buffer.upload(host_in.data(), host_in.size());
+  out.buffer.fill(kPoison);
+  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
+  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
+  const jit::KernelHandle& kernel = jit::registered_kernel(plan::rearrange_key(v.spec, v.args),
+                                                           [&] { return codegen::rearrange_program(v, ""); });
+  void* d = out.base() + p.elements.dst_offset * p.elem_bytes;
+  const void* s = in.base() + p.elements.src_offset * p.elem_bytes;
+  plan::RearrangeKernelArgs args = v.args;
+  void* params[] = {&d, &s, &args};
+  kernel.launch(plan::launch_dims(v), nullptr, params);
+  out.buffer.download(got.data(), got.size());
+  if (got == expected) return "";
+  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+  std::ostringstream why;
+  why << "first wrong byte at " << (at - static_cast<std::ptrdiff_t>(out.base_offset)) << " from dst (got "
+      << int(got[static_cast<std::size_t>(at)]) << ", expected " << int(expected[static_cast<std::size_t>(at)])
+      << "), src misalign " << src_misalign << ", dst misalign " << dst_misalign;
+  return why.str();
+}
+
 }  // namespace
 
 TEST_CASE("rearrange: every case of the case list, in u8, f16, bf16, f32, f64 and 16-byte elements" *
@@ -656,32 +685,6 @@ TEST_CASE("rearrange: runs tiles that gather their stores from staged source run
     CHECK(spec.gather_stores);
   }
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
-}
-
-// Launches variant `v` of plan `p` (a tuning candidate, which the plan need not launch) on the GPU
-// with pointers `src_misalign` and `dst_misalign` bytes past 256-byte boundaries; "" when every byte
-// of the destination's buffer matches the CPU reference.
-std::string check_variant_on_gpu(const plan::RearrangePlanData& p, const plan::RearrangeVariant& v,
-                                 const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
-                                 std::size_t dst_misalign, std::uint64_t seed) {
-  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
-  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
-  in.buffer.upload(host_in.data(), host_in.size());
-  out.buffer.fill(kPoison);
-  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
-  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
-  const jit::KernelHandle& kernel = jit::registered_kernel(plan::rearrange_key(v.spec, v.args),
-                                                           [&] { return codegen::rearrange_program(v, ""); });
-  void* d = out.base() + p.elements.dst_offset * p.elem_bytes;
-  const void* s = in.base() + p.elements.src_offset * p.elem_bytes;
-  plan::RearrangeKernelArgs args = v.args;
-  void* params[] = {&d, &s, &args};
-  kernel.launch(plan::launch_dims(v), nullptr, params);
-  out.buffer.download(got.data(), got.size());
-  if (got == expected) return "";
-  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
-  return "first wrong byte at " + std::to_string(at - static_cast<std::ptrdiff_t>(out.base_offset)) +
-         " from dst, src misalign " + std::to_string(src_misalign) + ", dst misalign " + std::to_string(dst_misalign);
 }
 
 TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scattering, in 1-, 2- and 4-byte units, "
