@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <numeric>
 #include <random>
@@ -40,6 +41,29 @@ struct DeviceView {
   std::uint8_t* base() const { return static_cast<std::uint8_t*>(buffer.get()) + base_offset; }
 };
 
+// Runs `launch(dst_base, src_base)` on device buffers around plan `p`'s byte ranges, with base
+// pointers `src_misalign` and `dst_misalign` bytes past 256-byte boundaries, and dst <- src on the
+// CPU; "" when every byte of dst's buffer matches.
+std::string compare_with_cpu(const plan::RearrangePlanData& p, const TensorDesc& dst, const TensorDesc& src,
+                             std::size_t src_misalign, std::size_t dst_misalign, std::uint64_t seed,
+                             const std::function<void(std::uint8_t*, const std::uint8_t*)>& launch) {
+  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
+  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
+  in.buffer.upload(host_in.data(), host_in.size());
+  out.buffer.fill(kPoison);
+  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
+  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
+  launch(out.base(), in.base());
+  out.buffer.download(got.data(), got.size());
+  if (got == expected) return "";
+  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+  std::ostringstream why;
+  why << "first wrong byte at " << (at - static_cast<std::ptrdiff_t>(out.base_offset)) << " from dst (got "
+      << int(got[static_cast<std::size_t>(at)]) << ", expected " << int(expected[static_cast<std::size_t>(at)])
+      << "), src misalign " << src_misalign << ", dst misalign " << dst_misalign << "\n";
+  return why.str();
+}
+
 // Runs dst <- src on the GPU and on the CPU; "" when every byte of dst's buffer matches.
 std::string check_on_gpu(const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
                          std::size_t dst_misalign, std::uint64_t seed, RearrangeOptions options = {}) {
@@ -49,22 +73,9 @@ std::string check_on_gpu(const TensorDesc& dst, const TensorDesc& src, std::size
     plan.launch(nullptr, nullptr);
     return "";
   }
-  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
-  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
-  in.buffer.upload(host_in.data(), host_in.size());
-  out.buffer.fill(kPoison);
-  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
-  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
-  plan.launch(out.base(), in.base());
-  out.buffer.download(got.data(), got.size());
-  if (got == expected) return "";
-  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
-  std::ostringstream why;
-  why << "first wrong byte at " << (at - static_cast<std::ptrdiff_t>(out.base_offset)) << " from dst (got "
-      << int(got[static_cast<std::size_t>(at)]) << ", expected " << int(expected[static_cast<std::size_t>(at)])
-      << "), src misalign " << src_misalign << ", dst misalign " << dst_misalign << "\n"
-      << plan.describe();
-  return why.str();
+  const std::string failure = compare_with_cpu(p, dst, src, src_misalign, dst_misalign, seed,
+                                               [&](std::uint8_t* d, const std::uint8_t* s) { plan.launch(d, s); });
+  return failure.empty() ? failure : failure + plan.describe();
 }
 
 std::vector<std::int64_t> parse_list(const std::string& text) {
@@ -166,32 +177,20 @@ void check_launch_share(const std::vector<PermuteCase>& cases, std::initializer_
 }
 
 // Launches variant `v` of plan `p` (a tuning candidate, which the plan need not launch) on the GPU
-// with pointers `src_misalign` and `dst_misalign` bytes past 256-byte boundaries; "" when every byte
-// of the destination's buffer matches the CPU reference.
+// as compare_with_cpu does.
 std::string check_variant_on_gpu(const plan::RearrangePlanData& p, const plan::RearrangeVariant& v,
                                  const TensorDesc& dst, const TensorDesc& src, std::size_t src_misalign,
                                  std::size_t dst_misalign, std::uint64_t seed) {
-  DeviceView in(p.src_range, src_misalign), out(p.dst_range, dst_misalign);
-  const std::vector<std::uint8_t> host_in = test::random_bytes(in.buffer.bytes(), seed);
-  in.buffer.upload(host_in.data(), host_in.size());
-  out.buffer.fill(kPoison);
-  std::vector<std::uint8_t> expected(out.buffer.bytes(), kPoison), got(out.buffer.bytes());
-  test::reference_rearrange(expected.data() + out.base_offset, dst, host_in.data() + in.base_offset, src);
   const jit::KernelHandle& kernel = jit::registered_kernel(plan::rearrange_key(v.spec, v.args),
                                                            [&] { return codegen::rearrange_program(v, ""); });
-  void* d = out.base() + p.elements.dst_offset * p.elem_bytes;
-  const void* s = in.base() + p.elements.src_offset * p.elem_bytes;
-  plan::RearrangeKernelArgs args = v.args;
-  void* params[] = {&d, &s, &args};
-  kernel.launch(plan::launch_dims(v), nullptr, params);
-  out.buffer.download(got.data(), got.size());
-  if (got == expected) return "";
-  const auto at = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
-  std::ostringstream why;
-  why << "first wrong byte at " << (at - static_cast<std::ptrdiff_t>(out.base_offset)) << " from dst (got "
-      << int(got[static_cast<std::size_t>(at)]) << ", expected " << int(expected[static_cast<std::size_t>(at)])
-      << "), src misalign " << src_misalign << ", dst misalign " << dst_misalign;
-  return why.str();
+  auto launch = [&](std::uint8_t* out, const std::uint8_t* in) {
+    void* d = out + p.elements.dst_offset * p.elem_bytes;
+    const void* s = in + p.elements.src_offset * p.elem_bytes;
+    plan::RearrangeKernelArgs args = v.args;
+    void* params[] = {&d, &s, &args};
+    kernel.launch(plan::launch_dims(v), nullptr, params);
+  };
+  return compare_with_cpu(p, dst, src, src_misalign, dst_misalign, seed, launch);
 }
 
 }  // namespace
