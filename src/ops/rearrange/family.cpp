@@ -658,6 +658,7 @@ struct TiledChoice {
   RearrangeSpec spec;
   int micro_vec_b = 1;  // the micro-tiles' load width, kept where linear loads replace them
   bool whole_taken = false;  // a group over its target was kept whole (only `whole_groups` does that)
+  bool passed_nothing = false;  // a passing search whose chains passed nothing: the rest is left out
 };
 
 // Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units).
@@ -760,6 +761,11 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   std::int64_t tile_b = tile_for(g.extent_b, target_b);
   const std::int64_t target_a = std::max<std::int64_t>(a_side, volume / tile_b);
   const std::int64_t passed_b = grow_a(dims, g, target_a, pass_b);
+  // Chains that passed nothing grew the groups the plain search grows: the tile is the plain one.
+  if (passing != Passing::none && passing_b == 1 && passed_a == 1 && passed_b == 1) {
+    c.passed_nothing = true;
+    return c;
+  }
   std::int64_t tile_a = tile_for(g.extent_a, target_a);
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
@@ -895,6 +901,11 @@ class TileChoices {
       if (seen == a) return choice;
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect);
+    if (c.passed_nothing) {
+      Arguments plain = a;
+      plain.passing = Passing::none;
+      return choose(plain);
+    }
     c.spec.index64 = index64_;
     return choices_.emplace_back(a, std::move(c)).second;
   }
