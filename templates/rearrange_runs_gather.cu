@@ -47,9 +47,13 @@ constexpr int STORE_BYTES = 4 * STORE_WORDS;
 // a vector a lane. Slot n is lane n % 32 of warp item m = n / 32; warp items walk a block of runs
 // vector block by vector block. Returns whether the slot holds a vector (none past STORE_SLOTS).
 template <int LANES_ALONG>
-__host__ __device__ constexpr bool sj_store_slot(unsigned n, unsigned& run, unsigned& vector) {
+__host__ __device__ constexpr unsigned sj_vector_blocks() {
   static_assert(32 % LANES_ALONG == 0, "a warp's lanes split evenly over its runs");
-  constexpr unsigned vector_blocks = (unsigned)((VECTORS_D + LANES_ALONG - 1) / LANES_ALONG);
+  return (unsigned)((VECTORS_D + LANES_ALONG - 1) / LANES_ALONG);
+}
+template <int LANES_ALONG>
+__host__ __device__ constexpr bool sj_store_slot(unsigned n, unsigned& run, unsigned& vector) {
+  constexpr unsigned vector_blocks = sj_vector_blocks<LANES_ALONG>();
   const unsigned m = n / 32, lane = n % 32;
   run = m / vector_blocks * (32 / LANES_ALONG) + lane / LANES_ALONG;
   vector = m % vector_blocks * LANES_ALONG + lane % LANES_ALONG;
@@ -57,7 +61,7 @@ __host__ __device__ constexpr bool sj_store_slot(unsigned n, unsigned& run, unsi
 }
 template <int LANES_ALONG>
 __host__ __device__ constexpr long long sj_store_slots() {
-  return (VECTORS_D + LANES_ALONG - 1) / LANES_ALONG * ((RUNS_D + 32 / LANES_ALONG - 1) / (32 / LANES_ALONG)) * 32;
+  return sj_vector_blocks<LANES_ALONG>() * ((RUNS_D + 32 / LANES_ALONG - 1) / (32 / LANES_ALONG)) * 32;
 }
 // Shared-memory unit a slot gathers first, for aligned runs.
 template <int LANES_ALONG>
@@ -290,18 +294,14 @@ __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& 
 }
 
 // Writes a whole store vector in one access: nvcc split the 16-byte struct store of 2- and 4-byte
-// units into four 32-bit stores. 1-byte units keep the plain store, already one access, whose
-// address offsets nvcc folds (an asm store cost them a register).
+// units into four 32-bit stores. Other vectors keep the plain store, already one access, whose
+// address offsets nvcc folds (an asm store cost 1-byte units a register).
 __device__ __forceinline__ void sj_store_whole(Unit* vector, const SjStoreUnits& out) {
-  if constexpr (UNIT_BYTES == 1)
-    *reinterpret_cast<SjStore*>(vector) = out.v;
-  else if constexpr (STORE_WORDS == 4)
+  if constexpr (UNIT_BYTES > 1 && STORE_WORDS == 4)
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(vector), "r"(out.w[0]), "r"(out.w[1]), "r"(out.w[2]),
                  "r"(out.w[3]));
-  else if constexpr (STORE_WORDS == 2)
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(vector), "r"(out.w[0]), "r"(out.w[1]));
   else
-    *reinterpret_cast<unsigned*>(vector) = out.w[0];
+    *reinterpret_cast<SjStore*>(vector) = out.v;
 }
 
 // Destination run r spans dim[DST_RUN_DIMS, TILE_DIMS); its aligned vector w starts `first` units
