@@ -1360,7 +1360,7 @@ bool narrow_short_side(const RearrangeSpec& s) {
   return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
 }
 
-// The fixed tiles of a transpose: of the unit's default volume, or of a quarter of it where that
+// The fixed tiles of a transpose of `volume` units, or of a quarter of it where that
 // keeps both groups and their vectors, for two shapes of tile. A long A over a short B: the smaller
 // tile then fits blocks of 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21
 // such lines from 76.8% to 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter
@@ -1375,10 +1375,9 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
 // to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
 // 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up and 1-2 down.)
-RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
-                                  std::int64_t src_align, std::int64_t dst_align,
-                                  std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
-  const std::int64_t volume = tile_volume(choices.form().unit_bytes);
+RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                                       std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
+                                       std::int64_t narrow_micro_tiles) {
   RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
   int aspect = narrow_store_aspect(v);
   if (aspect > 0) {
@@ -1414,6 +1413,37 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   const bool takes_quarter = long_over_short ? same || b_lengthened
                                              : same && q.threads == kSmallBlockThreads && half_or_more;
   return takes_quarter ? quarter : v;
+}
+
+// Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile keeps
+// each group's dims and spans more, in vectors as wide: it then reaches whole dims on that side.
+// Twice the volume over the same dims only halves the blocks per SM, and tiles of 128-thread blocks
+// already hold more blocks per SM. (H200, the lines of seeds 2335-2340 and of the TTC and DL suites
+// that 32 KiB tiles change, two rounds: those this takes, 4-byte units 25 lines 83.9% -> 87.1% of
+// copy, 13 up and 1 down by 3 points or more, 1-byte units 10 lines 79.9% -> 83.7%, 6 up and 1
+// down; those it leaves, 4-byte units 107 lines 88.0% -> 88.0%, 17 up and 14 down, 1-byte units 55
+// lines 81.8% -> 80.5%. On the 124 lines of seeds 2341-2370 it changed without the block guard, drawn
+// after: from tiles of 256 threads, 99 lines 76.6% -> 81.1%, 63 up and 7 down; from 128-thread
+// tiles, 25 lines 79.3% -> 77.0%, 6 up and 15 down.)
+constexpr std::int64_t kLargeTileBytes = 32 * 1024;
+
+bool takes_larger_tile(const RearrangeVariant& larger, const RearrangeVariant& planned) {
+  const RearrangeSpec &l = larger.spec, &p = planned.spec;
+  const bool tiled = l.family == RearrangeFamily::transpose || l.family == RearrangeFamily::packed;
+  return tiled && p.threads == kThreads && l.dims_a >= p.dims_a && l.dims_b >= p.dims_b &&
+         l.dims_a + l.dims_b > p.dims_a + p.dims_b && l.vec_a >= p.vec_a && load_vector(l) >= load_vector(p);
+}
+
+RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                                  std::int64_t src_align, std::int64_t dst_align,
+                                  std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+  const std::int64_t volume = tile_volume(choices.form().unit_bytes);
+  RearrangeVariant v =
+      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
+  if (volume * choices.form().unit_bytes >= kLargeTileBytes) return v;
+  RearrangeVariant larger =
+      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, narrow_micro_tiles);
+  return takes_larger_tile(larger, v) ? larger : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
