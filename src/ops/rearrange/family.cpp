@@ -1418,20 +1418,19 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
 // Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile keeps
 // each group's dims and spans more, in vectors as wide: it then reaches whole dims on that side.
 // Twice the volume over the same dims only halves the blocks per SM, and tiles of 128-thread blocks
-// already hold more blocks per SM. (H200, the lines of seeds 2335-2340 and of the TTC and DL suites
-// that 32 KiB tiles change, two rounds: those this takes, 4-byte units 25 lines 83.9% -> 87.1% of
-// copy, 13 up and 1 down by 3 points or more, 1-byte units 10 lines 79.9% -> 83.7%, 6 up and 1
-// down; those it leaves, 4-byte units 107 lines 88.0% -> 88.0%, 17 up and 14 down, 1-byte units 55
-// lines 81.8% -> 80.5%. On the 124 lines of seeds 2341-2370 it changed without the block guard, drawn
-// after: from tiles of 256 threads, 99 lines 76.6% -> 81.1%, 63 up and 7 down; from 128-thread
-// tiles, 25 lines 79.3% -> 77.0%, 6 up and 15 down.)
+// already hold more blocks per SM. (H200, two rounds. Chosen on the lines of seeds 2335-2340 and of
+// the TTC and DL suites that 32 KiB tiles change: those it takes 35 lines 82.7% -> 86.1% of copy, 16
+// up and 2 down by 3 points or more; the other 162 lines 85.8% -> 85.4%. The block guard
+// from seeds 2341-2370: from 128-thread tiles 25 lines 79.3% -> 77.0%, 6 up and 15 down. On the 130
+// lines of seeds 2371-2410 it changes, drawn after: 74.8% -> 81.3%, 82 up and 11 down; 4-byte units
+// 89 lines 77.3% -> 84.4%, 1-byte units 34 lines 66.8% -> 72.4%.)
 constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 
 bool takes_larger_tile(const RearrangeVariant& larger, const RearrangeVariant& planned) {
   const RearrangeSpec &l = larger.spec, &p = planned.spec;
   const bool tiled = l.family == RearrangeFamily::transpose || l.family == RearrangeFamily::packed;
-  return tiled && p.threads == kThreads && l.dims_a >= p.dims_a && l.dims_b >= p.dims_b &&
-         l.dims_a + l.dims_b > p.dims_a + p.dims_b && l.vec_a >= p.vec_a && load_vector(l) >= load_vector(p);
+  return tiled && l.dims_a >= p.dims_a && l.dims_b >= p.dims_b && l.dims_a + l.dims_b > p.dims_a + p.dims_b &&
+         l.vec_a >= p.vec_a && load_vector(l) >= load_vector(p);
 }
 
 RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
@@ -1440,7 +1439,7 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   const std::int64_t volume = tile_volume(choices.form().unit_bytes);
   RearrangeVariant v =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
-  if (volume * choices.form().unit_bytes >= kLargeTileBytes) return v;
+  if (volume * choices.form().unit_bytes >= kLargeTileBytes || v.spec.threads != kThreads) return v;
   RearrangeVariant larger =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, narrow_micro_tiles);
   return takes_larger_tile(larger, v) ? larger : v;
