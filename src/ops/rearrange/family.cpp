@@ -1415,6 +1415,22 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   return takes_quarter ? quarter : v;
 }
 
+// Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
+// too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
+// issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
+// copy; with 2- and 4-byte loads, measured planning's picks on seeds 23 and 24: 30% -> 45%, 43% ->
+// 58%). Fixed tiles kept the lead on rows of 3 and 7 units, and with 8-byte loads (u8
+// [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
+// stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
+// their family and runs stay a tuning candidate.
+bool stores_single_bytes(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  const bool single_loads = s.vec_b == 1 && !s.load_linear;
+  const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
+  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
+}
+
 // Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile keeps
 // each group's dims and spans more, in vectors as wide: it then reaches whole dims on that side.
 // Twice the volume over the same dims only halves the blocks per SM, and tiles of 128-thread blocks
@@ -1439,9 +1455,16 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   const std::int64_t volume = tile_volume(choices.form().unit_bytes);
   RearrangeVariant v =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
-  if (volume * choices.form().unit_bytes >= kLargeTileBytes || v.spec.threads != kThreads) return v;
+  const bool spans_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
+  if (volume * choices.form().unit_bytes >= kLargeTileBytes || v.spec.threads != kThreads || spans_every_dim)
+    return v;
+  // A tile that stores single bytes (left to the runs family) is weighed against the plain larger
+  // tile only: with its longer and quarter forms too, every plan of 8,762 lines was the same, and the
+  // 66 runs lines of rank 8 or less planned in 8.6 us (median, build machine) rather than 6.9.
   RearrangeVariant larger =
-      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, narrow_micro_tiles);
+      stores_single_bytes(v)
+          ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, true, 0, narrow_micro_tiles)
+          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, narrow_micro_tiles);
   return takes_larger_tile(larger, v) ? larger : v;
 }
 
@@ -2160,22 +2183,6 @@ KernelDivisor make_kernel_divisor(std::int64_t divisor) {
 }
 
 namespace {
-
-// Whether a fixed-family plan is a tile of 1-byte units that stores one byte at a time, and loads so
-// too, or in 2- or 4-byte vectors along a destination row of 16 units or more: bound by instruction
-// issue, it loses to runs of aligned words (H100, u8 [159,6,51,4,3,7,33] 4,0,3,1,5,6,2: 26% -> 45% of
-// copy; with 2- and 4-byte loads, measured planning's picks on seeds 23 and 24: 30% -> 45%, 43% ->
-// 58%). Fixed tiles kept the lead on rows of 3 and 7 units, and with 8-byte loads (u8
-// [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
-// stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
-// their family and runs stay a tuning candidate.
-bool stores_single_bytes(const RearrangeVariant& v) {
-  const RearrangeSpec& s = v.spec;
-  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
-  const bool single_loads = s.vec_b == 1 && !s.load_linear;
-  const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
-  return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
-}
 
 // The row, gather, tiled, skewed or word-tile plan of a form that is not a plain copy.
 RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::int64_t src_align,
