@@ -304,7 +304,7 @@ TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A
     std::vector<int> perm;
     int tile_a, tile_b;  // with pointers aligned to 16 bytes
   };
-  // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 3 units
+  // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 5 units
   // (8-byte stores over two dims), B's 67, 33 and 65 units split evenly; rows of 445 units (single units)
   // over source rows of 132 and 130 units (16- and 8-byte loads), which keep their tile rather than
   // take skewed tiles.

@@ -563,6 +563,25 @@ TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two
   for (const PermuteCase& c : {pairs, singles, vectors}) check_permute(c, rng, false);
 }
 
+TEST_CASE("16 KiB tiles of 256 threads double where the larger tile spans another dim, at every alignment") {
+  std::mt19937_64 rng(4111);
+  // f32 [4,3,17,7,16] 4,0,2,3,1: A takes a third dim (and 16-byte stores); f32 [40,2,3,9,20,6]
+  // 2,4,3,5,0,1: B takes a third dim; u8 [8,4,16,17,24] 4,0,3,1,2: A takes a third dim.
+  const PermuteCase a_f32{{4, 3, 17, 7, 16}, {4, 0, 2, 3, 1}, 4}, b_f32{{40, 2, 3, 9, 20, 6}, {2, 4, 3, 5, 0, 1}, 4},
+      a_u8{{8, 4, 16, 17, 24}, {4, 0, 3, 1, 2}, 1};
+  const plan::RearrangeSpec a = aligned_spec(a_f32), b = aligned_spec(b_f32), u = aligned_spec(a_u8);
+  CHECK((a.dims_a == 3 && a.dims_b == 1 && a.tile_a * a.tile_b * 4 > 16384 && a.vec_a == 4));
+  CHECK((b.dims_a == 1 && b.dims_b == 3 && b.tile_a * b.tile_b * 4 > 16384));
+  CHECK((u.dims_a == 3 && u.tile_a * u.tile_b > 16384));
+  // A 2-D transpose gains no dim at twice the volume: its 64 x 64 tile stays.
+  const plan::RearrangeSpec square = aligned_spec({{300, 500}, {1, 0}, 4});
+  CHECK((square.tile_a == 64 && square.tile_b == 64));
+  for (const PermuteCase& c : {a_f32, b_f32, a_u8}) {
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+}
+
 TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "
           "A, else words of two") {
   std::mt19937_64 rng(1283);
