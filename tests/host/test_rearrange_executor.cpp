@@ -572,10 +572,13 @@ TEST_CASE("16 KiB tiles of 256 threads double where the larger tile spans anothe
   const plan::RearrangeSpec a = aligned_spec(a_f32), b = aligned_spec(b_f32), u = aligned_spec(a_u8);
   CHECK((a.dims_a == 3 && a.dims_b == 1 && a.tile_a * a.tile_b * 4 > 16384 && a.vec_a == 4));
   CHECK((b.dims_a == 1 && b.dims_b == 3 && b.tile_a * b.tile_b * 4 > 16384));
-  CHECK((u.dims_a == 3 && u.tile_a * u.tile_b > 16384));
-  // A 2-D transpose gains no dim at twice the volume: its 64 x 64 tile stays.
-  const plan::RearrangeSpec square = aligned_spec({{300, 500}, {1, 0}, 4});
+  CHECK((u.dims_a == 3 && u.dims_b == 1));
+  // Batched 2-D transposes gain no dim at twice the volume: the 64 x 64 tile stays.
+  const plan::RearrangeSpec square = aligned_spec({{3, 300, 500}, {0, 2, 1}, 4});
   CHECK((square.tile_a == 64 && square.tile_b == 64));
+  // A tile of 128-thread blocks stays (f32 [6,16,19,28,26,3,25,2] 1,3,4,7,5,0,2,6 would take a
+  // 256-thread tile over four A dims).
+  CHECK(aligned_spec({{6, 16, 19, 28, 26, 3, 25, 2}, {1, 3, 4, 7, 5, 0, 2, 6}, 4}).threads == 128);
   for (const PermuteCase& c : {a_f32, b_f32, a_u8}) {
     check_permute(c, rng, false);
     check_permute(c, rng, true);

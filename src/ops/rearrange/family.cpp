@@ -1360,21 +1360,22 @@ bool narrow_short_side(const RearrangeSpec& s) {
   return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
 }
 
-// The fixed tiles of a transpose of `volume` units, or of a quarter of it where that
-// keeps both groups and their vectors, for two shapes of tile. A long A over a short B: the smaller
-// tile then fits blocks of 128 threads, more of them per SM. (H200, tuning seeds 40, 41 and 44-53: 21
-// such lines from 76.8% to 80.7% of copy, 10 up by up to 18 points and 3 down by up to 7. Quarter
-// tiles that changed the groups lost: 3 of 5 such lines fell by 9 to 21 points; the exception, a
-// quarter whose B takes dims the full tile's A held, is below.) A tile of 256 threads whose short
-// side moves 1 or 2 bytes per access, where the quarter tile takes 128 threads and keeps half the
-// units or more: twice the blocks per SM hold as many bytes in flight, in smaller blocks between
-// barriers. (H200: measured planning's timings of every candidate on the 1- and 2-byte lines of
-// tuning seeds 41 and 45-47 chose the bounds, 8 of 224 lines changing, each faster by 4% to 32%;
-// quarters they leave out fell: a tile of 128 threads by 14%, short sides of 6 units by 2-3% and
-// of 50 units by 13%, 4-byte accesses along a 36-unit side by 7%. Without the half-the-units bound,
-// 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0% of copy, the four largest falls, by 9
-// to 12 points, on quarters of a quarter the units. With it, on 16 lines of seeds 66-85, drawn after:
-// 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up and 1-2 down.)
+// The fixed tiles of a transpose of `volume` units, or of a quarter of it where that keeps both
+// groups and their vectors, for two shapes of tile (measured at the unit's default volume). A long
+// A over a short B: the smaller tile then fits blocks of 128 threads, more of them per SM. (H200,
+// tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to 80.7% of copy, 10 up by up to 18
+// points and 3 down by up to 7. Quarter tiles that changed the groups lost: 3 of 5 such lines fell
+// by 9 to 21 points; the exception, a quarter whose B takes dims the full tile's A held, is below.)
+// A tile of 256 threads whose short side moves 1 or 2 bytes per access, where the quarter tile
+// takes 128 threads and keeps half the units or more: twice the blocks per SM hold as many bytes in
+// flight, in smaller blocks between barriers. (H200: measured planning's timings of every candidate
+// on the 1- and 2-byte lines of tuning seeds 41 and 45-47 chose the bounds, 8 of 224 lines
+// changing, each faster by 4% to 32%; quarters they leave out fell: a tile of 128 threads by 14%,
+// short sides of 6 units by 2-3% and of 50 units by 13%, 4-byte accesses along a 36-unit side by
+// 7%. Without the half-the-units bound, 17 lines of seeds 42, 43 and 54-65 went from 60.7% to 59.0%
+// of copy, the four largest falls, by 9 to 12 points, on quarters of a quarter the units. With it,
+// on 16 lines of seeds 66-85, drawn after: 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up
+// and 1-2 down.)
 RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                        std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
                                        std::int64_t narrow_micro_tiles) {
@@ -1431,41 +1432,45 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
-// Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile keeps
-// each group's dims and spans more, in vectors as wide: it then reaches whole dims on that side.
-// Twice the volume over the same dims only halves the blocks per SM, and tiles of 128-thread blocks
-// already hold more blocks per SM. (H200, two rounds. Chosen on the lines of seeds 2335-2340 and of
-// the TTC and DL suites that 32 KiB tiles change: those it takes 35 lines 82.7% -> 86.1% of copy, 16
-// up and 2 down by 3 points or more; the other 162 lines 85.8% -> 85.4%. The block guard came from
-// seeds 2341-2370, where 128-thread tiles it replaced fell: 25 lines 79.3% -> 77.0%, 6 up and 15
-// down. On the 130 lines of seeds 2371-2410 it changes, drawn after: 74.8% -> 81.3%, 82 up and 11
-// down; 4-byte units 89 lines 77.3% -> 84.4%, 1-byte units 34 lines 66.8% -> 72.4%.)
+// Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile, in a
+// block of 256 threads too, keeps each group's dims and spans more, in vectors as wide: it then
+// reaches whole dims on that side. Twice the volume over the same dims only halves the blocks per SM,
+// and tiles of 128-thread blocks already hold more blocks per SM. The larger tile may also keep a plan
+// from the runs or word families, which the smaller tile's narrow accesses would have chosen. (H200,
+// two rounds. Chosen on the lines of seeds 2335-2340 and of the TTC and DL suites that 32 KiB tiles
+// change, without the block guard: those it takes 35 lines 82.7% -> 86.1% of copy, 16 up and 2 down
+// by 3 points or more; the other 162 lines 85.8% -> 85.4%. The block guard came from seeds
+// 2341-2370, where the 128-thread tiles it replaced fell: 25 lines 79.3% -> 77.0%, 6 up and 15 down.
+// On the 130 lines of seeds 2371-2410 it changes, drawn after: 74.8% -> 81.3%, 82 up and 11 down;
+// 4-byte elements 89 lines 77.3% -> 84.4%, 1-byte elements 34 lines 66.8% -> 72.4%, and u8
+// [12,13,51,8,2,2,13,44] 4,1,5,7,0,3,2,6 from a runs tile at 32% to 89%.)
 constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 
-bool takes_larger_tile(const RearrangeVariant& larger, const RearrangeVariant& planned) {
-  const RearrangeSpec &l = larger.spec, &p = planned.spec;
-  const bool tiled = l.family == RearrangeFamily::transpose || l.family == RearrangeFamily::packed;
-  return tiled && l.dims_a >= p.dims_a && l.dims_b >= p.dims_b && l.dims_a + l.dims_b > p.dims_a + p.dims_b &&
-         l.vec_a >= p.vec_a && load_vector(l) >= load_vector(p);
+int store_vector(const RearrangeSpec& s) { return s.store_linear > 0 ? s.store_linear : s.vec_a; }
+
+bool takes_larger_tile(const RearrangeSpec& larger, const RearrangeSpec& planned) {
+  return larger.threads == kThreads && larger.dims_a >= planned.dims_a && larger.dims_b >= planned.dims_b &&
+         larger.dims_a + larger.dims_b > planned.dims_a + planned.dims_b &&
+         store_vector(larger) >= store_vector(planned) && load_vector(larger) >= load_vector(planned);
 }
 
 RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align,
                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
-  const std::int64_t volume = tile_volume(choices.form().unit_bytes);
+  const std::int64_t unit = choices.form().unit_bytes;
+  const std::int64_t volume = tile_volume(unit), large_volume = kLargeTileBytes / unit;
   RearrangeVariant v =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
-  const bool spans_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
-  if (volume * choices.form().unit_bytes >= kLargeTileBytes || v.spec.threads != kThreads || spans_every_dim)
-    return v;
-  // A tile that stores single bytes (left to the runs family) is weighed against the plain larger
-  // tile only: with its longer and quarter forms too, every plan of 8,762 lines was the same, and the
-  // 66 runs lines of rank 8 or less planned in 8.6 us (median, build machine) rather than 6.9.
+  const bool groups_hold_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
+  if (volume >= large_volume || v.spec.threads != kThreads || groups_hold_every_dim) return v;
+  // A tile that stores single bytes is weighed against the plain larger tile only: with its longer
+  // and quarter forms too, every plan of 8,762 lines was the same, and the 66 runs lines of rank 8 or
+  // less planned in 8.6 us (median, build machine) rather than 6.9.
   RearrangeVariant larger =
       stores_single_bytes(v)
-          ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, true, 0, narrow_micro_tiles)
-          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, 2 * volume, narrow_micro_tiles);
-  return takes_larger_tile(larger, v) ? larger : v;
+          ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, true, 0, narrow_micro_tiles)
+          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, narrow_micro_tiles);
+  return takes_larger_tile(larger.spec, v.spec) ? larger : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
