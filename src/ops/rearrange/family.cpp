@@ -105,6 +105,30 @@ std::int64_t pow2_ceil(std::int64_t x) {
 
 bool divides(std::int64_t v, std::int64_t x) { return x % v == 0; }
 
+// Calls visit(d) for each divisor d of n > 0, largest first, until it returns true: pairs found by
+// trial division up to the square root, where a walk down from n took a division per integer.
+template <typename Visit>
+void visit_divisors_descending(std::int64_t n, Visit visit) {
+  std::int64_t root = static_cast<std::int64_t>(std::sqrt(static_cast<double>(n)));
+  while (root * root > n) --root;
+  while ((root + 1) * (root + 1) <= n) ++root;
+  for (std::int64_t d = 1; d <= root; ++d)
+    if (n % d == 0 && visit(n / d)) return;
+  for (std::int64_t d = root; d >= 1; --d)
+    if (n % d == 0 && d != n / d && visit(d)) return;
+}
+
+// The largest divisor of n > 0 that is at most `limit` (1 where none is larger).
+std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t limit) {
+  std::int64_t found = 1;
+  visit_divisors_descending(n, [&](std::int64_t d) {
+    if (d > limit) return false;
+    found = d;
+    return true;
+  });
+  return found;
+}
+
 bool needs_index64(const RearrangeDims& dims) {
   std::int64_t src_span = 0, dst_span = 0;
   for (const RearrangeDim& d : dims) {
@@ -466,8 +490,7 @@ std::int64_t carry_free_tile(const RearrangeDims& dims, const DimList<DimIndex>&
   for (std::size_t k = 0; k < group.size() && inner <= target; ++k) {
     const std::int64_t extent = dims[group[k]].extent;
     std::int64_t piece = std::min(extent, target / inner);
-    if (k + 1 < group.size())
-      while (extent % piece != 0) --piece;
+    if (k + 1 < group.size()) piece = largest_divisor_at_most(extent, piece);
     best = std::max(best, inner * piece);
     inner *= extent;
   }
@@ -710,14 +733,18 @@ void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSp
 // one holds at least half as many, the largest whose runs hold whole vectors of `vector` units.
 std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_t run, std::int64_t vector,
                             std::int64_t limit) {
-  std::int64_t largest = 0;
-  for (std::int64_t k = std::min(limit, extent) / chain; k >= 1; --k) {
-    if (extent % (k * chain) != 0) continue;
-    if (largest == 0) largest = k * chain;
-    if (2 * k * chain < largest) break;
-    if (k * run % vector == 0) return k * chain;
-  }
-  return std::max(largest, chain);
+  std::int64_t largest = 0, chosen = 0;
+  const std::int64_t most = std::min(limit, extent) / chain;
+  // Multiples k * chain that divide extent: k divides extent / chain.
+  if (extent % chain == 0)
+    visit_divisors_descending(extent / chain, [&](std::int64_t k) {
+      if (k > most) return false;
+      if (largest == 0) largest = k * chain;
+      if (2 * k * chain < largest) return true;
+      if (k * run % vector == 0) chosen = k * chain;
+      return chosen > 0;
+    });
+  return chosen > 0 ? chosen : std::max(largest, chain);
 }
 
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
