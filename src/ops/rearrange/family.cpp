@@ -929,9 +929,11 @@ class TileChoices {
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect);
     if (c.passed_nothing) {
+      // Remembered under the passing arguments too: a plan asks for them again at each of its tiles.
       Arguments plain = a;
       plain.passing = Passing::none;
-      return choose(plain);
+      TiledChoice plain_choice = choose(plain);
+      return choices_.emplace_back(a, std::move(plain_choice)).second;
     }
     c.spec.index64 = index64_;
     return choices_.emplace_back(a, std::move(c)).second;
