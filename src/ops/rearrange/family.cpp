@@ -105,24 +105,26 @@ std::int64_t pow2_ceil(std::int64_t x) {
 
 bool divides(std::int64_t v, std::int64_t x) { return x % v == 0; }
 
-// Calls visit(d) for each divisor d of n > 0, largest first, until it returns true: pairs found by
-// trial division up to the square root, where a walk down from n took a division per integer.
+// Calls visit(d) for each divisor d of n > 0 that is at most `most`, largest first, until it returns
+// true. Divisors above the square root come as n / d for small d, starting at the smallest d whose
+// quotient fits, so each walk takes at most about the square root or `most` divisions (a walk down
+// from `most` one integer at a time took `most`).
 template <typename Visit>
-void visit_divisors_descending(std::int64_t n, Visit visit) {
+void visit_divisors_descending(std::int64_t n, std::int64_t most, Visit visit) {
   std::int64_t root = static_cast<std::int64_t>(std::sqrt(static_cast<double>(n)));
   while (root * root > n) --root;
   while ((root + 1) * (root + 1) <= n) ++root;
-  for (std::int64_t d = 1; d <= root; ++d)
+  if (most < 1) return;
+  for (std::int64_t d = (n + most - 1) / most; d <= root; ++d)
     if (n % d == 0 && visit(n / d)) return;
-  for (std::int64_t d = root; d >= 1; --d)
+  for (std::int64_t d = std::min(root, most); d >= 1; --d)
     if (n % d == 0 && d != n / d && visit(d)) return;
 }
 
-// The largest divisor of n > 0 that is at most `limit` (1 where none is larger).
-std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t limit) {
+// The largest divisor of n > 0 that is at most `most` >= 1.
+std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t most) {
   std::int64_t found = 1;
-  visit_divisors_descending(n, [&](std::int64_t d) {
-    if (d > limit) return false;
+  visit_divisors_descending(n, most, [&](std::int64_t d) {
     found = d;
     return true;
   });
@@ -737,8 +739,7 @@ std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_
   const std::int64_t most = std::min(limit, extent) / chain;
   // Multiples k * chain that divide extent: k divides extent / chain.
   if (extent % chain == 0)
-    visit_divisors_descending(extent / chain, [&](std::int64_t k) {
-      if (k > most) return false;
+    visit_divisors_descending(extent / chain, most, [&](std::int64_t k) {
       if (largest == 0) largest = k * chain;
       if (2 * k * chain < largest) return true;
       if (k * run % vector == 0) chosen = k * chain;
@@ -1101,8 +1102,8 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
   // (tiles then start at multiples of it and carry into no other dim).
   const std::int64_t units = std::int64_t{s.tile_a} * s.tile_b;
   if (!not_whole || 2 * units >= budget) return;
-  for (std::int64_t piece = std::min(budget / units, dims[*not_whole].extent - 1); piece >= 2; --piece)
-    if (divides(piece, dims[*not_whole].extent) && grow(*not_whole, piece)) return;
+  visit_divisors_descending(dims[*not_whole].extent, std::min(budget / units, dims[*not_whole].extent - 1),
+                            [&](std::int64_t piece) { return piece < 2 || grow(*not_whole, piece); });
 }
 
 // The tile of a transpose or packed plan, its spec final (the variant is built by tiled_variant).
