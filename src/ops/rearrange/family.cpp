@@ -1499,7 +1499,8 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   RearrangeVariant larger =
       stores_single_bytes(v)
           ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, true, 0, narrow_micro_tiles)
-          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, narrow_micro_tiles);
+          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume,
+                                  narrow_micro_tiles);
   return takes_larger_tile(larger.spec, v.spec) ? larger : v;
 }
 
