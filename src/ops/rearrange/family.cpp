@@ -686,7 +686,8 @@ struct TiledChoice {
   bool passed_nothing = false;  // a passing search whose chains passed nothing: the rest is left out
 };
 
-// Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units).
+// Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units; see plan_fixed_tiles
+// for where 16 KiB tiles double).
 std::int64_t tile_volume(std::int64_t unit) {
   switch (unit) {
     case 1: return 16384;
