@@ -266,6 +266,14 @@ __device__ __forceinline__ void sj_store_aligned_piece(unsigned char* vector, co
   }
 }
 
+// The same for a piece of p bytes (1, 2, 4 or 8; a constant once the caller's loop is unrolled).
+__device__ __forceinline__ void sj_store_aligned(unsigned char* vector, const SjStoreUnits& out, int at, int p) {
+  if (p == 1) sj_store_aligned_piece<1>(vector, out, at);
+  if (p == 2) sj_store_aligned_piece<2>(vector, out, at);
+  if (p == 4) sj_store_aligned_piece<4>(vector, out, at);
+  if (p == 8) sj_store_aligned_piece<8>(vector, out, at);
+}
+
 // Writes units [lo, hi) of a store vector that the run covers in part, in aligned pieces: up from lo
 // until the pieces meet an aligned place, then down to hi (an aligned place takes pieces of the
 // remaining length's bits). At most two pieces of each size rather than a store a unit.
@@ -276,19 +284,13 @@ __device__ __forceinline__ void sj_store_part(Unit* vector, const SjStoreUnits& 
 #pragma unroll
   for (int p = UNIT_BYTES; p < STORE_BYTES; p *= 2)
     if ((at & p) && at + p <= end) {
-      if (p == 1) sj_store_aligned_piece<1>(bytes, out, at);
-      if (p == 2) sj_store_aligned_piece<2>(bytes, out, at);
-      if (p == 4) sj_store_aligned_piece<4>(bytes, out, at);
-      if (p == 8) sj_store_aligned_piece<8>(bytes, out, at);
+      sj_store_aligned(bytes, out, at, p);
       at += p;
     }
 #pragma unroll
   for (int p = STORE_BYTES / 2; p >= UNIT_BYTES; p /= 2)
     if ((end - at) & p) {
-      if (p == 1) sj_store_aligned_piece<1>(bytes, out, at);
-      if (p == 2) sj_store_aligned_piece<2>(bytes, out, at);
-      if (p == 4) sj_store_aligned_piece<4>(bytes, out, at);
-      if (p == 8) sj_store_aligned_piece<8>(bytes, out, at);
+      sj_store_aligned(bytes, out, at, p);
       at += p;
     }
 }

@@ -932,7 +932,7 @@ class TileChoices {
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect);
     if (c.passed_nothing) {
-      // Remembered under the passing arguments too: a plan asks for them again at each of its tiles.
+      // Remembered under the passing arguments too: a plan asks for them again in its later searches.
       Arguments plain = a;
       plain.passing = Passing::none;
       TiledChoice plain_choice = choose(plain);
