@@ -15,7 +15,8 @@
 // adds the offsets of its first index to its base.
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
-// VEC_A units, or (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are
+// VEC_A units (SKEW_LOAD: 1- and 2-byte rows at any alignment, odd source pitches or a misaligned
+// pointer, each funnel-shifted out of the two aligned VEC_B-unit vectors around it), or (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are
 // contiguous in the source, copied as they are, so shared memory then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR, the tile
 // spanning A whole) runs of STORE_RUN B indices that are contiguous in the destination.
 constexpr int MICRO_A = TILE_A / VEC_A;
@@ -55,6 +56,10 @@ constexpr bool WORD_TRANSPOSE = UNIT_BYTES <= 2 && VEC_A % WORD_UNITS == 0 && VE
 constexpr int WORDS_A = WORD_TRANSPOSE ? VEC_A / WORD_UNITS : 1, WORDS_B = WORD_TRANSPOSE ? VEC_B / WORD_UNITS : 1;
 union PackA { VecA v; Unit u[VEC_A]; unsigned w[WORDS_A]; };
 union PackB { VecB v; Unit u[VEC_B]; unsigned w[WORDS_B]; };
+constexpr int SKEW_WORDS = VEC_B * UNIT_BYTES >= 4 ? VEC_B * UNIT_BYTES / 4 : 1;
+static_assert(!SKEW_LOAD || (VEC_B * UNIT_BYTES >= 4 && !LOAD_LINEAR && B_CHAIN == 0),
+              "skewed micro-tile rows are whole words along a source-contiguous B");
+union SkewRow { VecB v; unsigned w[SKEW_WORDS]; };
 
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // micro-tile row times SWIZZLE_STEP. The planner picks the padding or swizzle whose micro-tile stores
@@ -123,11 +128,73 @@ __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile&
     });
 }
 
-// A tile's source units held in registers between its loads and its staging in shared memory.
+// A tile's source units held in registers between its loads and its staging in shared memory. A
+// skewed row holds the aligned vectors around it (micro, high) and its misalignment in units (shift).
+constexpr int SKEWED_MICRO = SKEW_LOAD ? MICRO_PER_THREAD : 1, SKEWED_ROWS = SKEW_LOAD ? VEC_A : 1;
 struct SjLoaded {
   VecLoad linear[LOAD_LINEAR > 0 ? LOADS_LINEAR_PER_THREAD : 1];
   PackB micro[LOAD_LINEAR > 0 ? 1 : MICRO_PER_THREAD][VEC_A];
+  VecB high[SKEWED_MICRO][SKEWED_ROWS];
+  int shift[SKEWED_MICRO][SKEWED_ROWS];
 };
+
+// The source units the tensor spans from the kernel's src pointer, [first, end).
+struct SjSpan {
+  Index first, end;
+};
+__device__ __forceinline__ SjSpan sj_src_span(const SjArgs& args) {
+  SjSpan span{0, 1};
+#pragma unroll
+  for (int k = 0; k < NUM_DIMS; ++k) {
+    const Index reach = (sj_extent(args, k) - 1) * sj_src_stride(args, k);
+    (reach < 0 ? span.first : span.end) += reach;
+  }
+  return span;
+}
+
+// Loads the skewed micro-tile row at unit offset `at`: the aligned vectors around it where they lie
+// inside the tensor's span (reading past the row's B range, never past the tensor), else unit by
+// unit with a shift of 0 (at the span's two ends). Nothing here waits for a load: the shifts are
+// made at staging (sj_unskew).
+__device__ __forceinline__ void sj_load_skewed(const Unit* __restrict__ s, unsigned src_misalignment, Index at,
+                                               const SjSpan& span, PackB& low, VecB& high, int& shift) {
+  const int m = (int)((src_misalignment + (unsigned)at) & (VEC_B - 1));
+  if (at - m >= span.first && at - m + (m ? 2 : 1) * VEC_B <= span.end) {
+    low.v = *reinterpret_cast<const VecB*>(s + (at - m));
+    if (m) high = *reinterpret_cast<const VecB*>(s + (at - m + VEC_B));
+    shift = m;
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC_B; ++j)
+      if (at + j < span.end) low.u[j] = s[at + j];
+    shift = 0;
+  }
+}
+
+// Units [shift, shift + VEC_B) of the pair (low, high): word shifts by halving steps, then a funnel
+// shift within words, so the words stay in registers.
+__device__ __forceinline__ PackB sj_unskew(const PackB& low, const VecB& high, int shift) {
+  SkewRow lo, hi, out;
+  lo.v = low.v;
+  hi.v = high;
+  unsigned w[2 * SKEW_WORDS];
+#pragma unroll
+  for (int k = 0; k < SKEW_WORDS; ++k) {
+    w[k] = lo.w[k];
+    w[SKEW_WORDS + k] = hi.w[k];
+  }
+  const int bytes = shift * UNIT_BYTES;
+#pragma unroll
+  for (int step = SKEW_WORDS / 2; step >= 1; step /= 2)
+    if ((bytes / 4) & step)
+#pragma unroll
+      for (int k = 0; k + step < 2 * SKEW_WORDS; ++k) w[k] = w[k + step];
+#pragma unroll
+  for (int k = 0; k < SKEW_WORDS; ++k) out.w[k] = __funnelshift_r(w[k], w[k + 1], (unsigned)(bytes % 4 * 8));
+  PackB row;
+  row.v = out.v;
+  return row;
+}
 
 // Units of the tile's linear runs (LOAD_LINEAR) or of its rows' B runs that lie inside the tensor.
 __device__ __forceinline__ Index sj_linear_count(const SjArgs& args, const SjTile& tile) {
@@ -141,8 +208,8 @@ __device__ __forceinline__ long long sj_linear_src_a(const SjTile& tile, const S
 }
 
 // Issues the tile's loads; nothing waits for them until sj_stage.
-__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
-                                        const SjTables& table, SjLoaded& in) {
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+                                        const SjSpan& span, const SjTile& tile, const SjTables& table, SjLoaded& in) {
   if (LOAD_LINEAR && LOAD_RUN == TILE_A) {
     // The tile's rows are back to back in src (A continues B): one run.
     const Unit* run = s + (tile.src_base + sj_linear_src_a(tile, table, 0));
@@ -175,9 +242,44 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
       for (int i = 0; i < VEC_A; ++i) {
         if (inside & (!BOUNDS || i < rows_a)) {
           const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
-          in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + (tile.src_base + src_a + src_b));
+          const Index at = tile.src_base + src_a + src_b;
+          if constexpr (SKEW_LOAD)
+            sj_load_skewed(s, src_misalignment, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
+          else
+            in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + at);
         }
       }
+    }
+  }
+}
+
+// Stages one micro-tile, its VEC_A rows of VEC_B units as the source holds them, transposed in
+// registers into VEC_B vectors of VEC_A units.
+__device__ __forceinline__ void sj_stage_micro(const PackB (&rows)[VEC_A], int la, int lb, Unit* smem) {
+  if constexpr (WORD_TRANSPOSE) {
+#pragma unroll
+    for (int jw = 0; jw < WORDS_B; ++jw) {
+      PackA out[WORD_UNITS];
+#pragma unroll
+      for (int iw = 0; iw < WORDS_A; ++iw) {
+        unsigned block[WORD_UNITS], columns[WORD_UNITS];
+#pragma unroll
+        for (int k = 0; k < WORD_UNITS; ++k) block[k] = rows[iw * WORD_UNITS + k].w[jw];
+        sj_transpose_block(block, columns);
+#pragma unroll
+        for (int k = 0; k < WORD_UNITS; ++k) out[k].w[iw] = columns[k];
+      }
+#pragma unroll
+      for (int k = 0; k < WORD_UNITS; ++k)
+        *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + jw * WORD_UNITS + k)]) = out[k].v;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC_B; ++j) {
+      PackA out;
+#pragma unroll
+      for (int i = 0; i < VEC_A; ++i) out.u[i] = rows[i].u[j];
+      *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + j)]) = out.v;
     }
   }
 }
@@ -199,31 +301,13 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
       const int m = threadIdx.x + r * THREADS;
       const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
       if (!MICRO_RAGGED || m < MICRO) {
-        if constexpr (WORD_TRANSPOSE) {
+        if constexpr (SKEW_LOAD) {
+          PackB rows[VEC_A];
 #pragma unroll
-          for (int jw = 0; jw < WORDS_B; ++jw) {
-            PackA out[WORD_UNITS];
-#pragma unroll
-            for (int iw = 0; iw < WORDS_A; ++iw) {
-              unsigned block[WORD_UNITS], columns[WORD_UNITS];
-#pragma unroll
-              for (int k = 0; k < WORD_UNITS; ++k) block[k] = in.micro[r][iw * WORD_UNITS + k].w[jw];
-              sj_transpose_block(block, columns);
-#pragma unroll
-              for (int k = 0; k < WORD_UNITS; ++k) out[k].w[iw] = columns[k];
-            }
-#pragma unroll
-            for (int k = 0; k < WORD_UNITS; ++k)
-              *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + jw * WORD_UNITS + k)]) = out[k].v;
-          }
+          for (int i = 0; i < VEC_A; ++i) rows[i] = sj_unskew(in.micro[r][i], in.high[r][i], in.shift[r][i]);
+          sj_stage_micro(rows, la, lb, smem);
         } else {
-#pragma unroll
-          for (int j = 0; j < VEC_B; ++j) {
-            PackA out;
-#pragma unroll
-            for (int i = 0; i < VEC_A; ++i) out.u[i] = in.micro[r][i].u[j];
-            *reinterpret_cast<VecA*>(&smem[sj_smem_pos(la, lb + j)]) = out.v;
-          }
+          sj_stage_micro(in.micro[r], la, lb, smem);
         }
       }
     }
@@ -333,8 +417,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   int parity = 0;
   sj_fill_tables(args, tile, tables(0), true);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
+  const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
+  const SjSpan span = SKEW_LOAD ? sj_src_span(args) : SjSpan{0, 0};
   SjLoaded in;
-  sj_load(args, s, tile, tables(0), in);
+  sj_load(args, s, src_misalignment, span, tile, tables(0), in);
   for (;;) {
     sj_stage(args, s, tile, tables(parity), in, smem);
     const long long next_t = t + gridDim.x;
@@ -345,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       sj_fill_tables(args, next, tables(parity ^ 1), false);
     }
     __syncthreads();
-    if (more) sj_load(args, s, next, tables(parity ^ 1), in);
+    if (more) sj_load(args, s, src_misalignment, span, next, tables(parity ^ 1), in);
     sj_store(args, d, tile, tables(parity), smem);
     if (!more) break;
     __syncthreads();

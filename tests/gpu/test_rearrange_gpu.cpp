@@ -535,6 +535,37 @@ TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every p
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 7151, "packed tiles");
 }
 
+TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifted out of aligned vectors (skewed "
+          "loads), at every pointer misalignment" *
+          test::gpu_only()) {
+  // Odd source pitches and odd B extents: each source row starts at its own misalignment, and the
+  // tiles at a row's end read past it into the next.
+  const std::vector<PermuteCase> cases = {
+      {{81, 20001}, {1, 0}, DType::u8},
+      {{9, 115001}, {1, 0}, DType::u8},
+      {{1201, 4, 7119}, {0, 2, 1}, DType::u8},
+      {{23, 30001}, {1, 0}, DType::f16},
+      {{13, 31, 790, 53}, {0, 3, 2, 1}, DType::f16},
+      {{37, 47, 46, 5, 21, 21}, {1, 0, 5, 3, 2, 4}, DType::f16},
+  };
+  std::uint64_t seed = 7301;
+  int launches = 0, skewed = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    CHECK(launched_variant(plan, 0).spec.skew_load);
+    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype))) {
+      ++launches;
+      skewed += launched_variant(plan, src_shift | dst_shift).spec.skew_load;
+      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
+  }
+  MESSAGE(skewed << " of " << launches << " launches with skewed loads");
+  CHECK(skewed >= launches / 2);
+}
+
 TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixed and per-tile B tables, at every "
           "pointer misalignment" *
           test::gpu_only()) {

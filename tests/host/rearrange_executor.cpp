@@ -226,6 +226,22 @@ int tiled_smem_pos(const RearrangeSpec& s, int a, int b) {
 
 namespace {
 
+// Source units the tensor spans from the kernel's src pointer, [first, end) (strides may be negative).
+struct SourceSpan {
+  std::int64_t first = 0, end = 1;
+  void check(std::int64_t offset, int units, const char* what) const {
+    if (offset < first || offset + units > end) throw std::logic_error(what);
+  }
+};
+SourceSpan source_span(const RearrangeKernelArgs& a, const RearrangeSpec& s) {
+  SourceSpan span;
+  for (int k = 0; k < s.num_dims; ++k) {
+    const std::int64_t reach = (a.dim[k].extent.value - 1) * a.dim[k].src_stride;
+    (reach < 0 ? span.first : span.end) += reach;
+  }
+  return span;
+}
+
 void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -238,6 +254,29 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   if (s.a_pass > 0 && (!s.store_linear || s.load_linear || s.a_chain % s.vec_a != 0 || s.tile_a % s.a_chain != 0 ||
                        s.tile_b % s.a_pass != 0 || a.extent_a % s.tile_a != 0))
     throw std::logic_error("tiled: a passing tile that does not store whole chains in destination order");
+  if (s.skew_load && (u > 2 || s.vec_b * u < 4 || s.load_linear || s.b_chain || a.dim[s.dims_a].src_stride != 1))
+    throw std::logic_error("tiled: skewed loads need rows of whole words of 1- or 2-byte units along a contiguous B");
+  // Skewed micro-tile rows (sj_load_skewed): the aligned vectors around the row where they lie inside
+  // the source tensor's span, funnel-shifted; else unit by unit. Misalignments come from the real
+  // addresses.
+  const SourceSpan span = source_span(a, s);
+  auto load_skewed_row = [&](std::int64_t at, std::uint8_t* out) {
+    const int vb = s.vec_b;
+    const int m = static_cast<int>((reinterpret_cast<std::uintptr_t>(src + at * u) / static_cast<std::uintptr_t>(u)) %
+                                   static_cast<std::uintptr_t>(vb));
+    const int vectors = m ? 2 : 1;
+    if (at - m >= span.first && at - m + vectors * vb <= span.end) {
+      std::vector<std::uint8_t> pair(static_cast<std::size_t>(2 * vb * u), 0xee);
+      for (int k = 0; k < vectors; ++k) {
+        const std::int64_t first = at - m + std::int64_t{k} * vb;
+        check_vector(src + first * u, vb * u);
+        copy_units(pair.data() + k * vb * u, src + first * u, vb, u);
+      }
+      std::memcpy(out, pair.data() + m * u, static_cast<std::size_t>(vb * u));
+    } else {
+      for (int j = 0; j < vb && at + j < span.end; ++j) copy_units(out + j * u, src + (at + j) * u, 1, u);
+    }
+  };
   std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b)),
       table_b_src(static_cast<std::size_t>(s.tile_b));
   // A fixed table holds the offsets of the tile's own indices (filled once); the others those of the
@@ -310,8 +349,12 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         for (int i = 0; i < s.vec_a; ++i)
           if (!s.bounds || (a0 + la + i < ea && b0 + lb < eb)) {
             const std::int64_t at = src_base + src_a(la + i) + src_b(lb);
-            check_vector(src + at * u, s.vec_b * u);
-            copy_units(in.data() + i * s.vec_b * u, src + at * u, s.vec_b, u);
+            if (s.skew_load) {
+              load_skewed_row(at, in.data() + i * s.vec_b * u);
+            } else {
+              check_vector(src + at * u, s.vec_b * u);
+              copy_units(in.data() + i * s.vec_b * u, src + at * u, s.vec_b, u);
+            }
           }
         for (int j = 0; j < s.vec_b; ++j) {
           std::uint8_t* row = tile.at(tiled_smem_pos(s, la, lb + j), s.vec_a);
@@ -472,15 +515,10 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     std::memcpy(out.data(), pair + shift * u, 4);
     return out;
   };
-  // Source units the tensor spans from the kernel's src pointer, [src_first, src_end) (strides may be
-  // negative): every global read must lie inside.
-  std::int64_t src_first = 0, src_end = 1;
-  for (int k = 0; k < s.num_dims; ++k) {
-    const std::int64_t reach = (a.dim[k].extent.value - 1) * a.dim[k].src_stride;
-    (reach < 0 ? src_first : src_end) += reach;
-  }
+  // Every global read must lie inside the source tensor.
+  const SourceSpan span = source_span(a, s);
   auto read_word = [&](std::int64_t offset) {
-    if (offset < src_first || offset + w > src_end) throw std::logic_error("words: a load outside the source tensor");
+    span.check(offset, w, "words: a load outside the source tensor");
     const std::uint8_t* at = src + offset * u;
     check_vector(at, 4);
     Word word;
@@ -518,7 +556,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         word = Word{};
         for (int x = 0; x < w; ++x)
           if (bj + x < eb) {
-            if (row + bj + x < src_first || row + bj + x >= src_end) throw std::logic_error("words: a unit outside the source tensor");
+            span.check(row + bj + x, 1, "words: a unit outside the source tensor");
             copy_units(word.data() + x * u, src + (row + bj + x) * u, 1, u);
           }
       }

@@ -36,6 +36,7 @@ constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under whic
 // Micro-tiles a thread of a tiled kernel holds at most (tile_fits), and where each holds 1 or 2 bytes,
 // the count a grown tile may take once its family is chosen (plan_fixed_family).
 constexpr std::int64_t kMicroTilesPerThread = 8;
+constexpr std::int64_t kHeldBytes = 128;  // loaded bytes a thread of a tiled kernel holds at most
 constexpr std::int64_t kNarrowMicroTilesPerThread = 16;
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
@@ -105,20 +106,42 @@ std::int64_t pow2_ceil(std::int64_t x) {
 
 bool divides(std::int64_t v, std::int64_t x) { return x % v == 0; }
 
+// The divisors of n > 0, ascending, built from its prime factors. Trial division stops at the
+// square root of what is left of n, so extents made of small factors take a few steps.
+std::vector<std::int64_t> divisors_ascending(std::int64_t n) {
+  std::vector<std::int64_t> divisors{1};
+  const auto multiply_in = [&](std::int64_t prime, int power) {
+    const std::size_t count = divisors.size();
+    std::int64_t factor = 1;
+    for (int k = 0; k < power; ++k) {
+      factor *= prime;
+      for (std::size_t i = 0; i < count; ++i) divisors.push_back(divisors[i] * factor);
+    }
+  };
+  for (std::int64_t p = 2; p * p <= n; p += p == 2 ? 1 : 2) {
+    int power = 0;
+    for (; n % p == 0; n /= p) ++power;
+    if (power > 0) multiply_in(p, power);
+  }
+  if (n > 1) multiply_in(n, 1);
+  std::sort(divisors.begin(), divisors.end());
+  return divisors;
+}
+
 // Calls visit(d) for each divisor d of n > 0 that is at most `most`, largest first, until it returns
-// true. Divisors above the square root come as n / d for small d, starting at the smallest d whose
-// quotient fits, so each walk takes at most about the square root or `most` divisions (a walk down
-// from `most` one integer at a time took `most`).
+// true. Up to kDivisorWalk, a walk down from `most` one integer at a time; past it, the divisors from
+// n's factors (a walk down from the square root of a 7-digit extent took most of a plan's time).
+constexpr std::int64_t kDivisorWalk = 64;
 template <typename Visit>
 void visit_divisors_descending(std::int64_t n, std::int64_t most, Visit visit) {
-  std::int64_t root = static_cast<std::int64_t>(std::sqrt(static_cast<double>(n)));
-  while (root * root > n) --root;
-  while ((root + 1) * (root + 1) <= n) ++root;
-  if (most < 1) return;
-  for (std::int64_t d = (n + most - 1) / most; d <= root; ++d)
-    if (n % d == 0 && visit(n / d)) return;
-  for (std::int64_t d = std::min(root, most); d >= 1; --d)
-    if (n % d == 0 && d != n / d && visit(d)) return;
+  if (most <= kDivisorWalk) {
+    for (std::int64_t d = std::min(most, n); d >= 1; --d)
+      if (n % d == 0 && visit(d)) return;
+    return;
+  }
+  const std::vector<std::int64_t> divisors = divisors_ascending(n);
+  for (auto it = std::upper_bound(divisors.begin(), divisors.end(), most); it != divisors.begin();)
+    if (visit(*--it)) return;
 }
 
 // The largest divisor of n > 0 that is at most `most` >= 1.
@@ -731,6 +754,25 @@ void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSp
       widest_vector(16 / form.unit_bytes, std::int64_t{s.tile_a} * s.store_run, starts, dst_align / form.unit_bytes));
 }
 
+// Whether a tile of 1- or 2-byte units loads single units beside A vectors of at most a word: its
+// loads may be skewed (take_skewed_loads).
+bool may_skew_loads(const RearrangeSpec& s) {
+  return s.unit_bytes <= 2 && !s.load_linear && !s.b_chain && s.vec_b == 1 && s.vec_a * s.unit_bytes <= 4;
+}
+
+// Micro-tile rows of 1- and 2-byte units that the source's row pitches or pointer keep narrower than
+// the tile allows load as the aligned vectors around them, funnel-shifted (skew_load), as wide as a
+// word at least and as the register budget allows: a row holds two vectors and its shift.
+void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t max_vec) {
+  const std::int64_t unit = form.unit_bytes;
+  if (form.dims[g.b.front()].src_stride != 1 || !may_skew_loads(s)) return;
+  std::int64_t vec = widest_vector(max_vec, s.tile_b, {}, max_vec);
+  while (vec > 1 && 2 * s.vec_a * vec * unit > kHeldBytes) vec /= 2;
+  if (vec <= s.vec_b || vec * unit < 4) return;
+  s.vec_b = static_cast<int>(vec);
+  s.skew_load = true;
+}
+
 // The A tile of a passing tile: a multiple of A's chain (`chain` units, each `run` destination units
 // with the passed ones) of at most `limit` units that divides A's `extent`, the largest one or, where
 // one holds at least half as many, the largest whose runs hold whole vectors of `vector` units.
@@ -751,7 +793,7 @@ std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_
 
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
                          bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
-                         bool load_runs, int aspect) {
+                         bool load_runs, int aspect, bool skewed_loads) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
@@ -872,6 +914,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
       s.vec_b = 1;  // the micro-tile loads are not used
     }
   }
+  if (skewed_loads) take_skewed_loads(form, g, s, max_vec);
   // Linear stores only when A vectors are narrower than the widest micro-tile vector: 1-byte tiles
   // with 8-byte A vectors store faster per vector into a padded tile (H200, u8 TTC: the four such
   // lines went from 51-74% to 66-82% of copy).
@@ -916,6 +959,7 @@ class TileChoices {
     bool whole_groups;
     std::size_t a_dim, b_dim;
     std::int64_t src_align, dst_align;
+    bool skewed_loads;  // set from allow_skewed_loads
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
@@ -925,12 +969,16 @@ class TileChoices {
   }
   explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
   const CanonicalForm& form() const { return form_; }
-  // The choice for `a`, valid until the next call.
-  const TiledChoice& choose(const Arguments& a) {
+  // Whether later searches may take skewed loads (take_skewed_loads).
+  void set_skewed_loads(bool allowed) { skewed_loads_ = allowed; }
+  // The choice for `asked`, valid until the next call.
+  const TiledChoice& choose(const Arguments& asked) {
+    Arguments a = asked;
+    a.skewed_loads = skewed_loads_;
     for (const auto& [seen, choice] : choices_)
       if (seen == a) return choice;
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
-                                 a.passing, a.load_runs, a.aspect);
+                                 a.passing, a.load_runs, a.aspect, a.skewed_loads);
     if (c.passed_nothing) {
       // Remembered under the passing arguments too: a plan asks for them again in its later searches.
       Arguments plain = a;
@@ -945,6 +993,7 @@ class TileChoices {
  private:
   const CanonicalForm& form_;
   bool index64_;
+  bool skewed_loads_ = false;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
 
@@ -988,7 +1037,9 @@ ThreadShare thread_share(const RearrangeSpec& s, std::int64_t threads) {
   ThreadShare t;
   t.micro_tiles = ceil_div(units / s.vec_a / s.vec_b, threads);
   t.stores = ceil_div(units / s.vec_a, threads);
-  t.micro_registers = t.micro_tiles * s.vec_a * ceil_div(s.vec_b * s.unit_bytes, 4);
+  // A skewed row holds two vectors and its shift.
+  const std::int64_t row_registers = ceil_div(s.vec_b * s.unit_bytes, 4);
+  t.micro_registers = t.micro_tiles * s.vec_a * (s.skew_load ? 2 * row_registers + 1 : row_registers);
   t.store_registers = t.stores * ceil_div(s.vec_a * s.unit_bytes, 4);
   return t;
 }
@@ -1024,10 +1075,10 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
       one_store_run ? 0 : s.store_linear ? ceil_div(stores, threads) : share.store_registers;
   bool loads_fit = true;
   if (!s.load_linear) {
-    const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes;
+    const std::int64_t held = share.micro_tiles * s.vec_a * s.vec_b * s.unit_bytes * (s.skew_load ? 2 : 1);
     const std::int64_t max_micro_tiles =
         s.vec_a * s.vec_b * s.unit_bytes <= 2 ? narrow_micro_tiles : kMicroTilesPerThread;
-    loads_fit = held <= 128 && 2 * (share.micro_registers + store_registers) <= registers &&
+    loads_fit = held <= kHeldBytes && 2 * (share.micro_registers + store_registers) <= registers &&
                 micro <= max_micro_tiles * threads;
   } else if (count_linear) {
     // Over runs shorter than the tile, an address per load too.
@@ -1067,6 +1118,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
                    std::int64_t narrow_micro_tiles) {
   // A linear load or store assumes the tile is one run on that side: the caller clears them first.
   if (s.load_linear || s.store_linear) fail(ErrorCode::internal, "slab dims asked of a tile moved as one run");
+  if (s.skew_load) return;  // skewed rows read along one source-contiguous B
   DimList<DimIndex> outer;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) outer.push_back(i);
@@ -1128,7 +1180,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       for (bool runs : {load_runs, false}) {
         chosen = &choices.choose({.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs,
                                   .whole_groups = whole, .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align,
-                                  .dst_align = dst_align});
+                                  .dst_align = dst_align, .skewed_loads = false});
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
@@ -2255,12 +2307,25 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // 5,6,2,4,3,1,7,0 34% -> 19% and [50,32,29,77,5,3,2] 3,0,1,2,6,5,4 40% -> 24%, whose grown
       // kernels spill registers that tile_fits does not count; a bound on slab_registers kept those
       // two but lost more of the gains.)
+      RearrangeVariant plain = v;
       if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v)) {
         RearrangeVariant grown =
             plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
-        if (!stores_single_bytes(grown)) return grown;
+        if (!stores_single_bytes(grown)) plain = std::move(grown);
       }
-      return v;
+      // Once the family is chosen on the plain tile (stores of single bytes go to runs tiles), loads of
+      // single units may be skewed, on a tile searched again with them (take_skewed_loads).
+      if ((v.spec.family == RearrangeFamily::transpose || v.spec.family == RearrangeFamily::packed) &&
+          may_skew_loads(v.spec) && !stores_single_bytes(v)) {
+        choices.set_skewed_loads(true);
+        RearrangeVariant skewed = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
+        choices.set_skewed_loads(false);
+        // Not where it splits a B group the plain tile spans whole (odd extents: whole tiles of 21 or 27
+        // units cut into 16, H200, 45-53% -> 32-45% of copy).
+        const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b != skewed.args.extent_b;
+        if (skewed.spec.skew_load && !splits_b) return skewed;
+      }
+      return plain;
     }
   }
   return plan_rows(units, exact);
@@ -2426,9 +2491,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
       break;
     case RearrangeFamily::transpose:
     case RearrangeFamily::packed:
-      key += fmt::format(".a{}x{}v{}{}.b{}x{}v{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a,
+      key += fmt::format(".a{}x{}v{}{}.b{}x{}v{}{}{}.p{}.mb{}{}{}{}{}{}", s.dims_a, s.tile_a, s.vec_a,
                          s.a_pass ? fmt::format("c{}p{}", s.a_chain, s.a_pass) : "", s.dims_b, s.tile_b,
-                         s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.pitch, s.min_blocks,
+                         s.vec_b, s.b_chain ? fmt::format("c{}", s.b_chain) : "", s.skew_load ? "k" : "", s.pitch,
+                         s.min_blocks,
                          s.swizzle ? fmt::format(".sw{}{}", s.swizzle_period,
                                                  s.swizzle_step > 1 ? fmt::format("x{}", s.swizzle_step) : "")
                                    : "",

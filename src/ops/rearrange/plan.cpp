@@ -55,7 +55,8 @@ std::string variant_text(const RearrangeVariant& v) {
                              : "");
       out += fmt::format("  loads: {}; stores: {}; shared memory {} bytes, rows of {} units{}\n",
                          s.load_linear ? fmt::format("linear, {} units, runs of {} A indices", s.load_linear, s.load_run)
-                                       : fmt::format("{} x {} micro-tiles", s.vec_a, s.vec_b),
+                                       : fmt::format("{} x {} micro-tiles{}", s.vec_a, s.vec_b,
+                                                     s.skew_load ? ", rows funnel-shifted out of aligned vectors" : ""),
                          s.store_linear ? fmt::format("linear, {} units, runs of {} B indices", s.store_linear, s.store_run)
                                         : fmt::format("{} units along A", s.vec_a),
                          shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {} vectors, step {}", s.swizzle_period, s.swizzle_step) : "");

@@ -83,7 +83,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, fixed_a, false)      /* tiled: group A's table is the same for every tile (filled once) */ \
   X(bool, fixed_b, false)      /* tiled: group B's table is the same for every tile (filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
-  X(bool, skew_load, false)    /* words: source rows may be misaligned (loads funnel-shifted) */   \
+  X(bool, skew_load, false)    /* words, tiled: source rows may be misaligned (loads funnel-shifted) */ \
   X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
   X(int, store_words, 1)       /* words, runs: 32-bit words per destination store vector (1, 2 or 4) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
