@@ -228,6 +228,28 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       INFO(plan::describe(p));
       CHECK(gathering);
     }
+  // Skewed loads: u8 [81, c] and f16 [23, c] transposes with c odd, so every source row starts at its
+  // own misalignment; a u8 [1201, 4, 7119] -> [1201, 7119, 4] transpose too; both index widths and
+  // exact mode.
+  for (int elem : {1, 2})
+    for (bool big : {false, true}) {
+      const std::int64_t c = big ? (std::int64_t{1} << 26) + 1 : 20001;
+      const plan::RearrangePlanData p = swap_first_two({elem == 1 ? 81 : 23, c}, elem, !big);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.skew_load);
+      CHECK(v.spec.index64 == big);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
+  {
+    const TensorDesc view = permuted({{1201, 4, 7119}, {}, DType::u8, 1}, {0, 2, 1});
+    const plan::RearrangePlanData p = make(view.shape, view.strides, 1);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    CHECK(v.spec.skew_load);
+    CHECK(v.spec.family == RearrangeFamily::transpose);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
   // Segment tiles: rows of 21 units (1-, 2-, 4- and 8-byte units; the last two gather words) under a
   // transpose, both index widths, exact mode; one merged destination run ([7, 300, 9]) and merged
   // source runs of 1- and 4-byte units ([300, 7, 9] and [300, 7, 10]).

@@ -538,11 +538,13 @@ TEST_CASE("tiles of 4- to 16-byte units split a group evenly where power-of-two 
 TEST_CASE("tiles of 1- or 2-byte micro-tiles grow to 16 micro-tiles a thread, keeping the family chosen at 8") {
   std::mt19937_64 rng(4127);
   // 49-byte destination rows over source rows 1002 and 1001 bytes apart: 2-byte and 1-byte loads,
-  // 8 micro-tiles a thread gave 49 x 64 and 49 x 32 tiles.
+  // 8 micro-tiles a thread gave 49 x 64 and 49 x 32 tiles. The single bytes load skewed rows of 8
+  // instead, in a tile as long again.
   const PermuteCase pairs{{49, 1002}, {1, 0}, 1}, singles{{49, 1001}, {1, 0}, 1};
   const plan::RearrangeSpec p = aligned_spec(pairs), s = aligned_spec(singles);
   CHECK((p.family == plan::RearrangeFamily::packed && p.vec_b == 2 && p.tile_a == 49 && p.tile_b == 128));
-  CHECK((s.family == plan::RearrangeFamily::packed && s.vec_b == 1 && s.tile_a == 49 && s.tile_b == 64));
+  CHECK((s.family == plan::RearrangeFamily::packed && s.skew_load && s.vec_b == 8 && s.tile_a == 49 &&
+         s.tile_b == 256));
   // A tile that would store single bytes once grown (255 x 16 in single units) keeps its smaller
   // tile rather than leave it to the runs family.
   const plan::RearrangeSpec kept = aligned_spec({{204, 37, 395, 5, 3, 3}, {5, 3, 1, 2, 0, 4}, 1});
@@ -583,6 +585,29 @@ TEST_CASE("16 KiB tiles of 256 threads double where the larger tile spans anothe
     check_permute(c, rng, false);
     check_permute(c, rng, true);
   }
+}
+
+TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors around them, funnel-shifted, at every "
+          "alignment") {
+  std::mt19937_64 rng(4127);
+  // Whole short A over an odd B (u8 [81, 2001], f16 [23, 3001], f16 [121, 10477]): the plain tile
+  // loads single units; a u8 [101, 4, 7119] -> [101, 7119, 4] transpose; an f16 tile over two A dims.
+  const PermuteCase cases[] = {
+      {{81, 2001}, {1, 0}, 1},     {{23, 3001}, {1, 0}, 2},       {{121, 10477}, {1, 0}, 2},
+      {{101, 4, 7119}, {0, 2, 1}, 1}, {{13, 31, 190, 53}, {0, 3, 2, 1}, 2},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangeSpec s = aligned_spec(c);
+    CHECK((s.skew_load && s.vec_b * s.unit_bytes >= 4));
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+  // Plain loads of two bytes stay (u8 [42, 44650]), and so does a tile spanning an odd B whole that
+  // skewed tiles would split (u8 [33, 207670, 21] -> [21, 207670, 33]).
+  const plan::RearrangeSpec pairs = aligned_spec({{42, 44650}, {1, 0}, 1});
+  CHECK((!pairs.skew_load && pairs.vec_b == 2));
+  const plan::RearrangeSpec whole_b = aligned_spec({{33, 207670, 21}, {2, 1, 0}, 1});
+  CHECK((!whole_b.skew_load && whole_b.tile_b == 21));
 }
 
 TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "

@@ -36,8 +36,8 @@ constexpr std::int64_t kSlabOverLinearUnits = 5;  // units per thread under whic
 // Micro-tiles a thread of a tiled kernel holds at most (tile_fits), and where each holds 1 or 2 bytes,
 // the count a grown tile may take once its family is chosen (plan_fixed_family).
 constexpr std::int64_t kMicroTilesPerThread = 8;
-constexpr std::int64_t kHeldBytes = 128;  // loaded bytes a thread of a tiled kernel holds at most
 constexpr std::int64_t kNarrowMicroTilesPerThread = 16;
+constexpr std::int64_t kHeldBytes = 128;  // loaded bytes a thread of a tiled kernel holds at most
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
@@ -755,7 +755,13 @@ void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSp
 }
 
 // Whether a tile of 1- or 2-byte units loads single units beside A vectors of at most a word: its
-// loads may be skewed (take_skewed_loads).
+// loads may be skewed (take_skewed_loads). (H200, tuning seeds 2413-2420: skewing every load narrower
+// than a word took 107 of 448 u8 and f16 lines from 66.5% to 54.2% of copy, 80 down: beside A vectors
+// of 8 bytes or more, and where it drew tiles off the word and runs families. With A vectors of a
+// word at most and the family kept, on seeds 2421-2436: f16 18 lines 54.9% -> 63.9%, u8 30 lines
+// 54.6% -> 50.2%, the u8 losses where plain loads already moved 2 bytes, [156,1223938] 1,0 80% ->
+// 48%. Single-unit loads only, on seeds 2441-2460, drawn after: 38 of 1,120 lines 51.2% -> 58.2%,
+// 23 up and 5 down by 3 points or more.)
 bool may_skew_loads(const RearrangeSpec& s) {
   return s.unit_bytes <= 2 && !s.load_linear && !s.b_chain && s.vec_b == 1 && s.vec_a * s.unit_bytes <= 4;
 }
@@ -959,7 +965,7 @@ class TileChoices {
     bool whole_groups;
     std::size_t a_dim, b_dim;
     std::int64_t src_align, dst_align;
-    bool skewed_loads;  // set from allow_skewed_loads
+    bool skewed_loads;  // set from set_skewed_loads
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
@@ -977,6 +983,13 @@ class TileChoices {
     a.skewed_loads = skewed_loads_;
     for (const auto& [seen, choice] : choices_)
       if (seen == a) return choice;
+    if (a.skewed_loads) {
+      // A plain tile whose loads may not be skewed is its own skewed choice.
+      Arguments plain = a;
+      plain.skewed_loads = false;
+      for (const auto& [seen, choice] : choices_)
+        if (seen == plain && !may_skew_loads(choice.spec)) return choice;
+    }
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect, a.skewed_loads);
     if (c.passed_nothing) {
@@ -2318,10 +2331,12 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       if ((v.spec.family == RearrangeFamily::transpose || v.spec.family == RearrangeFamily::packed) &&
           may_skew_loads(v.spec) && !stores_single_bytes(v)) {
         choices.set_skewed_loads(true);
-        RearrangeVariant skewed = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
+        RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
+                                                        tile_volume(units.unit_bytes), kMicroTilesPerThread);
         choices.set_skewed_loads(false);
         // Not where it splits a B group the plain tile spans whole (odd extents: whole tiles of 21 or 27
-        // units cut into 16, H200, 45-53% -> 32-45% of copy).
+        // units cut into 16, H200, 45-53% -> 32-45% of copy). The skewed tile is searched at the plain
+        // volume only: the larger tiles added plan time and changed no plan of 8,762 lines.
         const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b != skewed.args.extent_b;
         if (skewed.spec.skew_load && !splits_b) return skewed;
       }
