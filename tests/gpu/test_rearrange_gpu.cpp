@@ -145,22 +145,28 @@ std::vector<std::pair<std::size_t, std::size_t>> misalignments(std::size_t elem)
   return shifts;
 }
 
-int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer_list<plan::RearrangeFamily> families,
-                         std::uint64_t seed) {
-  int taken = 0;
+// Checks each case on the GPU at every misalignment; returns how many launches' variants `taken` holds for.
+int launches_where(const std::vector<PermuteCase>& cases, std::uint64_t seed,
+                   const std::function<bool(const plan::RearrangeSpec&)>& taken) {
+  int count = 0;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const std::size_t elem = dtype_size(c.dtype);
     const RearrangePlan plan = plan_rearrange(dst, view);
-    for (const auto& [src_shift, dst_shift] : misalignments(elem)) {
-      const plan::RearrangeFamily family = launched_variant(plan, src_shift | dst_shift).spec.family;
-      taken += std::find(families.begin(), families.end(), family) != families.end();
+    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype))) {
+      count += taken(launched_variant(plan, src_shift | dst_shift).spec);
       const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
       CHECK_MESSAGE(failure.empty(), failure);
     }
   }
-  return taken;
+  return count;
+}
+
+int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer_list<plan::RearrangeFamily> families,
+                         std::uint64_t seed) {
+  return launches_where(cases, seed, [&](const plan::RearrangeSpec& s) {
+    return std::find(families.begin(), families.end(), s.family) != families.end();
+  });
 }
 
 // Launches every case as launches_on_families does and checks that at least half of the launches
@@ -548,20 +554,12 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
       {{13, 31, 790, 53}, {0, 3, 2, 1}, DType::f16},
       {{37, 47, 46, 5, 21, 21}, {1, 0, 5, 3, 2, 4}, DType::f16},
   };
-  std::uint64_t seed = 7301;
-  int launches = 0, skewed = 0;
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const RearrangePlan plan = plan_rearrange(dst, view);
-    CHECK(launched_variant(plan, 0).spec.skew_load);
-    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype))) {
-      ++launches;
-      skewed += launched_variant(plan, src_shift | dst_shift).spec.skew_load;
-      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-      CHECK_MESSAGE(failure.empty(), failure);
-    }
+    CHECK(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.skew_load);
   }
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int skewed = launches_where(cases, 7301, [](const plan::RearrangeSpec& s) { return s.skew_load; });
   MESSAGE(skewed << " of " << launches << " launches with skewed loads");
   CHECK(skewed >= launches / 2);
 }
@@ -779,19 +777,8 @@ TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 byt
       {{548, 38, 7, 415}, {2, 0, 1, 3}, DType::f16}, {{23, 5, 8, 12, 4, 429}, {2, 3, 1, 4, 0, 5}, DType::bf16},
       {{9, 17, 1275}, {1, 0, 2}, DType::f32},        {{31, 3, 60, 103}, {2, 0, 1, 3}, DType::f64},
   };
-  std::uint64_t seed = 5131;
-  int launches = 0, vector_rows = 0;
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const RearrangePlan plan = plan_rearrange(dst, view);
-    for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype))) {
-      vector_rows += launched_variant(plan, src_shift | dst_shift).spec.vector_rows;
-      ++launches;
-      const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
-      CHECK_MESSAGE(failure.empty(), failure);
-    }
-  }
+  const int launches = static_cast<int>(cases.size()) * 9;
+  const int vector_rows = launches_where(cases, 5131, [](const plan::RearrangeSpec& s) { return s.vector_rows; });
   MESSAGE(vector_rows << " of " << launches << " launches on vector rows");
   CHECK(vector_rows == launches);
 }
