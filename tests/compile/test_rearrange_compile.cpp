@@ -241,6 +241,16 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       CHECK(v.spec.index64 == big);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
+  // Rows of one 4-byte vector: u8 rows of 20 units at a pitch of 21, f16 rows of 6 at a pitch of -7.
+  const std::tuple<std::vector<std::int64_t>, std::vector<std::int64_t>, int> word_rows[] = {
+      {{20, 1004}, {1, 21}, 1}, {{6, 1002}, {1, -7}, 2}};
+  for (const auto& [shape, strides, elem] : word_rows) {
+    const plan::RearrangePlanData p = make(shape, strides, elem);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    CHECK((v.spec.skew_load && v.spec.vec_b * v.spec.unit_bytes == 4));
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
   {
     const TensorDesc view = permuted({{1201, 4, 7119}, {}, DType::u8, 1}, {0, 2, 1});
     const plan::RearrangePlanData p = make(view.shape, view.strides, 1);

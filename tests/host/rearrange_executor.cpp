@@ -258,7 +258,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     throw std::logic_error("tiled: skewed loads need rows of whole words of 1- or 2-byte units along a contiguous B");
   // Skewed micro-tile rows (sj_load_skewed): the aligned vectors around the row where they lie inside
   // the source tensor's span, funnel-shifted; else unit by unit. Misalignments come from the real
-  // addresses.
+  // addresses; every read is checked against the span.
   const SourceSpan span = source_span(a, s);
   auto load_skewed_row = [&](std::int64_t at, std::uint8_t* out) {
     const int vb = s.vec_b;
@@ -269,12 +269,16 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       std::vector<std::uint8_t> pair(static_cast<std::size_t>(2 * vb * u), 0xee);
       for (int k = 0; k < vectors; ++k) {
         const std::int64_t first = at - m + std::int64_t{k} * vb;
+        span.check(first, vb, "tiled: a skewed load outside the source tensor");
         check_vector(src + first * u, vb * u);
         copy_units(pair.data() + k * vb * u, src + first * u, vb, u);
       }
       std::memcpy(out, pair.data() + m * u, static_cast<std::size_t>(vb * u));
     } else {
-      for (int j = 0; j < vb && at + j < span.end; ++j) copy_units(out + j * u, src + (at + j) * u, 1, u);
+      for (int j = 0; j < vb && at + j < span.end; ++j) {
+        span.check(at + j, 1, "tiled: a skewed unit outside the source tensor");
+        copy_units(out + j * u, src + (at + j) * u, 1, u);
+      }
     }
   };
   std::vector<std::int64_t> table_a(static_cast<std::size_t>(s.tile_a)), table_b(static_cast<std::size_t>(s.tile_b)),

@@ -539,7 +539,7 @@ TEST_CASE("tiles of 1- or 2-byte micro-tiles grow to 16 micro-tiles a thread, ke
   std::mt19937_64 rng(4127);
   // 49-byte destination rows over source rows 1002 and 1001 bytes apart: 2-byte and 1-byte loads,
   // 8 micro-tiles a thread gave 49 x 64 and 49 x 32 tiles. The single bytes load skewed rows of 8
-  // instead, in a tile as long again.
+  // instead, in a 49 x 256 tile.
   const PermuteCase pairs{{49, 1002}, {1, 0}, 1}, singles{{49, 1001}, {1, 0}, 1};
   const plan::RearrangeSpec p = aligned_spec(pairs), s = aligned_spec(singles);
   CHECK((p.family == plan::RearrangeFamily::packed && p.vec_b == 2 && p.tile_a == 49 && p.tile_b == 128));
@@ -601,6 +601,19 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
     CHECK((s.skew_load && s.vec_b * s.unit_bytes >= 4));
     check_permute(c, rng, false);
     check_permute(c, rng, true);
+  }
+  // Rows of one 4-byte vector: u8 rows of 20 units at a pitch of 21, f16 rows of 6 units at a pitch of
+  // -7 (a flipped outer dim).
+  struct StridedCase {
+    std::vector<std::int64_t> shape, src_strides;
+    int elem;
+  };
+  for (const StridedCase& c : {StridedCase{{20, 1004}, {1, 21}, 1}, StridedCase{{6, 1002}, {1, -7}, 2}}) {
+    const TensorDesc src{c.shape, c.src_strides, DType::u8, c.elem}, dst{c.shape, {}, DType::u8, c.elem};
+    const plan::RearrangeSpec s = plan::variant_for_pointers(plan::plan_rearrange_data(dst, src, {}), 16).spec;
+    CHECK((s.skew_load && s.vec_b * s.unit_bytes == 4));
+    check_against_reference(dst, src, rng, false);
+    check_against_reference(dst, src, rng, true);
   }
   // Plain loads of two bytes stay (u8 [42, 44650]), and so does a tile spanning an odd B whole that
   // skewed tiles would split (u8 [33, 207670, 21] -> [21, 207670, 33]).

@@ -774,7 +774,7 @@ void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec
   if (form.dims[g.b.front()].src_stride != 1 || !may_skew_loads(s)) return;
   std::int64_t vec = widest_vector(max_vec, s.tile_b, {}, max_vec);
   while (vec > 1 && 2 * s.vec_a * vec * unit > kHeldBytes) vec /= 2;
-  if (vec <= s.vec_b || vec * unit < 4) return;
+  if (vec * unit < 4) return;
   s.vec_b = static_cast<int>(vec);
   s.skew_load = true;
 }
@@ -941,6 +941,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   choose_rows(s);
   const std::int64_t micro_a = tile_a / s.vec_a, micro_b = tile_b / s.vec_b;
   const std::int64_t micro_per_thread = ceil_div(micro_a * micro_b, kThreads);
+  // A skewed row's second vector is left out here, as in every measurement of skewed loads (counted,
+  // it took most skewed tiles from three blocks per SM to two; not timed on its own). ptxas fit the
+  // skewed kernels checked without spilling.
   const std::int64_t held =
       s.load_linear ? 16 : std::min(kMicroTilesPerThread, micro_per_thread) * s.vec_a * s.vec_b * unit;
   const bool single = g.a.size() == 1 && g.b.size() == 1;
@@ -965,7 +968,7 @@ class TileChoices {
     bool whole_groups;
     std::size_t a_dim, b_dim;
     std::int64_t src_align, dst_align;
-    bool skewed_loads;  // set from set_skewed_loads
+    bool skewed_loads = false;  // set from set_skewed_loads
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
@@ -1193,7 +1196,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       for (bool runs : {load_runs, false}) {
         chosen = &choices.choose({.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs,
                                   .whole_groups = whole, .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align,
-                                  .dst_align = dst_align, .skewed_loads = false});
+                                  .dst_align = dst_align});
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
@@ -2335,8 +2338,9 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
         choices.set_skewed_loads(false);
         // Not where it splits a B group the plain tile spans whole (odd extents: whole tiles of 21 or 27
-        // units cut into 16, H200, 45-53% -> 32-45% of copy). The skewed tile is searched at the plain
-        // volume only: the larger tiles added plan time and changed no plan of 8,762 lines.
+        // units cut into 16, H200, 45-53% -> 32-45% of copy). The skewed tile is searched at
+        // tile_volume only: plan_fixed_tiles's larger-tile pass added plan time and changed no plan
+        // of 8,762 lines.
         const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b != skewed.args.extent_b;
         if (skewed.spec.skew_load && !splits_b) return skewed;
       }
