@@ -16,9 +16,11 @@
 //
 // Loads: micro-tiles of VEC_A rows x VEC_B units, transposed in registers into VEC_B vectors of
 // VEC_A units (SKEW_LOAD: 1- and 2-byte rows at any alignment, odd source pitches or a misaligned
-// pointer, each funnel-shifted out of the two aligned VEC_B-unit vectors around it), or (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are
-// contiguous in the source, copied as they are, so shared memory then holds one row per A index. Stores: VEC_A-unit vectors along A, or (STORE_LINEAR, the tile
-// spanning A whole) runs of STORE_RUN B indices that are contiguous in the destination.
+// pointer, each funnel-shifted out of the two aligned VEC_B-unit vectors around it), or
+// (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are contiguous in the
+// source, copied as they are, so shared memory then holds one row per A index. Stores: VEC_A-unit
+// vectors along A, or (STORE_LINEAR, the tile spanning A whole) runs of STORE_RUN B indices that are
+// contiguous in the destination.
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;
 constexpr int MICRO = MICRO_A * MICRO_B;
