@@ -233,6 +233,13 @@ struct SourceSpan {
     if (offset < first || offset + units > end) throw std::logic_error(what);
   }
 };
+// Misalignment, in units of `unit` bytes below `units`, of the unit at `p`: from the real address,
+// as the kernels see it.
+int misalignment_at(const std::uint8_t* p, int unit, std::int64_t units) {
+  return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(unit)) %
+                          static_cast<std::uintptr_t>(units));
+}
+
 SourceSpan source_span(const RearrangeKernelArgs& a, const RearrangeSpec& s) {
   SourceSpan span;
   for (int k = 0; k < s.num_dims; ++k) {
@@ -262,8 +269,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const SourceSpan span = source_span(a, s);
   auto load_skewed_row = [&](std::int64_t at, std::uint8_t* out) {
     const int vb = s.vec_b;
-    const int m = static_cast<int>((reinterpret_cast<std::uintptr_t>(src + at * u) / static_cast<std::uintptr_t>(u)) %
-                                   static_cast<std::uintptr_t>(vb));
+    const int m = misalignment_at(src + at * u, u, vb);
     const int vectors = m ? 2 : 1;
     if (at - m >= span.first && at - m + vectors * vb <= span.end) {
       std::vector<std::uint8_t> pair(static_cast<std::size_t>(2 * vb * u), 0xee);
@@ -446,9 +452,7 @@ void execute_skewed(const plan::RearrangeVariant& v, std::uint8_t* dst, const st
     throw std::logic_error("skewed: A must be unit-stride in dst and B in src");
   const std::int64_t ea = a.extent_a, eb = a.extent_b, sa = a.dim[0].src_stride, db = a.dim[1].dst_stride;
   auto misalignment = [&](const std::uint8_t* base, std::int64_t offset) {
-    return static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
-                                      static_cast<std::uintptr_t>(offset)) %
-                                     static_cast<std::uintptr_t>(vec));
+    return std::int64_t{misalignment_at(base + offset * u, u, vec)};
   };
   const int chunks_a = s.tile_a / vec;
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
@@ -507,9 +511,7 @@ void execute_words(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   const int vecs_a = s.tile_a / vec, groups_a = (lead + s.tile_a) / w, words_b = s.tile_b / w;
   if (s.pitch < groups_a || s.pitch % 2 == 0) throw std::logic_error("words: pitch must be odd and hold every group");
   auto misalignment = [&](const std::uint8_t* base, std::int64_t offset, int units) {
-    return static_cast<int>((reinterpret_cast<std::uintptr_t>(base) / static_cast<std::uintptr_t>(u) +
-                             static_cast<std::uintptr_t>(offset)) %
-                            static_cast<std::uintptr_t>(units));
+    return misalignment_at(base + offset * u, u, units);
   };
   auto funnel = [&](const Word& low, const Word& high, int shift) {
     std::uint8_t pair[8];
@@ -683,11 +685,7 @@ void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, co
   const int pa = s.dst_run_dims - 1, pb = src_dim(s.src_run_dims - 1);
   const auto smem_units = static_cast<std::size_t>(plan::shared_bytes(s) / u);
   std::vector<std::uint8_t> smem(smem_units * static_cast<std::size_t>(u));
-  auto misalignment = [&](const std::uint8_t* p) {
-    return w > 1 ? static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(u)) %
-                                             static_cast<std::uintptr_t>(w))
-                 : 0;
-  };
+  auto misalignment = [&](const std::uint8_t* p) { return std::int64_t{misalignment_at(p, u, w)}; };
   auto staged = [&](std::int64_t position) {
     if (position < 0 || position >= static_cast<std::int64_t>(smem_units))
       throw std::logic_error("runs: shared memory out of range");
@@ -823,10 +821,7 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
   const auto smem_units = static_cast<std::size_t>(plan::shared_bytes(s) / u);
   std::vector<std::uint8_t> smem(smem_units * static_cast<std::size_t>(u));
   std::vector<bool> staged(smem_units);
-  auto misalignment = [&](const std::uint8_t* p) {
-    return static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(u)) %
-                                     static_cast<std::uintptr_t>(wd));
-  };
+  auto misalignment = [&](const std::uint8_t* p) { return std::int64_t{misalignment_at(p, u, wd)}; };
   for (std::int64_t t = 0; t < a.num_tiles; ++t) {
     const RunsTileOrigin origin = runs_tile_origin(a, s, t);
     const std::int64_t src_base = origin.src_base, dst_base = origin.dst_base;

@@ -106,6 +106,11 @@ std::int64_t pow2_ceil(std::int64_t x) {
 
 bool divides(std::int64_t v, std::int64_t x) { return x % v == 0; }
 
+// Whether a family's kernels come from the tiled template (rearrange_tiled.cu).
+bool is_tiled(RearrangeFamily family) {
+  return family == RearrangeFamily::transpose || family == RearrangeFamily::packed;
+}
+
 // The divisors of n > 0, ascending, built from its prime factors. Trial division stops at the
 // square root of what is left of n, so extents made of small factors take a few steps.
 std::vector<std::int64_t> divisors_ascending(std::int64_t n) {
@@ -659,7 +664,7 @@ bool keeps_blocks(int bytes, int current_bytes, int threads) {
 // stepping the XOR by 1, 2, 4, ... per micro-tile row (a warp stages rows VEC_B apart, which the
 // step spreads over the banks); one that takes more shared memory only where as many blocks fit.
 void spread_rows(RearrangeSpec& s) {
-  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  const bool tiled = is_tiled(s.family);
   // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
   if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
   Wavefronts current = staging_wavefronts(s);
@@ -984,14 +989,12 @@ class TileChoices {
   const TiledChoice& choose(const Arguments& asked) {
     Arguments a = asked;
     a.skewed_loads = skewed_loads_;
-    for (const auto& [seen, choice] : choices_)
-      if (seen == a) return choice;
+    if (const TiledChoice* seen = find(a)) return *seen;
     if (a.skewed_loads) {
       // A plain tile whose loads may not be skewed is its own skewed choice.
       Arguments plain = a;
       plain.skewed_loads = false;
-      for (const auto& [seen, choice] : choices_)
-        if (seen == plain && !may_skew_loads(choice.spec)) return choice;
+      if (const TiledChoice* seen = find(plain); seen && !may_skew_loads(seen->spec)) return *seen;
     }
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect, a.skewed_loads);
@@ -1007,6 +1010,12 @@ class TileChoices {
   }
 
  private:
+  const TiledChoice* find(const Arguments& a) const {
+    for (const auto& [seen, choice] : choices_)
+      if (seen == a) return &choice;
+    return nullptr;
+  }
+
   const CanonicalForm& form_;
   bool index64_;
   bool skewed_loads_ = false;
@@ -1031,8 +1040,7 @@ bool counts_along_b(std::int64_t tiles_a, std::int64_t tiles_b, std::int64_t til
 
 /// The families whose kernels count (A, B) tiles in the order of their spec's a_first.
 bool counts_tiles(RearrangeFamily family) {
-  return family == RearrangeFamily::transpose || family == RearrangeFamily::packed ||
-         family == RearrangeFamily::skewed || family == RearrangeFamily::words;
+  return is_tiled(family) || family == RearrangeFamily::skewed || family == RearrangeFamily::words;
 }
 
 /// Whether A goes first (counts_along_b) for the transpose, packed and segments families; with one
@@ -1419,7 +1427,7 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // changes, 82.8% -> 86.5%, 37 up and 5 down.
 int narrow_store_aspect(const RearrangeVariant& v) {
   const RearrangeSpec& planned = v.spec;
-  const bool tiled = planned.family == RearrangeFamily::transpose || planned.family == RearrangeFamily::packed;
+  const bool tiled = is_tiled(planned.family);
   if (planned.unit_bytes > 8 || !tiled || planned.store_linear > 0) return 0;
   const int widest = planned.unit_bytes == 1 ? 8 : 16 / planned.unit_bytes;
   if (planned.unit_bytes == 1 && planned.vec_a == widest) return rows_start_on_sectors(v) ? 0 : 1;
@@ -1526,7 +1534,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
 // their family and runs stay a tuning candidate.
 bool stores_single_bytes(const RearrangeVariant& v) {
   const RearrangeSpec& s = v.spec;
-  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  const bool tiled = is_tiled(s.family);
   const bool single_loads = s.vec_b == 1 && !s.load_linear;
   const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
@@ -1758,7 +1766,7 @@ bool word_groups_fit(const CanonicalForm& form, const Groups& g, std::int64_t mi
 // in the source and both groups long enough to fill a tile.
 // A group may span several dims: a range of its indices is still one run on its side.
 bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, const Groups& g) {
-  const bool tiled_family = tiled.family == RearrangeFamily::transpose || tiled.family == RearrangeFamily::packed;
+  const bool tiled_family = is_tiled(tiled.family);
   // 2-byte units: H200, the 85 f16 lines of tuning seeds 40, 41 and 44-53 with a single-unit side
   // on fixed tiles, moved on word tiles instead. Single-unit stores (36 lines; the skewed ones aside,
   // see plan_fixed_family): 48.8% -> 55.9% of copy in one round, 48.9% -> 56.0% in another (23 up by
@@ -2331,8 +2339,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       }
       // Once the family is chosen on the plain tile (stores of single bytes go to runs tiles), loads of
       // single units may be skewed, on a tile searched again with them (take_skewed_loads).
-      if ((v.spec.family == RearrangeFamily::transpose || v.spec.family == RearrangeFamily::packed) &&
-          may_skew_loads(v.spec) && !stores_single_bytes(v)) {
+      if (is_tiled(v.spec.family) && may_skew_loads(v.spec) && !stores_single_bytes(v)) {
         choices.set_skewed_loads(true);
         RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
