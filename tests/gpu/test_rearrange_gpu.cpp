@@ -564,6 +564,70 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
   CHECK(skewed >= launches / 2);
 }
 
+TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4, 8 and 16 bytes of 1- and 2-byte "
+          "units, are exact at every source misalignment" *
+          test::gpu_only()) {
+  // Measured planning may launch any candidate; default plans skew rows of 8 (u8) and 16 bytes (f16)
+  // only. Candidates are planned for aligned pointers, and only their loads are skewed, so the
+  // destination stays aligned.
+  const std::vector<PermuteCase> cases = {
+      {{9, 36, 3, 2, 78, 6}, {4, 1, 0, 2, 5, 3}, DType::u8},  // rows of 4 bytes
+      {{81, 20001}, {1, 0}, DType::u8},                       // 8
+      {{13367, 10}, {1, 0}, DType::f16},                      // 4
+      {{11699, 12}, {1, 0}, DType::f16},                      // 8
+      {{81, 2001}, {1, 0}, DType::f16},                       // 16
+  };
+  std::uint64_t seed = 7401;
+  std::set<std::pair<int, int>> kinds;  // (unit bytes, row bytes) of the skewed tiles launched
+  int launches = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    std::set<std::string> seen;
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      const bool tiled = v.spec.family == plan::RearrangeFamily::transpose || v.spec.family == plan::RearrangeFamily::packed;
+      if (!tiled || !v.spec.skew_load || !seen.insert(plan::candidate_name(v)).second) continue;
+      INFO("shape " << c.shape.size() << " dims, " << dtype_name(c.dtype) << ", candidate " << plan::candidate_name(v));
+      const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+      for (std::size_t src_shift : {std::size_t{0}, unit, 3 * unit, 7 * unit}) {
+        const std::string failure = check_variant_on_gpu(p, v, dst, view, src_shift, 0, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+        ++launches;
+      }
+      kinds.insert({v.spec.unit_bytes, v.spec.vec_b * v.spec.unit_bytes});
+    }
+  }
+  MESSAGE(launches << " launches of skewed-load candidates");
+  for (const auto& [unit, row] : {std::pair{1, 4}, std::pair{1, 8}, std::pair{2, 4}, std::pair{2, 8}, std::pair{2, 16}})
+    CHECK_MESSAGE(kinds.count({unit, row}) == 1, "a skewed tile of " << row << "-byte rows of " << unit << "-byte units");
+}
+
+TEST_CASE("rearrange: skewed loads with 64-bit indices, source rows spread past 2^31 units, are exact" *
+          test::gpu_only()) {
+  // A transposing view whose source rows lie an odd pitch apart, so far apart that the span takes
+  // 64-bit indices while the elements stay few (the source buffer holds the whole span).
+  const struct {
+    std::int64_t rows, row_length, pitch;
+    DType dtype;
+  } cases[] = {{81, 20001, 26512145, DType::u8}, {23, 30001, 93368657, DType::f16}};
+  std::uint64_t seed = 7501;
+  for (const auto& c : cases) {
+    const TensorDesc view{{c.row_length, c.rows}, {1, c.pitch}, c.dtype, 0};
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const RearrangePlan plan = plan_rearrange(dst, view);
+    // Aligned, and 2 bytes off (pointers aligned to 1 byte take word tiles or rows).
+    for (std::size_t src_shift : {std::size_t{0}, std::size_t{2}}) {
+      const plan::RearrangeSpec s = launched_variant(plan, src_shift).spec;
+      CHECK((s.family == plan::RearrangeFamily::transpose || s.family == plan::RearrangeFamily::packed));
+      CHECK(s.skew_load);
+      CHECK(s.index64);
+      const std::string failure = check_on_gpu(dst, view, src_shift, 0, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+    }
+  }
+}
+
 TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixed and per-tile B tables, at every "
           "pointer misalignment" *
           test::gpu_only()) {

@@ -621,6 +621,13 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
   CHECK((!pairs.skew_load && pairs.vec_b == 2));
   const plan::RearrangeSpec whole_b = aligned_spec({{33, 207670, 21}, {2, 1, 0}, 1});
   CHECK((!whole_b.skew_load && whole_b.tile_b == 21));
+  // A skewed f16 tile that takes B in two 16-byte rows (f16 [3, 286, 829] -> [3, 829, 286], 144 x 16
+  // units) moves on word tiles instead; one of four rows (f16 [29, 86, 129], 86 x 32) stays skewed.
+  const PermuteCase two_rows{{3, 286, 829}, {0, 2, 1}, 2};
+  CHECK(aligned_spec(two_rows).family == plan::RearrangeFamily::words);
+  check_permute(two_rows, rng, false);
+  const plan::RearrangeSpec four_rows = aligned_spec({{29, 86, 129}, {0, 2, 1}, 2});
+  CHECK((four_rows.skew_load && four_rows.tile_b == 32 && four_rows.vec_b == 8));
 }
 
 TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "

@@ -1815,6 +1815,18 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
+// Whether a skewed tile of 2-byte units that takes B in one or two micro-tile rows goes faster on
+// word tiles: each row of 16 or 32 bytes is read as two or four aligned 16-byte vectors, where word
+// tiles read it in words with one more per load block. (H200: the 6 f16 lines of seeds 2491-2494
+// and 2507-2522 with such tiles, all a1x256v2.b1x16v8k, moved to word tiles as an experiment on
+// every pair-storing tile, 5 up by 7 to 16 points and 1 down by 4; on every f16 line of seeds
+// 2523-2600 this rule changes, 11 of 2,184, drawn after: 62.8% -> 69.3% of copy, 5 up by 8 to 31
+// points, none down by 3 or more.)
+bool wants_word_tiles_over_skewed(const RearrangeSpec& skewed, const CanonicalForm& form, const Groups& g) {
+  return form.unit_bytes == 2 && skewed.skew_load && skewed.tile_b <= 2 * skewed.vec_b &&
+         word_groups_fit(form, g, kWordTileMinBytes);
+}
+
 // Load blocks (W x W units) a thread of a word tile holds: four, or two with funnel-shifted loads
 // (each row takes two words) except 2-byte units over composite groups; more spill (sm_90, 80
 // registers). Over composite groups, whose tiles start by filling offset tables, four blocks make
@@ -2349,7 +2361,11 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
         // tile_volume only: plan_fixed_tiles's larger-tile pass added plan time and changed no plan
         // of 8,762 lines.
         const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b != skewed.args.extent_b;
-        if (skewed.spec.skew_load && !splits_b) return skewed;
+        if (skewed.spec.skew_load && !splits_b) {
+          if (wants_word_tiles_over_skewed(skewed.spec, units, words))
+            return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
+          return skewed;
+        }
       }
       return plain;
     }
