@@ -1816,12 +1816,12 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 }
 
 // Whether a skewed tile of 2-byte units that takes B in one or two micro-tile rows goes faster on
-// word tiles: each row of 16 or 32 bytes is read as two or four aligned 16-byte vectors, where word
-// tiles read it in words with one more per load block. (H200: the 6 f16 lines of seeds 2491-2494
-// and 2507-2522 with such tiles, all a1x256v2.b1x16v8k, moved to word tiles as an experiment on
-// every pair-storing tile, 5 up by 7 to 16 points and 1 down by 4; on every f16 line of seeds
-// 2523-2600 this rule changes, 11 of 2,184, drawn after: 62.8% -> 69.3% of copy, 5 up by 8 to 31
-// points, none down by 3 or more.)
+// word tiles: such a tile reads two aligned vectors for each of its rows' one or two skewed vectors,
+// where word tiles read a row in words with one more per load block. (H200: the 6 f16 lines of
+// seeds 2491-2494 and 2507-2522 with such tiles, all a1x256v2.b1x16v8k, moved to word tiles in an
+// experiment on every pair-storing tile, 5 up by 6.5 to 16 points and 1 down by 4; on every f16 line
+// of seeds 2523-2600 this rule changes, 11 of 2,184, drawn after: 62.8% -> 69.3% of copy, 5 up by 8
+// to 32 points, none down by 3 or more.)
 bool wants_word_tiles_over_skewed(const RearrangeSpec& skewed, const CanonicalForm& form, const Groups& g) {
   return form.unit_bytes == 2 && skewed.skew_load && skewed.tile_b <= 2 * skewed.vec_b &&
          word_groups_fit(form, g, kWordTileMinBytes);
