@@ -199,6 +199,25 @@ std::string check_variant_on_gpu(const plan::RearrangePlanData& p, const plan::R
   return compare_with_cpu(p, dst, src, src_misalign, dst_misalign, seed, launch);
 }
 
+// Calls visit(plan, candidate, dst, src) once for each distinct tuning candidate that `taken` holds
+// for, of each case's plan (measured planning may launch any of them).
+void for_each_candidate(const std::vector<PermuteCase>& cases,
+                        const std::function<bool(const plan::RearrangeSpec&)>& taken,
+                        const std::function<void(const plan::RearrangePlanData&, const plan::RearrangeVariant&,
+                                                 const TensorDesc&, const TensorDesc&)>& visit) {
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const TensorDesc dst{view.shape, {}, c.dtype, 0};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    std::set<std::string> seen;
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      if (!taken(v.spec) || !seen.insert(plan::candidate_name(v)).second) continue;
+      INFO("shape " << c.shape.size() << " dims, " << dtype_name(c.dtype) << ", candidate " << plan::candidate_name(v));
+      visit(p, v, dst, view);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("rearrange: every case of the case list, in u8, f16, bf16, f32, f64 and 16-byte elements" *
@@ -580,24 +599,18 @@ TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4, 
   std::uint64_t seed = 7401;
   std::set<std::pair<int, int>> kinds;  // (unit bytes, row bytes) of the skewed tiles launched
   int launches = 0;
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
-    std::set<std::string> seen;
-    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
-      const bool tiled = v.spec.family == plan::RearrangeFamily::transpose || v.spec.family == plan::RearrangeFamily::packed;
-      if (!tiled || !v.spec.skew_load || !seen.insert(plan::candidate_name(v)).second) continue;
-      INFO("shape " << c.shape.size() << " dims, " << dtype_name(c.dtype) << ", candidate " << plan::candidate_name(v));
-      const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
-      for (std::size_t src_shift : {std::size_t{0}, unit, 3 * unit, 7 * unit}) {
-        const std::string failure = check_variant_on_gpu(p, v, dst, view, src_shift, 0, ++seed);
-        CHECK_MESSAGE(failure.empty(), failure);
-        ++launches;
-      }
-      kinds.insert({v.spec.unit_bytes, v.spec.vec_b * v.spec.unit_bytes});
+  const auto skewed_tile = [](const plan::RearrangeSpec& s) {
+    return (s.family == plan::RearrangeFamily::transpose || s.family == plan::RearrangeFamily::packed) && s.skew_load;
+  };
+  for_each_candidate(cases, skewed_tile, [&](const auto& p, const auto& v, const TensorDesc& dst, const TensorDesc& view) {
+    const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+    for (std::size_t src_shift : {std::size_t{0}, unit, 3 * unit, 7 * unit}) {
+      const std::string failure = check_variant_on_gpu(p, v, dst, view, src_shift, 0, ++seed);
+      CHECK_MESSAGE(failure.empty(), failure);
+      ++launches;
     }
-  }
+    kinds.insert({v.spec.unit_bytes, v.spec.vec_b * v.spec.unit_bytes});
+  });
   MESSAGE(launches << " launches of skewed-load candidates");
   for (const auto& [unit, row] : {std::pair{1, 4}, std::pair{1, 8}, std::pair{2, 4}, std::pair{2, 8}, std::pair{2, 16}})
     CHECK_MESSAGE(kinds.count({unit, row}) == 1, "a skewed tile of " << row << "-byte rows of " << unit << "-byte units");
@@ -802,25 +815,18 @@ TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scatt
   std::uint64_t seed = 5119;
   std::set<std::pair<int, bool>> kinds;  // (unit bytes, gathering) of the runs tiles launched
   int launches = 0;
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const TensorDesc dst{view.shape, {}, c.dtype, 0};
-    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
-    std::set<std::string> seen;
-    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
-      if (v.spec.family != plan::RearrangeFamily::runs || !seen.insert(plan::candidate_name(v)).second) continue;
-      INFO("shape " << c.shape.size() << " dims, " << dtype_name(c.dtype) << ", candidate " << plan::candidate_name(v));
-      const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
-      for (std::size_t src_align : {16, 1, 2, 3})
-        for (std::size_t dst_align : {16, 1, 2, 3}) {
-          if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16)) continue;
-          const std::string failure = check_variant_on_gpu(p, v, dst, view, src_align % 16, dst_align % 16, ++seed);
-          CHECK_MESSAGE(failure.empty(), failure);
-          ++launches;
-        }
-      kinds.insert({v.spec.unit_bytes, v.spec.gather_stores});
-    }
-  }
+  const auto runs_tile = [](const plan::RearrangeSpec& s) { return s.family == plan::RearrangeFamily::runs; };
+  for_each_candidate(cases, runs_tile, [&](const auto& p, const auto& v, const TensorDesc& dst, const TensorDesc& view) {
+    const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+    for (std::size_t src_align : {16, 1, 2, 3})
+      for (std::size_t dst_align : {16, 1, 2, 3}) {
+        if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16)) continue;
+        const std::string failure = check_variant_on_gpu(p, v, dst, view, src_align % 16, dst_align % 16, ++seed);
+        CHECK_MESSAGE(failure.empty(), failure);
+        ++launches;
+      }
+    kinds.insert({v.spec.unit_bytes, v.spec.gather_stores});
+  });
   MESSAGE(launches << " launches of runs-tile candidates");
   for (int unit : {1, 2, 4}) {
     CHECK_MESSAGE(kinds.count({unit, true}) == 1, "a gathering runs tile of " << unit << "-byte units");
