@@ -69,6 +69,17 @@ __device__ __forceinline__ void sj_transpose_block(const unsigned (&w)[W], unsig
   }
 }
 
+// A pointer's address in units: its low bits are its misalignment.
+__device__ __forceinline__ unsigned sj_unit_address(const void* p) {
+  return (unsigned)(reinterpret_cast<unsigned long long>(p) / UNIT_BYTES);
+}
+
+// Misalignment in units, below `units` (a power of two), of unit offset `offset` from a base whose
+// unit address is `base`.
+__device__ __forceinline__ int sj_misalignment(unsigned base, Index offset, int units) {
+  return (int)((base + (unsigned)offset) & (units - 1));
+}
+
 // The 16 bytes `shift` bytes into the 32 of `low` and `high` (shift below 16): words selected by two
 // steps, then a funnel shift by the bytes left.
 __device__ __forceinline__ sj_bytes<16> sj_shifted_vector(const sj_bytes<16>& low, const sj_bytes<16>& high, int shift) {

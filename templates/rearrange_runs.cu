@@ -27,11 +27,6 @@ constexpr int STORE_ITEMS = (int)((RUNS_D * WORDS_D + THREADS - 1) / THREADS);
 // Staged runs start one word in, so a funnel shift may read the word before a run's first.
 constexpr long long SMEM_UNITS = (RUNS_D * PITCH + 2 * WORD_UNITS + WORD_UNITS - 1) / WORD_UNITS * WORD_UNITS;
 
-// Units of a pointer past its last aligned word.
-__device__ __forceinline__ int sj_misalignment(const Unit* p) {
-  return WORD_UNITS > 1 ? (int)(((unsigned long long)p / UNIT_BYTES) & (WORD_UNITS - 1)) : 0;
-}
-
 __device__ __forceinline__ Unit sj_word_unit(SjWord w, int u) {
   Unit out;
   out.v = (decltype(out.v))(w >> (u * UNIT_BYTES * 8 % 32));
@@ -69,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       const Index offset =
           sj_run_offset<true>(args, r, valid_a, ok, [&](int k, unsigned c) { staged += (int)c * SMEM_STEP[k]; });
       const Unit* run = s + (tile.src_base + offset);
-      const unsigned first = w * WORD_UNITS - sj_misalignment(run);
+      const unsigned first = w * WORD_UNITS - sj_misalignment(sj_unit_address(run), 0, WORD_UNITS);
       ok = ok && (int)first < (int)src_length;
       first_unit[i] = first;
       staged_run[i] = staged;
@@ -116,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       bool ok = true;
       const Index offset = sj_run_offset<false>(args, r, valid_b, ok, [](int, unsigned) {});
       Unit* run = d + (tile.dst_base + offset);
-      const unsigned first = w * WORD_UNITS - sj_misalignment(run);
+      const unsigned first = w * WORD_UNITS - sj_misalignment(sj_unit_address(run), 0, WORD_UNITS);
       if (!ok || (int)first >= (int)dst_length) continue;
       if (WORD_UNITS == 1) {
         run[first] = smem[staged + first];

@@ -120,11 +120,6 @@ constexpr int LANES_ALONG = sj_lanes_along();
 constexpr long long STORE_SLOTS = sj_store_slots<LANES_ALONG>();
 constexpr int STORE_ITEMS = (int)((STORE_SLOTS + THREADS - 1) / THREADS);
 
-// Units of a pointer past its last aligned store vector.
-__device__ __forceinline__ int sj_misalignment(const Unit* p) {
-  return (int)(((unsigned long long)p / UNIT_BYTES) & (STORE_UNITS - 1));
-}
-
 struct SjRunsTile {
   SjTile at;
   Index valid_a, valid_b;
@@ -174,23 +169,13 @@ __device__ __forceinline__ void sj_runs_load(const SjArgs& args, const Unit* __r
   }
 }
 
-// Shifts each loaded pair right by its misalignment: whole words by selects, then bytes by funnel shifts.
+// Stages each loaded pair shifted right by its misalignment.
 __device__ __forceinline__ void sj_runs_stage(const SjRunsLoaded& in, unsigned char* smem_bytes) {
 #pragma unroll
   for (int i = 0; i < LOAD_ITEMS; ++i) {
     if (in.target[i] < 0) continue;
-    const int shift = in.target[i] & 15;
-    const unsigned x[8] = {in.low[i].v[0],  in.low[i].v[1],  in.low[i].v[2],  in.low[i].v[3],
-                           in.high[i].v[0], in.high[i].v[1], in.high[i].v[2], in.high[i].v[3]};
-    unsigned z[6], y[5];
-#pragma unroll
-    for (int k = 0; k < 6; ++k) z[k] = shift & 8 ? x[k + 2] : x[k];
-#pragma unroll
-    for (int k = 0; k < 5; ++k) y[k] = shift & 4 ? z[k + 1] : z[k];
-    SjVector out;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) out.v[k] = __funnelshift_r(y[k], y[k + 1], (shift & 3) * 8);
-    *reinterpret_cast<SjVector*>(smem_bytes + (in.target[i] & ~15)) = out;
+    *reinterpret_cast<SjVector*>(smem_bytes + (in.target[i] & ~15)) =
+        sj_shifted_vector(in.low[i], in.high[i], in.target[i] & 15);
   }
 }
 
@@ -321,7 +306,7 @@ __device__ __forceinline__ void sj_runs_store(const SjArgs& args, Unit* __restri
     const Index offset = sj_run_offset<false>(args, r, tile.valid_b, ok,
                                                    [&](int k, unsigned c) { position += (int)c * SMEM_STEP[k]; });
     Unit* run = d + (tile.at.dst_base + offset);
-    const int first = (int)w * STORE_UNITS - sj_misalignment(run);
+    const int first = (int)w * STORE_UNITS - sj_misalignment(sj_unit_address(run), 0, STORE_UNITS);
     if (!ok || first >= dst_length) continue;
     int coordinate[DST_RUN_DIMS];  // of the run unit max(first, 0)
     unsigned j = (unsigned)max(first, 0);

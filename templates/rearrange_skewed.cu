@@ -24,11 +24,6 @@ __device__ __forceinline__ int sj_skew_pos(int lb, int p) {
   return lb * TILE_A + (((p / VEC_A) ^ ((lb / VEC_A) % CHUNKS_A)) * VEC_A) + p % VEC_A;
 }
 
-// Misalignment in units, below VEC_A, of unit offset `offset` from a base of misalignment `base`.
-__device__ __forceinline__ int sj_misalignment(unsigned base, Index offset) {
-  return (int)((base + (unsigned)offset) & (VEC_A - 1));
-}
-
 // Load item `item`: the k-th aligned vector of source row a = a0 - (VEC_A - 1) + item / CHUNKS_B,
 // starting at B index c0 (unit offset `row` + c0). False when the item or its row lies outside.
 __device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_misalignment, const SjTile& tile,
@@ -36,7 +31,7 @@ __device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_mi
   a = tile.a0 - (VEC_A - 1) + item / CHUNKS_B;
   if ((LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) || a < 0 || a >= sj_extent_a(args)) return false;
   row = tile.src_base + a * sj_src_stride(args, 0);
-  c0 = tile.b0 - sj_misalignment(src_misalignment, row + tile.b0) + item % CHUNKS_B * VEC_A;
+  c0 = tile.b0 - sj_misalignment(src_misalignment, row + tile.b0, VEC_A) + item % CHUNKS_B * VEC_A;
   return true;
 }
 
@@ -71,7 +66,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, unsigned src_misali
     for (int u = 0; u < VEC_A; ++u) {
       const Index lb = c0 + u - tile.b0;
       if (lb >= 0 && lb < TILE_B && c0 + u < extent_b) {
-        const Index p = a - tile.a0 + sj_misalignment(dst_misalignment, tile.dst_base + (c0 + u) * dst_stride_b);
+        const Index p = a - tile.a0 + sj_misalignment(dst_misalignment, tile.dst_base + (c0 + u) * dst_stride_b, VEC_A);
         if (p >= 0 && p < TILE_A) smem[sj_skew_pos((int)lb, (int)p)] = in[r].u[u];
       }
     }
@@ -88,7 +83,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     const int lb = item / CHUNKS_A, j = item % CHUNKS_A;
     if ((STORE_ITEMS % THREADS != 0 && item >= STORE_ITEMS) || tile.b0 + lb >= sj_extent_b(args)) continue;
     const Index row = tile.dst_base + (tile.b0 + lb) * sj_dst_stride(args, 1);
-    const Index x = tile.a0 - sj_misalignment(dst_misalignment, row) + j * VEC_A;
+    const Index x = tile.a0 - sj_misalignment(dst_misalignment, row, VEC_A) + j * VEC_A;
     Pack out;
     out.v = *reinterpret_cast<const Vec*>(&smem[sj_skew_pos(lb, j * VEC_A)]);
     if (x >= 0 && x + VEC_A <= extent_a) {
@@ -110,8 +105,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   __shared__ __align__(16) Unit smem[TILE_B * TILE_A];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
-  const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
+  const unsigned dst_misalignment = sj_unit_address(dst), src_misalignment = sj_unit_address(src);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2, A_FIRST);
     Pack in[LOADS_PER_THREAD];

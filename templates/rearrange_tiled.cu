@@ -160,7 +160,7 @@ __device__ __forceinline__ SjSpan sj_src_span(const SjArgs& args) {
 // made at staging (sj_unskew).
 __device__ __forceinline__ void sj_load_skewed(const Unit* __restrict__ s, unsigned src_misalignment, Index at,
                                                const SjSpan& span, PackB& low, VecB& high, int& shift) {
-  const int m = (int)((src_misalignment + (unsigned)at) & (VEC_B - 1));
+  const int m = sj_misalignment(src_misalignment, at, VEC_B);
   if (at - m >= span.first && at - m + (m ? 2 : 1) * VEC_B <= span.end) {
     low.v = *reinterpret_cast<const VecB*>(s + (at - m));
     if (m) high = *reinterpret_cast<const VecB*>(s + (at - m + VEC_B));
@@ -419,7 +419,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   int parity = 0;
   sj_fill_tables(args, tile, tables(0), true);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
-  const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
+  const unsigned src_misalignment = sj_unit_address(src);
   const SjSpan span = SKEW_LOAD ? sj_src_span(args) : SjSpan{0, 0};
   SjLoaded in;
   sj_load(args, s, src_misalignment, span, tile, tables(0), in);

@@ -79,12 +79,6 @@ __device__ __forceinline__ SjWord sj_with_unit(SjWord w, int u, Unit unit) {
   return (w & ~mask) | ((SjWord)unit.v << shift);
 }
 
-// Misalignment in units, below `units` (a power of two), of unit offset `offset` from a base of
-// misalignment `base`.
-__device__ __forceinline__ int sj_misalignment(unsigned base, Index offset, int units) {
-  return (int)((base + (unsigned)offset) & (units - 1));
-}
-
 // Units [shift, shift + W) of the pair (low, high): shift = W gives `high`.
 __device__ __forceinline__ SjWord sj_funnel(SjWord low, SjWord high, int shift) {
   return __funnelshift_rc(low, high, (unsigned)(shift * UNIT_BYTES * 8));
