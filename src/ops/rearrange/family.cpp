@@ -1823,7 +1823,7 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
 // of seeds 2523-2600 this rule changes, 11 of 2,184, drawn after: 62.8% -> 69.3% of copy, 5 up by 8
 // to 32 points, none down by 3 or more.)
 bool wants_word_tiles_over_skewed(const RearrangeSpec& skewed, const CanonicalForm& form, const Groups& g) {
-  return form.unit_bytes == 2 && skewed.skew_load && skewed.tile_b <= 2 * skewed.vec_b &&
+  return form.unit_bytes == 2 && skewed.skew_load && skewed.tile_b <= 2 * skewed.vec_b && skewed.store_linear == 0 &&
          word_groups_fit(form, g, kWordTileMinBytes);
 }
 
