@@ -1,6 +1,6 @@
 // rearrange, common part: the runtime arguments and the index helpers of every rearrange family.
-// Specialization read here: Unit, Index, NUM_DIMS, INDEX64, EXACT, THREADS and the K_* values (the
-// baked arguments in exact mode, placeholders otherwise).
+// Specialization read here: Unit, UNIT_BYTES, Index, NUM_DIMS, INDEX64, EXACT, THREADS and the K_* values
+// (the baked arguments in exact mode, placeholders otherwise).
 // Offsets are summed as Index before they meet a pointer, `p + (a + b)`: `p + a + b` widens each
 // term to 64 bits (sm_90, 32-bit index: a fifth of an f16 transpose kernel's instructions).
 

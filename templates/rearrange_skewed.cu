@@ -26,23 +26,23 @@ __device__ __forceinline__ int sj_skew_pos(int lb, int p) {
 
 // Load item `item`: the k-th aligned vector of source row a = a0 - (VEC_A - 1) + item / CHUNKS_B,
 // starting at B index c0 (unit offset `row` + c0). False when the item or its row lies outside.
-__device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_misalignment, const SjTile& tile,
+__device__ __forceinline__ bool sj_load_item(const SjArgs& args, unsigned src_address, const SjTile& tile,
                                              int item, Index& a, Index& row, Index& c0) {
   a = tile.a0 - (VEC_A - 1) + item / CHUNKS_B;
   if ((LOAD_ITEMS % THREADS != 0 && item >= LOAD_ITEMS) || a < 0 || a >= sj_extent_a(args)) return false;
   row = tile.src_base + a * sj_src_stride(args, 0);
-  c0 = tile.b0 - sj_misalignment(src_misalignment, row + tile.b0, VEC_A) + item % CHUNKS_B * VEC_A;
+  c0 = tile.b0 - sj_misalignment(src_address, row + tile.b0, VEC_A) + item % CHUNKS_B * VEC_A;
   return true;
 }
 
 // Issues the tile's loads into registers.
-__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_address,
                                         const SjTile& tile, Pack (&in)[LOADS_PER_THREAD]) {
   const Index extent_b = sj_extent_b(args);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     Index a, row, c0;
-    if (!sj_load_item(args, src_misalignment, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
+    if (!sj_load_item(args, src_address, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
     if (c0 >= 0 && c0 + VEC_A <= extent_b) {
       in[r].v = *reinterpret_cast<const Vec*>(s + (row + c0));
     } else {
@@ -54,19 +54,19 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 }
 
 // Drops every loaded unit of the tile's B range at its skewed place: row lb, place a - a0 + s(b).
-__device__ __forceinline__ void sj_stage(const SjArgs& args, unsigned src_misalignment, unsigned dst_misalignment,
+__device__ __forceinline__ void sj_stage(const SjArgs& args, unsigned src_address, unsigned dst_address,
                                          const SjTile& tile, const Pack (&in)[LOADS_PER_THREAD], Unit* smem) {
   const Index extent_b = sj_extent_b(args);
   const Index dst_stride_b = sj_dst_stride(args, 1);
 #pragma unroll
   for (int r = 0; r < LOADS_PER_THREAD; ++r) {
     Index a, row, c0;
-    if (!sj_load_item(args, src_misalignment, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
+    if (!sj_load_item(args, src_address, tile, threadIdx.x + r * THREADS, a, row, c0)) continue;
 #pragma unroll
     for (int u = 0; u < VEC_A; ++u) {
       const Index lb = c0 + u - tile.b0;
       if (lb >= 0 && lb < TILE_B && c0 + u < extent_b) {
-        const Index p = a - tile.a0 + sj_misalignment(dst_misalignment, tile.dst_base + (c0 + u) * dst_stride_b, VEC_A);
+        const Index p = a - tile.a0 + sj_misalignment(dst_address, tile.dst_base + (c0 + u) * dst_stride_b, VEC_A);
         if (p >= 0 && p < TILE_A) smem[sj_skew_pos((int)lb, (int)p)] = in[r].u[u];
       }
     }
@@ -74,7 +74,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, unsigned src_misali
 }
 
 // Store item (lb, j): the j-th aligned vector of destination row b0 + lb in this tile.
-__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
+__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_address,
                                          const SjTile& tile, const Unit* smem) {
   const Index extent_a = sj_extent_a(args);
 #pragma unroll
@@ -83,7 +83,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     const int lb = item / CHUNKS_A, j = item % CHUNKS_A;
     if ((STORE_ITEMS % THREADS != 0 && item >= STORE_ITEMS) || tile.b0 + lb >= sj_extent_b(args)) continue;
     const Index row = tile.dst_base + (tile.b0 + lb) * sj_dst_stride(args, 1);
-    const Index x = tile.a0 - sj_misalignment(dst_misalignment, row, VEC_A) + j * VEC_A;
+    const Index x = tile.a0 - sj_misalignment(dst_address, row, VEC_A) + j * VEC_A;
     Pack out;
     out.v = *reinterpret_cast<const Vec*>(&smem[sj_skew_pos(lb, j * VEC_A)]);
     if (x >= 0 && x + VEC_A <= extent_a) {
@@ -105,14 +105,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   __shared__ __align__(16) Unit smem[TILE_B * TILE_A];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  const unsigned dst_misalignment = sj_unit_address(dst), src_misalignment = sj_unit_address(src);
+  const unsigned dst_address = sj_unit_address(dst), src_address = sj_unit_address(src);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2, A_FIRST);
     Pack in[LOADS_PER_THREAD];
-    sj_load(args, s, src_misalignment, tile, in);
-    sj_stage(args, src_misalignment, dst_misalignment, tile, in, smem);
+    sj_load(args, s, src_address, tile, in);
+    sj_stage(args, src_address, dst_address, tile, in, smem);
     __syncthreads();
-    sj_store(args, d, dst_misalignment, tile, smem);
+    sj_store(args, d, dst_address, tile, smem);
     __syncthreads();
   }
 }

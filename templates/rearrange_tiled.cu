@@ -158,9 +158,9 @@ __device__ __forceinline__ SjSpan sj_src_span(const SjArgs& args) {
 // inside the tensor's span (reading past the row's B range, never past the tensor), else unit by
 // unit with a shift of 0 (at the span's two ends). Nothing here waits for a load: the shifts are
 // made at staging (sj_unskew).
-__device__ __forceinline__ void sj_load_skewed(const Unit* __restrict__ s, unsigned src_misalignment, Index at,
+__device__ __forceinline__ void sj_load_skewed(const Unit* __restrict__ s, unsigned src_address, Index at,
                                                const SjSpan& span, PackB& low, VecB& high, int& shift) {
-  const int m = sj_misalignment(src_misalignment, at, VEC_B);
+  const int m = sj_misalignment(src_address, at, VEC_B);
   if (at - m >= span.first && at - m + (m ? 2 : 1) * VEC_B <= span.end) {
     low.v = *reinterpret_cast<const VecB*>(s + (at - m));
     if (m) high = *reinterpret_cast<const VecB*>(s + (at - m + VEC_B));
@@ -210,7 +210,7 @@ __device__ __forceinline__ long long sj_linear_src_a(const SjTile& tile, const S
 }
 
 // Issues the tile's loads; nothing waits for them until sj_stage.
-__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_address,
                                         const SjSpan& span, const SjTile& tile, const SjTables& table, SjLoaded& in) {
   if (LOAD_LINEAR && LOAD_RUN == TILE_A) {
     // The tile's rows are back to back in src (A continues B): one run.
@@ -246,7 +246,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
           const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
           const Index at = tile.src_base + src_a + src_b;
           if constexpr (SKEW_LOAD)
-            sj_load_skewed(s, src_misalignment, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
+            sj_load_skewed(s, src_address, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
           else
             in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + at);
         }
@@ -419,10 +419,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   int parity = 0;
   sj_fill_tables(args, tile, tables(0), true);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
-  const unsigned src_misalignment = sj_unit_address(src);
+  const unsigned src_address = sj_unit_address(src);
   const SjSpan span = SKEW_LOAD ? sj_src_span(args) : SjSpan{0, 0};
   SjLoaded in;
-  sj_load(args, s, src_misalignment, span, tile, tables(0), in);
+  sj_load(args, s, src_address, span, tile, tables(0), in);
   for (;;) {
     sj_stage(args, s, tile, tables(parity), in, smem);
     const long long next_t = t + gridDim.x;
@@ -433,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
       sj_fill_tables(args, next, tables(parity ^ 1), false);
     }
     __syncthreads();
-    if (more) sj_load(args, s, src_misalignment, span, next, tables(parity ^ 1), in);
+    if (more) sj_load(args, s, src_address, span, next, tables(parity ^ 1), in);
     sj_store(args, d, tile, tables(parity), smem);
     if (!more) break;
     __syncthreads();

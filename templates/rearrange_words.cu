@@ -130,9 +130,9 @@ struct SjSource {
   bool whole;
 };
 template <bool CHECK_B>
-__device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index row, Index b, Index extent_b) {
-  const int m = SKEW_LOAD ? sj_misalignment(src_misalignment, row + b, W) : 0;
-  return {m, !CHECK_B || ((b - m >= 0 || src_misalignment % W == 0) && b - m + (m ? 2 : 1) * W <= extent_b)};
+__device__ __forceinline__ SjSource sj_source(unsigned src_address, Index row, Index b, Index extent_b) {
+  const int m = SKEW_LOAD ? sj_misalignment(src_address, row + b, W) : 0;
+  return {m, !CHECK_B || ((b - m >= 0 || src_address % W == 0) && b - m + (m ? 2 : 1) * W <= extent_b)};
 }
 
 // Range checks: along A, a compare per row and per store vector, in every tile (edge tiles along A
@@ -150,8 +150,8 @@ __device__ __forceinline__ SjSource sj_source(unsigned src_misalignment, Index r
 // unit: units before the row, at offsets of at least 0 when the source is word-aligned (offsets are
 // never negative), so inside the tensor's span. Only a misaligned source makes that tile checked.
 constexpr bool ALLOW_UNCHECKED_B = LOADS_PER_THREAD * W * LOADED_WORDS <= 24;
-__device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile, unsigned src_misalignment) {
-  return ALLOW_UNCHECKED_B && (!SKEW_LOAD || tile.b0 >= W || src_misalignment % W == 0) &&
+__device__ __forceinline__ bool sj_inside_b(const SjArgs& args, const SjTile& tile, unsigned src_address) {
+  return ALLOW_UNCHECKED_B && (!SKEW_LOAD || tile.b0 >= W || src_address % W == 0) &&
          tile.b0 + TILE_B + (SKEW_LOAD ? W : 0) <= sj_extent_b(args);
 }
 
@@ -184,7 +184,7 @@ __device__ __forceinline__ SjLoadBlock sj_load_block(const SjArgs& args, const S
 // j of a row is read where word j of the block is whole (sj_source) or, misaligned, word j - 1 is:
 // the words a one-word block of each would read, its own and the next.
 template <bool CHECK_B>
-__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+__device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_address,
                                         const SjTile& tile, const Index* table_a,
                                         SjWord (&in)[LOADS_PER_THREAD][W][LOADED_WORDS]) {
   const Index extent_b = sj_extent_b(args);
@@ -197,7 +197,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
       int m = 0;
 #pragma unroll
       for (int j = 0; j < LOAD_WORDS; ++j) {
-        const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], lb.b + j * W, extent_b);
+        const SjSource from = sj_source<CHECK_B>(src_address, lb.row[i], lb.b + j * W, extent_b);
         whole[j] = lb.row_valid[i] && from.whole;
         m = from.m;
       }
@@ -212,7 +212,7 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 // Completes each loaded block (funnel shifts; a row's ends unit by unit), transposes its W x W
 // blocks and writes their words: word g of tile rows kW .. kW + W - 1 for each of its words k.
 template <bool CHECK_B>
-__device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_misalignment,
+__device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restrict__ s, unsigned src_address,
                                          const SjTile& tile, const Index* table_a,
                                          const SjWord (&in)[LOADS_PER_THREAD][W][LOADED_WORDS], SjWord* smem) {
   const Index extent_b = sj_extent_b(args);
@@ -229,7 +229,7 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
       SjWord rows[W];
 #pragma unroll
       for (int i = 0; i < W; ++i) {
-        const SjSource from = sj_source<CHECK_B>(src_misalignment, lb.row[i], b, extent_b);
+        const SjSource from = sj_source<CHECK_B>(src_address, lb.row[i], b, extent_b);
         rows[i] = from.m ? sj_funnel(in[r][i][j], in[r][i][SKEW_LOAD ? j + 1 : j], from.m) : in[r][i][j];
         if (lb.row_valid[i] && !from.whole) {
           SjWord w = 0;
@@ -249,11 +249,11 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 
 template <bool CHECK_B>
 __device__ __forceinline__ void sj_load_and_stage(const SjArgs& args, const Unit* __restrict__ s,
-                                                  unsigned src_misalignment, const SjTile& tile, const Index* table_a,
+                                                  unsigned src_address, const SjTile& tile, const Index* table_a,
                                                   SjWord* smem) {
   SjWord in[LOADS_PER_THREAD][W][LOADED_WORDS];
-  sj_load<CHECK_B>(args, s, src_misalignment, tile, table_a, in);
-  sj_stage<CHECK_B>(args, s, src_misalignment, tile, table_a, in, smem);
+  sj_load<CHECK_B>(args, s, src_address, tile, table_a, in);
+  sj_stage<CHECK_B>(args, s, src_address, tile, table_a, in, smem);
 }
 
 // Store item (lb, j): the j-th aligned vector of destination row b0 + lb in this tile.
@@ -268,7 +268,7 @@ __device__ __forceinline__ SjStoreItem sj_store_item(int r) {
 }
 
 template <bool CHECK_B>
-__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_misalignment,
+__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_address,
                                          const SjTile& tile, const Index* table_b, const SjWord* smem) {
   const Index extent_a = sj_extent_a(args), extent_b = sj_extent_b(args);
   if (ROW_ALIGNED_STORES && threadIdx.x % ROW_LANES >= VECS_A) return;  // idle lanes (no barrier follows here)
@@ -278,7 +278,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     const int lb = item.lb, j = item.j;
     if ((STORE_ITEMS % THREADS != 0 && lb >= TILE_B) || (CHECK_B && tile.b0 + lb >= extent_b)) continue;
     const Index row = sj_dst_row(args, tile, table_b, lb);
-    const int skew = SKEW_STORE ? sj_misalignment(dst_misalignment, row, V) : 0;
+    const int skew = SKEW_STORE ? sj_misalignment(dst_address, row, V) : 0;
     const Index x = tile.a0 - skew + j * V;
     // The vector starts at staged unit LEAD_A - skew + j * V = first * W + shift (shift 1..W when
     // skewed): its word i is funnel-shifted out of staged words first + i and first + i + 1.
@@ -319,24 +319,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   __shared__ Index table_b[DIMS_B > 1 ? TILE_B : 1];
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  const unsigned dst_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
-  const unsigned src_misalignment = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
+  // Unit addresses as sj_unit_address computes them: through that call nvcc loaded some f16 word-tile
+  // sources with ld.global.nc instead (sm_90), a change of code not measured.
+  const unsigned dst_address = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
+  const unsigned src_address = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
   for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
     if (TABLES) {
       sj_fill_tables(args, tile, table_a, table_b);
       __syncthreads();
     }
-    const bool inside_b = sj_inside_b(args, tile, src_misalignment);
+    const bool inside_b = sj_inside_b(args, tile, src_address);
     if (inside_b)
-      sj_load_and_stage<false>(args, s, src_misalignment, tile, table_a, smem);
+      sj_load_and_stage<false>(args, s, src_address, tile, table_a, smem);
     else
-      sj_load_and_stage<true>(args, s, src_misalignment, tile, table_a, smem);
+      sj_load_and_stage<true>(args, s, src_address, tile, table_a, smem);
     __syncthreads();
     if (inside_b)
-      sj_store<false>(args, d, dst_misalignment, tile, table_b, smem);
+      sj_store<false>(args, d, dst_address, tile, table_b, smem);
     else
-      sj_store<true>(args, d, dst_misalignment, tile, table_b, smem);
+      sj_store<true>(args, d, dst_address, tile, table_b, smem);
     __syncthreads();
   }
 }

@@ -123,11 +123,14 @@ struct PermuteCase {
   DType dtype;
 };
 
-// Checks each permute on the GPU at nine pointer misalignments (source shifted by 0, 1 and 3
-// elements, destination by 0, 1 and 2); returns how many of the launches planned `family`.
 // The variant a plan launches on base pointers whose addresses OR'ed together are `address`.
 plan::RearrangeVariant launched_variant(const RearrangePlan& plan, std::uintptr_t address) {
   return plan::variant_for_pointers(plan::with_every_level(plan.impl().data), address);
+}
+
+// Whether a variant comes from the tiled template (the transpose and packed families).
+bool tiled_family(const plan::RearrangeSpec& s) {
+  return s.family == plan::RearrangeFamily::transpose || s.family == plan::RearrangeFamily::packed;
 }
 
 // The family of a case's plan at 16-byte aligned pointers.
@@ -476,7 +479,7 @@ TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a 
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const RearrangePlan plan = plan_rearrange({view.shape, {}, c.dtype, 0}, view);
     const plan::RearrangeSpec spec = launched_variant(plan, 0).spec;
-    CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
+    CHECK(tiled_family(spec));
     CHECK(spec.tile_a >= 128);
     for (const auto& [src_shift, dst_shift] : misalignments(dtype_size(c.dtype)))
       word_launches += launched_variant(plan, src_shift | dst_shift).spec.family == plan::RearrangeFamily::words;
@@ -583,12 +586,12 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
   CHECK(skewed >= launches / 2);
 }
 
-TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4, 8 and 16 bytes of 1- and 2-byte "
-          "units, are exact at every source misalignment" *
+TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4 and 8 bytes of 1-byte units and of "
+          "4, 8 and 16 bytes of 2-byte units, are exact at four source misalignments" *
           test::gpu_only()) {
-  // Measured planning may launch any candidate; default plans skew rows of 8 (u8) and 16 bytes (f16)
-  // only. Candidates are planned for aligned pointers, and only their loads are skewed, so the
-  // destination stays aligned.
+  // Measured planning may launch any candidate, among them skewed rows that default plans of
+  // contiguous tensors seldom take (4-byte rows come mostly from strided views). Only the loads are
+  // skewed, so the destination stays aligned as the top-level candidates were planned.
   const std::vector<PermuteCase> cases = {
       {{9, 36, 3, 2, 78, 6}, {4, 1, 0, 2, 5, 3}, DType::u8},  // rows of 4 bytes
       {{81, 20001}, {1, 0}, DType::u8},                       // 8
@@ -600,7 +603,7 @@ TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4, 
   std::set<std::pair<int, int>> kinds;  // (unit bytes, row bytes) of the skewed tiles launched
   int launches = 0;
   const auto skewed_tile = [](const plan::RearrangeSpec& s) {
-    return (s.family == plan::RearrangeFamily::transpose || s.family == plan::RearrangeFamily::packed) && s.skew_load;
+    return tiled_family(s) && s.skew_load;
   };
   for_each_candidate(cases, skewed_tile, [&](const auto& p, const auto& v, const TensorDesc& dst, const TensorDesc& view) {
     const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
@@ -616,10 +619,12 @@ TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4, 
     CHECK_MESSAGE(kinds.count({unit, row}) == 1, "a skewed tile of " << row << "-byte rows of " << unit << "-byte units");
 }
 
-TEST_CASE("rearrange: skewed loads with 64-bit indices, source rows spread past 2^31 units, are exact" *
+TEST_CASE("rearrange: skewed loads with 64-bit indices, source rows an odd pitch apart over 2 billion units, are "
+          "exact" *
           test::gpu_only()) {
-  // A transposing view whose source rows lie an odd pitch apart, so far apart that the span takes
-  // 64-bit indices while the elements stay few (the source buffer holds the whole span).
+  // A transposing view whose source rows lie so far apart that the span takes 64-bit indices (the
+  // planner switches past 2^30 units) while the elements stay few (the source buffer holds the whole
+  // span).
   const struct {
     std::int64_t rows, row_length, pitch;
     DType dtype;
@@ -632,7 +637,7 @@ TEST_CASE("rearrange: skewed loads with 64-bit indices, source rows spread past 
     // Aligned, and 2 bytes off (pointers aligned to 1 byte take word tiles or rows).
     for (std::size_t src_shift : {std::size_t{0}, std::size_t{2}}) {
       const plan::RearrangeSpec s = launched_variant(plan, src_shift).spec;
-      CHECK((s.family == plan::RearrangeFamily::transpose || s.family == plan::RearrangeFamily::packed));
+      CHECK(tiled_family(s));
       CHECK(s.skew_load);
       CHECK(s.index64);
       const std::string failure = check_on_gpu(dst, view, src_shift, 0, ++seed);
@@ -965,7 +970,7 @@ TEST_CASE("rearrange: tiled kernels counting their tiles along A first and along
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     const plan::RearrangeSpec spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
-    CHECK((spec.family == plan::RearrangeFamily::transpose || spec.family == plan::RearrangeFamily::packed));
+    CHECK(tiled_family(spec));
     ++(spec.a_first ? a_first : b_first);
   }
   CHECK(a_first >= 3);

@@ -1815,16 +1815,17 @@ bool wants_word_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, con
          word_groups_fit(form, g, narrow_a ? kWordTileMinBytes : 2 * kWordTileMinBytes);
 }
 
-// Whether a skewed tile of 2-byte units that takes B in one or two micro-tile rows goes faster on
-// word tiles: such a tile reads two aligned vectors for each of its rows' one or two skewed vectors,
-// where word tiles read a row in words with one more per load block. (H200: the 6 f16 lines of
-// seeds 2491-2494 and 2507-2522 with such tiles, all a1x256v2.b1x16v8k, moved to word tiles in an
+// Whether a skewed tile of 2-byte units that takes B in one or two rows of 16 bytes goes faster on
+// word tiles: it reads two aligned 16-byte vectors for each row, four for each 32-byte piece of a
+// source row, where word tiles read the piece in words with one more per load block. Tiles with
+// linear stores keep theirs, as wants_word_tiles leaves them. (H200: the 6 f16 lines of seeds
+// 2491-2494 and 2507-2522 with such tiles, all a1x256v2.b1x16v8k, moved to word tiles in an
 // experiment on every pair-storing tile, 5 up by 6.5 to 16 points and 1 down by 4; on every f16 line
 // of seeds 2523-2600 this rule changes, 11 of 2,184, drawn after: 62.8% -> 69.3% of copy, 5 up by 8
 // to 32 points, none down by 3 or more.)
 bool wants_word_tiles_over_skewed(const RearrangeSpec& skewed, const CanonicalForm& form, const Groups& g) {
-  return form.unit_bytes == 2 && skewed.skew_load && skewed.tile_b <= 2 * skewed.vec_b && skewed.store_linear == 0 &&
-         word_groups_fit(form, g, kWordTileMinBytes);
+  return form.unit_bytes == 2 && skewed.skew_load && skewed.vec_b * form.unit_bytes == 16 &&
+         skewed.tile_b <= 2 * skewed.vec_b && skewed.store_linear == 0 && word_groups_fit(form, g, kWordTileMinBytes);
 }
 
 // Load blocks (W x W units) a thread of a word tile holds: four, or two with funnel-shifted loads
