@@ -626,6 +626,7 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
   const PermuteCase two_rows{{3, 286, 829}, {0, 2, 1}, 2};
   CHECK(aligned_spec(two_rows).family == plan::RearrangeFamily::words);
   check_permute(two_rows, rng, false);
+  check_permute(two_rows, rng, true);
   const plan::RearrangeSpec four_rows = aligned_spec({{29, 86, 129}, {0, 2, 1}, 2});
   CHECK((four_rows.skew_load && four_rows.tile_b == 32 && four_rows.vec_b == 8));
 }

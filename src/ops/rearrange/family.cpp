@@ -2322,14 +2322,13 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       TileChoices choices(units);
       RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
       const Groups words = word_groups(units, inner, *b);
-      if (wants_word_tiles(v.spec, units, words))
-        return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
+      const auto word_tiles = [&] { return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words)); };
+      if (wants_word_tiles(v.spec, units, words)) return word_tiles();
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(choices, inner, *b, exact, src_align, dst_align)) return *quarter;
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
         // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
-        if (units.unit_bytes == 2)
-          return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
+        if (units.unit_bytes == 2) return word_tiles();
         return plan_skewed(units, inner, *b, exact);
       }
       // A tile smaller than a unit per thread is better walked in destination order.
@@ -2363,8 +2362,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
         // of 8,762 lines.
         const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b != skewed.args.extent_b;
         if (skewed.spec.skew_load && !splits_b) {
-          if (wants_word_tiles_over_skewed(skewed.spec, units, words))
-            return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
+          if (wants_word_tiles_over_skewed(skewed.spec, units, words)) return word_tiles();
           return skewed;
         }
       }
