@@ -778,6 +778,19 @@ TEST_CASE("rearrange: u8 tiles that store single bytes beside 2- and 4-byte load
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5107, "runs");
 }
 
+TEST_CASE("rearrange: shared rows under a 32-byte sector take runs tiles, at every pointer misalignment" *
+          test::gpu_only()) {
+  // Rows of 3 bytes (u8), 12 bytes (f32), 6 bytes (f16) and 18 bytes (u8) over many small dims.
+  const std::vector<PermuteCase> cases = {
+      {{35, 13, 6, 4, 10, 2, 5, 3}, {0, 5, 4, 1, 2, 6, 3, 7}, DType::u8},
+      {{8, 5, 3, 2, 2, 3, 2, 2, 10, 9, 2, 3}, {9, 6, 3, 8, 1, 5, 2, 7, 0, 10, 4, 11}, DType::f32},
+      {{14, 21, 23, 11, 17, 2, 3}, {1, 4, 0, 3, 5, 2, 6}, DType::f16},
+      {{28, 2, 29, 16, 4, 5, 18}, {1, 3, 2, 0, 5, 4, 6}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::runs);
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5109, "runs");
+}
+
 TEST_CASE("rearrange: runs tiles that gather their stores from staged source runs, at every pointer misalignment" *
           test::gpu_only()) {
   // Destination runs of one dim inside a source run of two ([2, 3, 116, 711, 11]), runs of three dims

@@ -342,6 +342,26 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
   CHECK(launches - gathering >= 20);
 }
 
+TEST_CASE("shared rows under a 32-byte sector that the row family would move take runs tiles, at every alignment") {
+  std::mt19937_64 rng(20261130);
+  // Scaled-down random-suite lines whose rows are 3 bytes (u8), 12 bytes (f32), 6 bytes (f16) and 18
+  // bytes (u8, in 2-byte units), over many small dims.
+  const PermuteCase cases[] = {
+      {{7, 5, 6, 4, 10, 2, 5, 3}, {0, 5, 4, 1, 2, 6, 3, 7}, 1},
+      {{4, 5, 3, 2, 2, 3, 2, 2, 6, 9, 2, 3}, {9, 6, 3, 8, 1, 5, 2, 7, 0, 10, 4, 11}, 4},
+      {{14, 21, 23, 11, 7, 2, 3}, {1, 4, 0, 3, 5, 2, 6}, 2},
+      {{28, 2, 29, 6, 4, 5, 18}, {1, 3, 2, 0, 5, 4, 6}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    INFO(plan::describe(plan_of(c)));
+    CHECK(aligned_spec(c).family == plan::RearrangeFamily::runs);
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+  // Rows of a whole sector stay rows.
+  CHECK(aligned_spec({{8, 10, 7, 9, 4, 11, 8}, {2, 3, 4, 0, 5, 1, 6}, 4}).family == plan::RearrangeFamily::row);
+}
+
 TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byte vectors (by default from 768 "
           "bytes), exact, with source and destination pointers aligned to 16, 1, 2, 4 and 8 bytes (where the unit allows)") {
   std::mt19937_64 rng(20261127);
