@@ -229,13 +229,14 @@ TEST_CASE("families: short rows of units up to 8 bytes take segment tiles where 
   CHECK(vectors.family == RearrangeFamily::row);
   CHECK(vectors.vector_rows);
   // Rows of 8-byte units take segment tiles (f32 rows of 72 bytes); rows of 16-byte units (80 bytes)
-  // and tiles of a few rows stay rows.
+  // and tiles of a few rows stay rows, unless the rows are under a 32-byte sector (u8 rows of 15
+  // bytes), which take runs tiles.
   const auto eight = spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32);
   CHECK(eight.family == RearrangeFamily::segments);
   CHECK(eight.unit_bytes == 8);
   CHECK(spec_of({2282, 4869, 20}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
   CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
-  CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::row);
+  CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::runs);
 }
 
 TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would idle, and a block walks two tiles") {
