@@ -1614,8 +1614,12 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // x 16 units or so) go faster. (H200, f32: the 7 skewed lines of seeds 1600-1604 and the DL suite,
 // the bound set on them: moved to transposes, 3 rose by 11-17 points at fills of 0.53-0.69; at fills
 // of 0.82-0.99, 3 fell by 1-7 and 1 rose by 1. On the 7 lines of 1,280 of fresh seeds 1605-1644 that
-// it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.)
-constexpr double kSkewedMinFill = 0.75;
+// it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.) The bound was 0.75 until two
+// lines at fills of 0.77 and 0.80 ran 1.19x and 1.25x faster on transposes (measured planning, f32
+// lines of seeds 2491-2494); at 0.82, on the 10 lines of fresh seeds 2601-2700 that it moves, fills
+// of 0.75 to 0.82: 63.6% -> 65.7% of copy, 5 up by 3 to 9 points, 2 down by 6 ([199, 1005025] 1,0 and
+// [201, 439, 2267] 1,2,0, whose transposes idle as much).
+constexpr double kSkewedMinFill = 0.82;
 
 // The share of the slots of skewed tiles over a transpose of extent_a x extent_b units that hold
 // units: a destination row's tiles along A start up to a vector less a unit before it.
