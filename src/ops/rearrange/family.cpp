@@ -6,7 +6,6 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -1449,6 +1448,24 @@ bool takes_longer_tile(const RearrangeSpec& planned, const RearrangeSpec& longer
   return longer.tile_a > planned.tile_a && longer.vec_a >= planned.vec_a;
 }
 
+// Whether a tile's A group is one dim that its tiles split in two: each destination run then ends
+// mid-row, in pieces of half a row or so.
+bool splits_one_dim_a_in_two(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  return s.dims_a == 1 && s.tile_a < v.args.extent_a && 2 * std::int64_t{s.tile_a} >= v.args.extent_a;
+}
+
+// Whether a tile of A twice as long replaces such a tile: its A chain runs on past that dim (so its
+// destination runs span whole rows and more), B keeps its dims, and its loads are as wide. (H200:
+// measured planning's timings, f64 [74,23,38,3092] 2,3,1,0 1.51x faster with A over two dims. Without
+// the B guard, on the 70 lines of fresh seeds 2601-2700 it changed, 81.8% -> 85.9% of copy, 33 up and
+// 11 down by 3 points or more; the 25 where B lost a dim, 10 up and 11 down, set the guard, as they
+// did for takes_longer_tile.)
+bool takes_chained_a(const RearrangeSpec& planned, const RearrangeSpec& longer) {
+  return longer.dims_a > planned.dims_a && longer.dims_b >= planned.dims_b &&
+         load_vector(longer) >= load_vector(planned);
+}
+
 // Fixed tiles of a long A group over a short B group: tile_a of at least kLongTileA units over
 // tile_b of at most kShortTileB.
 constexpr std::int64_t kLongTileA = 1024;
@@ -1501,6 +1518,14 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
       v = std::move(longer);
     else
       aspect = 0;
+  }
+  if (aspect == 0 && splits_one_dim_a_in_two(v)) {
+    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 1,
+                                         narrow_micro_tiles);
+    if (takes_chained_a(v.spec, longer.spec)) {
+      v = std::move(longer);
+      aspect = 1;
+    }
   }
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
@@ -1614,12 +1639,21 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // x 16 units or so) go faster. (H200, f32: the 7 skewed lines of seeds 1600-1604 and the DL suite,
 // the bound set on them: moved to transposes, 3 rose by 11-17 points at fills of 0.53-0.69; at fills
 // of 0.82-0.99, 3 fell by 1-7 and 1 rose by 1. On the 7 lines of 1,280 of fresh seeds 1605-1644 that
-// it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.) The bound was 0.75 until two
-// lines at fills of 0.77 and 0.80 ran 1.19x and 1.25x faster on transposes (measured planning, f32
-// lines of seeds 2491-2494); at 0.82, on the 10 lines of fresh seeds 2601-2700 that it moves, fills
-// of 0.75 to 0.82: 63.6% -> 65.7% of copy, 5 up by 3 to 9 points, 2 down by 6 ([199, 1005025] 1,0 and
-// [201, 439, 2267] 1,2,0, whose transposes idle as much).
-constexpr double kSkewedMinFill = 0.82;
+// it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.) Between kSkewedMinFill and
+// kSkewedSureFill they are taken only where the transpose's own tiles fill no more of their slots
+// (by kSkewedFillLead): two lines at fills of 0.77 and 0.80 ran 1.19x and 1.25x faster on transposes
+// filling 0.97 (measured planning, f32 lines of seeds 2491-2494). Moving every line under 0.82, on
+// the 15 lines of fresh seeds 2601-2800 that moved: 7 up by 3 to 9 points, 3 down by 3 to 6, the
+// three where the transposes idled as much ([199, 1005025] 1,0, [201, 439, 2267] 1,2,0,
+// [195, 1025641] 1,0), and one up by 6 whose transposes idled more ([120, 9, 287, 3, 215]).
+constexpr double kSkewedMinFill = 0.75;
+constexpr double kSkewedSureFill = 0.82;
+constexpr double kSkewedFillLead = 0.02;
+
+// The share of a group's slots that tiles of `tile` units fill.
+double tile_fill(std::int64_t extent, std::int64_t tile) {
+  return static_cast<double>(extent) / static_cast<double>(ceil_div(extent, tile) * tile);
+}
 
 // The share of the slots of skewed tiles over a transpose of extent_a x extent_b units that hold
 // units: a destination row's tiles along A start up to a vector less a unit before it.
@@ -1645,12 +1679,16 @@ double skewed_tile_fill(std::int64_t extent_a, std::int64_t extent_b, std::int64
 // along A since narrow_store_aspect (H200, the 42 lines of fresh f32 seeds 1003-1040 this moves off
 // skewed tiles: 67.9% -> 77.5% of copy, 34 up and 5 down by 3 points or more, the losses long A rows
 // counted along A first, [127389,1570] 1,0 68% -> 59%). Tiles of 4-byte units whose skewed tiles
-// would hold units in under kSkewedMinFill of their slots keep their tile too (skewed_tile_fill).
+// would hold units in under kSkewedMinFill of their slots keep their tile too (skewed_tile_fill), as
+// do those under kSkewedSureFill whose transpose tiles fill more.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
-  const bool fills =
-      skewed_tile_fill(form.dims[a_dim].extent, form.dims[b_dim].extent, form.unit_bytes) >= kSkewedMinFill;
+  const std::int64_t extent_a = form.dims[a_dim].extent, extent_b = form.dims[b_dim].extent;
+  const double skewed_fill = skewed_tile_fill(extent_a, extent_b, form.unit_bytes);
+  const double tiled_fill = tile_fill(extent_a, tiled.tile_a) * tile_fill(extent_b, tiled.tile_b);
+  const bool fills = skewed_fill >= kSkewedSureFill ||
+                     (skewed_fill >= kSkewedMinFill && skewed_fill + kSkewedFillLead >= tiled_fill);
   const bool unit_fits =
       (form.unit_bytes == 4 && load_vector(tiled) == 1 && fills) || (form.unit_bytes == 2 && form.dims.size() == 2);
   return tiled.family == RearrangeFamily::transpose && narrow_stores && unit_fits &&
