@@ -608,6 +608,25 @@ TEST_CASE("16 KiB tiles of 256 threads double where the larger tile spans anothe
   }
 }
 
+TEST_CASE("tiles that would split a one-dim A in two take A on through the next destination dim, at every alignment") {
+  std::mt19937_64 rng(20261130);
+  // f64 [74, 5, 6, 300] 2,3,1,0: A = the 74-unit rows, which the square tile splits into 38 + 36;
+  // their destination chain runs on through the 5-unit dim, so A spans both in 128-unit tiles.
+  // f16 [136, 2, 16, 50, 8, 13] 1,3,4,5,2,0: 136 units split into 72 + 64, then A of 256 over two dims.
+  const PermuteCase f64{{74, 5, 6, 300}, {2, 3, 1, 0}, 8}, f16{{136, 2, 16, 50, 8, 13}, {1, 3, 4, 5, 2, 0}, 2};
+  const plan::RearrangeSpec a = aligned_spec(f64), b = aligned_spec(f16);
+  CHECK((a.dims_a == 2 && a.tile_a == 128 && a.dims_b == 1));
+  CHECK((b.dims_a == 2 && b.tile_a == 256 && b.dims_b == 1));
+  for (const PermuteCase& c : {f64, f16}) {
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+  // Where the longer A would cost B a dim, the split tile stays (f64 [3,96,2,147,47,10,5]: B of
+  // three dims).
+  const plan::RearrangeSpec kept = aligned_spec({{3, 96, 2, 147, 47, 10, 5}, {3, 5, 4, 6, 0, 2, 1}, 8});
+  CHECK((kept.dims_a == 1 && kept.tile_a == 64 && kept.dims_b == 3));
+}
+
 TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors around them, funnel-shifted, at every "
           "alignment") {
   std::mt19937_64 rng(4127);
