@@ -1642,11 +1642,11 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // of 0.82-0.99, 3 fell by 1-7 and 1 rose by 1. On the 7 lines of 1,280 of fresh seeds 1605-1644 that
 // it moves, 53.1% -> 65.2% of copy, every line up by 3 points or more.) Between kSkewedMinFill and
 // kSkewedSureFill they are taken only where the transpose's own tiles fill no more of their slots
-// (by kSkewedFillLead): two lines at fills of 0.77 and 0.80 ran 1.19x and 1.25x faster on transposes
-// filling 0.97 (measured planning, f32 lines of seeds 2491-2494). Moving every line under 0.82, on
-// the 15 lines of fresh seeds 2601-2800 that moved: 7 up by 3 to 9 points, 3 down by 3 to 6, the
+// (by kSkewedFillLead): two lines at fills of 0.76 and 0.80 ran 1.25x and 1.19x faster on transposes
+// filling 0.92 and 0.96 (measured planning, f32 lines of seeds 2491-2494). Moving every line under
+// 0.82, on the 15 lines of fresh seeds 2601-2800 that moved: 7 up by 3 to 9 points, 3 down by 4 to 6, the
 // three where the transposes idled as much ([199, 1005025] 1,0, [201, 439, 2267] 1,2,0,
-// [195, 1025641] 1,0), and one up by 6 whose transposes idled more ([120, 9, 287, 3, 215]). With the
+// [195, 1025641] 1,0), and one up by 6 whose transposes idled more ([120, 9, 287, 3, 215] 1,0,4,3,2). With the
 // lead, on the 21 f32 lines of fresh seeds 2801-3400 it moves: 61.7% -> 68.7%, 18 up, none down.
 constexpr double kSkewedMinFill = 0.75;
 constexpr double kSkewedSureFill = 0.82;
