@@ -1644,10 +1644,11 @@ constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
 // kSkewedSureFill they are taken only where the transpose's own tiles fill no more of their slots
 // (by kSkewedFillLead): two lines at fills of 0.76 and 0.80 ran 1.25x and 1.19x faster on transposes
 // filling 0.92 and 0.96 (measured planning, f32 lines of seeds 2491-2494). Moving every line under
-// 0.82, on the 15 lines of fresh seeds 2601-2800 that moved: 7 up by 3 to 9 points, 3 down by 4 to 6, the
-// three where the transposes idled as much ([199, 1005025] 1,0, [201, 439, 2267] 1,2,0,
-// [195, 1025641] 1,0), and one up by 6 whose transposes idled more ([120, 9, 287, 3, 215] 1,0,4,3,2). With the
-// lead, on the 21 f32 lines of fresh seeds 2801-3400 it moves: 61.7% -> 68.7%, 18 up, none down.
+// 0.82, on the 15 lines of fresh seeds 2601-2800 that moved: 7 up by 3 to 9 points, 3 down by 4 to
+// 6, the three where the transposes idled as much ([199, 1005025] 1,0, [201, 439, 2267] 1,2,0,
+// [195, 1025641] 1,0), and one up by 6 whose transposes idled more ([120, 9, 287, 3, 215]
+// 1,0,4,3,2). With the lead, on the 21 f32 lines of fresh seeds 2801-3400 it moves: 61.7% -> 68.7%,
+// 18 up, none down.
 constexpr double kSkewedMinFill = 0.75;
 constexpr double kSkewedSureFill = 0.82;
 constexpr double kSkewedFillLead = 0.02;
