@@ -41,9 +41,12 @@ plan::RearrangePlanData swap_first_two(std::vector<std::int64_t> src_shape, int 
 plan::RearrangePlanData family_plan(RearrangeFamily family, int elem, bool big, bool exact = false) {
   const std::int64_t r = big ? 1 << 16 : 320, c = big ? 1 << 15 : 512;  // pitches of 16-byte multiples
   switch (family) {
-    case RearrangeFamily::row:  // rows of 7 units, a slice of 9 in the source: unit = elem, and too short
-                                // for 16-byte vectors
-      return make({big ? r * c * 8 : r, 7}, {9, 1}, elem, exact);
+    case RearrangeFamily::row: {  // rows of an odd count of units (unit = elem), at least 32 bytes (shorter
+                                  // ones take runs tiles) and too short for 16-byte vectors, a slice of
+                                  // source rows two units longer
+      const std::int64_t length = std::max<std::int64_t>(7, 32 / elem + 1);
+      return make({big ? r * c * 8 : r, length}, {length + 2, 1}, elem, exact);
+    }
     case RearrangeFamily::transpose: return swap_first_two({r, c}, elem, exact);
     case RearrangeFamily::packed: {  // all dims of extent 2, reversed
       std::vector<std::int64_t> twos(big ? 31 : 12, 2), strides = contiguous_strides(twos);
