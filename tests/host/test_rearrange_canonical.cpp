@@ -463,6 +463,16 @@ TEST_CASE("tiles: 8-byte units storing single units take A twice as long where B
   CHECK((wide.vec_a == 2 && wide.tile_a == wide.tile_b));
 }
 
+TEST_CASE("families: skewed f32 tiles at fills of 0.75 to 0.82 only where the transpose's tiles fill no more") {
+  // [195, 1025641] 1,0: skewed and transpose tiles both fill 0.76 of their slots (195 rows in tiles of
+  // 64 and 128 units): skewed. [1025641, 195] 1,0 and [677, 1931, 153] 2,0,1: skewed fills of 0.76 and
+  // 0.80 against 0.94 and 0.96 on transposes: transposes. Over 0.82 skewed tiles stay ([1021, 1029]).
+  CHECK(aligned(permute_plan({195, 1025641}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::skewed);
+  CHECK(aligned(permute_plan({1025641, 195}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::transpose);
+  CHECK(aligned(permute_plan({677, 1931, 153}, {2, 0, 1}, DType::f32)).spec.family == RearrangeFamily::transpose);
+  CHECK(aligned(permute_plan({1021, 1029}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::skewed);
+}
+
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {
   // The default is a 256 x 64 tile (8-byte stores, the widest for 1-byte units, along an A twice as
   // long as a square's); measured planning also times tiles longer along A and longer along B, at a

@@ -358,8 +358,13 @@ TEST_CASE("shared rows under a 32-byte sector that the row family would move tak
     check_permute(c, rng, false);
     check_permute(c, rng, true);
   }
-  // Rows of a whole sector stay rows.
-  CHECK(aligned_spec({{8, 10, 7, 9, 4, 11, 8}, {2, 3, 4, 0, 5, 1, 6}, 4}).family == plan::RearrangeFamily::row);
+  // Rows sliced from source rows of 33 bytes (1-byte units): 32 bytes stay rows, 31 take runs tiles.
+  for (const std::int64_t row : {32, 31}) {
+    const TensorDesc src{{300, 40, row}, {33, 9900, 1}, DType::u8, 1}, dst{{300, 40, row}, {}, DType::u8, 1};
+    const plan::RearrangeSpec s = plan::variant_for_pointers(plan::plan_rearrange_data(dst, src, {}), 16).spec;
+    CHECK(s.family == (row == 32 ? plan::RearrangeFamily::row : plan::RearrangeFamily::runs));
+    check_against_reference(dst, src, rng, false);
+  }
 }
 
 TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byte vectors (by default from 768 "

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -1455,13 +1456,18 @@ bool splits_one_dim_a_in_two(const RearrangeVariant& v) {
   return s.dims_a == 1 && s.tile_a < v.args.extent_a && 2 * std::int64_t{s.tile_a} >= v.args.extent_a;
 }
 
-// Whether a tile of A twice as long replaces such a tile: its A chain runs on past that dim (so its
-// destination runs span whole rows and more), B keeps its dims, and its loads are as wide. (H200:
-// measured planning's timings, f64 [74,23,38,3092] 2,3,1,0 1.51x faster with A over two dims. Without
-// the B guard, on the 70 lines of fresh seeds 2601-2700 it changed, 81.8% -> 85.9% of copy, 33 up and
-// 11 down by 3 points or more, of which the 25 where B lost a dim 10 up and 11 down: hence the guard,
-// like takes_longer_tile's. With it, on the 52 lines of fresh seeds 2701-2800 it changes: 81.3% ->
-// 86.7%, 26 up and 4 down; f64 (24 lines) 83.9% -> 89.0%, none down.)
+// Whether a tile of A twice as long replaces such a tile: its A gains a dim (the chain runs on past
+// the split dim, so destination runs are longer than a row), B keeps its dims and loads are as wide.
+// The guard compares tiles of one volume: plan_fixed_tiles then weighs the 32 KiB tile against the
+// chained one, which may keep a tile whose B the larger one would have grown. (H200: measured
+// planning's timings, f64 [74,23,38,3092] 2,3,1,0 1.51x faster with A over two dims. Without the B
+// guard, on the 70 lines of fresh seeds 2601-2700 it changed: 81.8% -> 85.9% of copy, 33 up and 11
+// down by 3 points or more, of which the 25 whose final tile had B lose a dim 7 up and 9 down: hence
+// the guard, like takes_longer_tile's. With it, on the 52 lines of fresh seeds 2701-2800 it changes:
+// 81.3% -> 86.7%, 26 up and 4 down; f64 (24 lines) 83.9% -> 89.0%, none down. The 4 falls are f32
+// lines where the chained tile displaced the larger tile, among 11 lines where the larger tile's
+// choice or a refused narrow_store_aspect tile was involved: those 11 went 4 up by 3.5 to 34 points
+// and 4 down by 3.5 to 9.5.)
 bool takes_chained_a(const RearrangeSpec& planned, const RearrangeSpec& longer) {
   return longer.dims_a > planned.dims_a && longer.dims_b >= planned.dims_b &&
          load_vector(longer) >= load_vector(planned);
@@ -1520,9 +1526,12 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
     else
       aspect = 0;
   }
+  // Also where takes_longer_tile refused narrow_store_aspect's tile (3 of the 52 lines of seeds
+  // 2701-2800 that chaining changes), under takes_chained_a's guard. Taken, its quarter below keeps
+  // its aspect, as a tile of narrow_store_aspect's does.
   if (aspect == 0 && splits_one_dim_a_in_two(v)) {
-    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 1,
-                                         narrow_micro_tiles);
+    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
+                                         /*aspect=*/1, narrow_micro_tiles);
     if (takes_chained_a(v.spec, longer.spec)) {
       v = std::move(longer);
       aspect = 1;
@@ -2439,9 +2448,9 @@ bool wants_segments(const RearrangeVariant& segments, bool one_dim_groups) {
   return tile >= kSegmentMinTile && dst_run >= kSegmentMinDstRun;
 }
 
-// Whether the row family would move rows shorter than a sector: scattered over the source, such rows
-// read their sectors again and again once L2 no longer holds them (H200: 3-byte u8 rows at 6-15% of
-// copy, 12-byte f32 rows at 22-24%). Runs tiles read and write whole runs of several dims instead:
+// Whether a form's shared rows are shorter than a sector. Moved by the row family, rows scattered over
+// the source read their sectors again and again once L2 no longer holds them (H200: 3-byte u8 rows at
+// 6-15% of copy, 12-byte f32 rows at 22-24%). Runs tiles read and write whole runs of several dims instead:
 // measured planning's timings of the 19 such lines with a runs tile among the 8,762 lines used to
 // compare plans and seeds 2491-2494: runs 1.15x to 5.3x faster than the planned rows on every one.
 bool rows_under_a_sector(const CanonicalForm& units) {
