@@ -2376,7 +2376,9 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       TileChoices choices(units);
       RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
       const Groups words = word_groups(units, inner, *b);
-      const auto word_tiles = [&] { return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words)); };
+      const auto word_tiles = [&] {
+        return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
+      };
       if (wants_word_tiles(v.spec, units, words)) return word_tiles();
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
         if (const auto quarter = fixed_tiles_along_a(choices, inner, *b, exact, src_align, dst_align)) return *quarter;
