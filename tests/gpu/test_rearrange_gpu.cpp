@@ -791,6 +791,22 @@ TEST_CASE("rearrange: shared rows under a 32-byte sector take runs tiles, at eve
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5109, "runs");
 }
 
+TEST_CASE("rearrange: tiles whose A four times as long would load narrower vectors take A twice as long, at every "
+          "pointer misalignment" *
+          test::gpu_only()) {
+  // f32 single-unit stores beside 16-byte loads (128 x 32 units), f16 4-byte stores (128 x 64).
+  const std::vector<PermuteCase> cases = {
+      {{545, 3, 26, 18}, {3, 2, 1, 0}, DType::f32},
+      {{7, 19, 6, 3, 12, 2, 3, 9}, {7, 6, 4, 0, 5, 2, 3, 1}, DType::f16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec& spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    CHECK((spec.family == plan::RearrangeFamily::packed && spec.tile_a == 128 && spec.vec_b * spec.unit_bytes == 16));
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 5119, "packed tiles");
+}
+
 TEST_CASE("rearrange: runs tiles that gather their stores from staged source runs, at every pointer misalignment" *
           test::gpu_only()) {
   // Destination runs of one dim inside a source run of two ([2, 3, 116, 711, 11]), runs of three dims

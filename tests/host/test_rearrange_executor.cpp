@@ -591,6 +591,22 @@ TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two
   for (const PermuteCase& c : {pairs, singles, vectors}) check_permute(c, rng, false);
 }
 
+TEST_CASE("tiles of 2- and 4-byte units whose A four times as long would load narrower vectors take A twice "
+          "as long, at every alignment") {
+  std::mt19937_64 rng(20261130);
+  // f32 [545, 3, 26, 18] 3,2,1,0: the 64 x 64 tile stores single units and loads 16-byte vectors, and
+  // A four times as long would load 8-byte ones: 128 x 32 keeps the 16-byte loads. f16 [7, 19, 6, 3, 12,
+  // 2, 3, 9] 7,6,4,0,5,2,3,1: 4-byte stores, 64 x 128 -> 128 x 64 with 16-byte loads.
+  const PermuteCase f32{{545, 3, 26, 18}, {3, 2, 1, 0}, 4}, f16{{7, 19, 6, 3, 12, 2, 3, 9}, {7, 6, 4, 0, 5, 2, 3, 1}, 2};
+  const plan::RearrangeSpec a = aligned_spec(f32), b = aligned_spec(f16);
+  CHECK((a.vec_a == 1 && a.tile_a == 128 && a.tile_b == 32 && a.vec_b == 4));
+  CHECK((b.vec_a == 2 && b.tile_a == 128 && b.tile_b == 64 && b.vec_b == 8));
+  for (const PermuteCase& c : {f32, f16}) {
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+}
+
 TEST_CASE("16 KiB tiles of 256 threads double where the larger tile spans another dim, at every alignment") {
   std::mt19937_64 rng(4111);
   // f32 [4,3,17,7,16] 4,0,2,3,1: A takes a third dim (and 16-byte stores); f32 [40,2,3,9,20,6]

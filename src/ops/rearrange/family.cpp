@@ -1449,6 +1449,19 @@ bool takes_longer_tile(const RearrangeSpec& planned, const RearrangeSpec& longer
   return longer.tile_a > planned.tile_a && longer.vec_a >= planned.vec_a;
 }
 
+// Whether takes_longer_tile refuses narrow_store_aspect's A four times as long for 2- or 4-byte units:
+// their tile then takes A twice as long, under the same guard. (H200, measured planning's timings: f32
+// tiles of 64 x 64 units storing single units and loading 16-byte vectors ran 1.14x faster at 128 x 32;
+// the 256 x 16 tile loads 8-byte vectors. On the 55 lines of fresh seeds 3645-3900 it changes, 0.2% of
+// 2- and 4-byte lines: 66.9% -> 75.3% of copy, 45 up and 2 down by 3 points or more; f32 (27 lines)
+// 70.5% -> 78.3%, none down; f16 (28) 63.7% -> 72.4%. 1-byte units were not measured: on u8 it would
+// move word tiles to packed ones.) Taking A twice as long wherever f32 tiles store single units moved
+// 148 lines of seeds 3605-3644 from 75.9% to 76.4% only, 42 up and 36 down, so the other tiles keep A
+// four times as long.
+bool refuses_a_four_times_as_long(const RearrangeSpec& planned, const RearrangeSpec& longer, int aspect) {
+  return aspect == 2 && planned.unit_bytes > 1 && !takes_longer_tile(planned, longer);
+}
+
 // Whether a tile's A group is one dim that its tiles split in two: each destination run then ends
 // mid-row, in pieces of half a row or so.
 bool splits_one_dim_a_in_two(const RearrangeVariant& v) {
@@ -1521,6 +1534,11 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
     // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
     RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
                                          aspect, narrow_micro_tiles);
+    if (refuses_a_four_times_as_long(v.spec, longer.spec, aspect)) {
+      aspect = 1;
+      longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect,
+                          narrow_micro_tiles);
+    }
     if (takes_longer_tile(v.spec, longer.spec))
       v = std::move(longer);
     else
