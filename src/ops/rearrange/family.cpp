@@ -1593,6 +1593,19 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
+// Whether a tile of 2-byte units loads and stores single units: bound by instruction issue as u8
+// tiles of single bytes are, it loses to runs tiles that gather their stores. (H200, measured
+// planning's timings: the five such f16 lines among the tuning lines of seeds 3601-3604 and earlier,
+// runs 1.01x to 1.43x faster. On the 44 lines of fresh seeds 3961-4160 that such tiles take, 0.8%
+// of f16 lines: runs tiles that gather their stores 37 lines 41.0% -> 47.3% of copy, 28 up and 2
+// down by 3 points or more; those that scatter their loads 7 lines 42.7% -> 33.2%, 6 down, so those
+// keep the tile. With that guard, on the 26 lines of fresh seeds 4161-4400 it changes: 42.6% ->
+// 52.5%, 22 up and 1 down.)
+bool moves_single_units_of_two_bytes(const RearrangeSpec& s) {
+  return is_tiled(s.family) && s.unit_bytes == 2 && s.vec_a == 1 && s.vec_b == 1 && !s.load_linear &&
+         !s.store_linear;
+}
+
 // Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile, in a
 // block of 256 threads too, keeps each group's dims and spans more, in vectors as wide: it then
 // reaches whole dims on that side. Twice the volume over the same dims only halves the blocks per SM,
@@ -2505,6 +2518,11 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
   }
   if (stores_single_bytes(v)) {
     if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
+  }
+  // Pointers off 4 bytes make most 2-byte tiles single units, and those were not measured.
+  if (moves_single_units_of_two_bytes(v.spec) && src_align >= 4 && dst_align >= 4) {
+    const std::optional<RearrangeVariant> runs = plan_runs(units, exact);
+    if (runs && runs->spec.gather_stores) return *runs;
   }
   return v;
 }
