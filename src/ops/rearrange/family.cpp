@@ -1452,12 +1452,12 @@ bool takes_longer_tile(const RearrangeSpec& planned, const RearrangeSpec& longer
 // Whether takes_longer_tile refuses narrow_store_aspect's A four times as long for 2- or 4-byte units:
 // their tile then takes A twice as long, under the same guard. (H200, measured planning's timings: f32
 // tiles of 64 x 64 units storing single units and loading 16-byte vectors ran 1.14x faster at 128 x 32;
-// the 256 x 16 tile loads 8-byte vectors. On the 55 lines of fresh seeds 3645-3900 it changes, 0.2% of
+// the 256 x 16 tile loads 8-byte vectors. On the 55 lines of fresh seeds 3645-3900 it changes, 0.4% of
 // 2- and 4-byte lines: 66.9% -> 75.3% of copy, 45 up and 2 down by 3 points or more; f32 (27 lines)
-// 70.5% -> 78.3%, none down; f16 (28) 63.7% -> 72.4%. 1-byte units were not measured: on u8 it would
-// move word tiles to packed ones.) Taking A twice as long wherever f32 tiles store single units moved
-// 148 lines of seeds 3605-3644 from 75.9% to 76.4% only, 42 up and 36 down, so the other tiles keep A
-// four times as long.
+// 70.5% -> 78.3%, none down; f16 (28) 63.7% -> 72.4%, the largest gains where the longer tile then
+// kept f16 lines off word tiles. 1-byte units were not measured: on u8 it would move word tiles to
+// packed ones.) Taking A twice as long wherever f32 tiles store single units moved 148 lines of seeds
+// 3605-3644 from 75.9% to 76.4% only, 42 up and 36 down, so the other tiles keep A four times as long.
 bool refuses_a_four_times_as_long(const RearrangeSpec& planned, const RearrangeSpec& longer, int aspect) {
   return aspect == 2 && planned.unit_bytes > 1 && !takes_longer_tile(planned, longer);
 }
@@ -1593,14 +1593,14 @@ bool stores_single_bytes(const RearrangeVariant& v) {
   return tiled && s.unit_bytes == 1 && s.vec_a == 1 && !s.store_linear && (single_loads || (narrow_loads && s.tile_a >= 16));
 }
 
-// Whether a tile of 2-byte units loads and stores single units: bound by instruction issue as u8
-// tiles of single bytes are, it loses to runs tiles that gather their stores. (H200, measured
-// planning's timings: the five such f16 lines among the tuning lines of seeds 3601-3604 and earlier,
-// runs 1.01x to 1.43x faster. On the 44 lines of fresh seeds 3961-4160 that such tiles take, 0.8%
-// of f16 lines: runs tiles that gather their stores 37 lines 41.0% -> 47.3% of copy, 28 up and 2
-// down by 3 points or more; those that scatter their loads 7 lines 42.7% -> 33.2%, 6 down, so those
-// keep the tile. With that guard, on the 26 lines of fresh seeds 4161-4400 it changes: 42.6% ->
-// 52.5%, 22 up and 1 down.)
+// Whether a tile of 2-byte units loads and stores single units: like u8 tiles of single bytes, it
+// loses to runs tiles that gather their stores. (H200, measured planning's timings: the five such f16
+// lines among the tuning lines of seeds 3601-3604 and earlier, runs 1.01x to 1.43x faster. On the 44
+// lines of fresh seeds 3961-4160 that such tiles take, 0.8% of f16 lines: runs tiles that gather
+// their stores 37 lines 41.0% -> 47.3% of copy, 28 up and 2 down by 3 points or more (f16
+// [839,2200,7,3,5] 4,1,3,0,2 52% -> 36%); those that scatter their loads 7 lines 42.7% -> 33.2%, 6
+// down, so those keep the tile. With that guard, on the 26 lines of fresh seeds 4161-4400 it changes:
+// 42.6% -> 52.5%, 22 up and 1 down. All at 16-byte aligned pointers.)
 bool moves_single_units_of_two_bytes(const RearrangeSpec& s) {
   return is_tiled(s.family) && s.unit_bytes == 2 && s.vec_a == 1 && s.vec_b == 1 && !s.load_linear &&
          !s.store_linear;
@@ -2519,7 +2519,8 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
   if (stores_single_bytes(v)) {
     if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
   }
-  // Pointers off 4 bytes make most 2-byte tiles single units, and those were not measured.
+  // Measured at 16-byte aligned pointers only. Pointers off 4 bytes make most 2-byte tiles single
+  // units, so those keep their tiles; pointers aligned to 4 or 8 bytes take the rule, unmeasured.
   if (moves_single_units_of_two_bytes(v.spec) && src_align >= 4 && dst_align >= 4) {
     const std::optional<RearrangeVariant> runs = plan_runs(units, exact);
     if (runs && runs->spec.gather_stores) return *runs;
