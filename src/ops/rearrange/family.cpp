@@ -1526,6 +1526,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
                                        std::int64_t narrow_micro_tiles) {
   RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
   int aspect = narrow_store_aspect(v);
+  std::optional<RearrangeVariant> refused_twice_as_long;  // planned with aspect 1 and refused
   if (aspect > 0) {
     // Kept as takes_longer_tile says; the load guard (H200, measured planning's timings: f32
     // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
@@ -1539,17 +1540,21 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
       longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect,
                           narrow_micro_tiles);
     }
-    if (takes_longer_tile(v.spec, longer.spec))
+    if (takes_longer_tile(v.spec, longer.spec)) {
       v = std::move(longer);
-    else
+    } else {
+      if (aspect == 1) refused_twice_as_long = std::move(longer);
       aspect = 0;
+    }
   }
   // Also where takes_longer_tile refused narrow_store_aspect's tile (3 of the 52 lines of seeds
   // 2701-2800 that chaining changes), under takes_chained_a's guard. Taken, its quarter below keeps
   // its aspect, as a tile of narrow_store_aspect's does.
   if (aspect == 0 && splits_one_dim_a_in_two(v)) {
-    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
-                                         /*aspect=*/1, narrow_micro_tiles);
+    RearrangeVariant longer = refused_twice_as_long
+                                  ? std::move(*refused_twice_as_long)
+                                  : plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume,
+                                               /*load_runs=*/true, /*aspect=*/1, narrow_micro_tiles);
     if (takes_chained_a(v.spec, longer.spec)) {
       v = std::move(longer);
       aspect = 1;
