@@ -20,12 +20,22 @@
 // (LOAD_LINEAR, the tile spanning B whole) runs of LOAD_RUN A indices that are contiguous in the
 // source, copied as they are, so shared memory then holds one row per A index. Stores: VEC_A-unit
 // vectors along A, or (STORE_LINEAR, the tile spanning A whole) runs of STORE_RUN B indices that are
-// contiguous in the destination.
+// contiguous in the destination. With SKEW_STORE (one A dim, 16-byte A vectors, destination rows at
+// any alignment), destination row b owns, in the tile at a0, the A range [a0 - s(b), a0 + STEP_A -
+// s(b)), s(b) its misalignment to VEC_A units: every store is an aligned vector except at a row's
+// two ends, shifted out of the two staged vectors around it. The tile loads TILE_A = STEP_A + VEC_A
+// A indices from a0 - VEC_A, and tiles step by STEP_A along A.
+constexpr int LEAD_A = SKEW_STORE ? VEC_A : 0;  // A indices a tile loads before a0
+constexpr int STEP_A = TILE_A - LEAD_A;          // A indices a tile stores per destination row
+static_assert(!SKEW_STORE || (DIMS_A == 1 && VEC_A * UNIT_BYTES == 16 && !STORE_LINEAR && !LOAD_LINEAR &&
+                              A_PASS == 0 && !SKEW_LOAD && BOUNDS && STEP_A >= VEC_A),
+              "skewed stores: one A dim whose 16-byte vectors the tile loads and stores by micro-tile");
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;
 constexpr int MICRO = MICRO_A * MICRO_B;
 constexpr int MICRO_PER_THREAD = (MICRO + THREADS - 1) / THREADS;
-constexpr int STORE_VECTORS = TILE_B * MICRO_A;
+constexpr int STORE_MICRO_A = STEP_A / VEC_A;  // store vectors per destination row of a tile
+constexpr int STORE_VECTORS = TILE_B * STORE_MICRO_A;
 constexpr int STORES_PER_THREAD = (STORE_VECTORS + THREADS - 1) / THREADS;
 constexpr int LOAD_VEC = LOAD_LINEAR > 0 ? LOAD_LINEAR : 1;
 constexpr int LOADS_LINEAR_PER_THREAD = (TILE_A * TILE_B / LOAD_VEC + THREADS - 1) / THREADS;
@@ -237,13 +247,15 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
       const Index src_b = B_CHAIN > 0  ? table.b_src[lb]
                           : DIMS_B > 1 ? tile.b0 + lb
                                        : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
-      // Bounds as the rows left below the tensor's A extent, so each row's check is one compare.
-      const Index rows_a = sj_extent_a(args) - tile.a0 - la;
+      // Bounds as the rows left below the tensor's A extent, so each row's check is one compare (and,
+      // with skewed stores, the rows before A's first).
+      const Index a_first = tile.a0 - LEAD_A + la;
+      const Index rows_a = sj_extent_a(args) - a_first;
       const bool inside = (!MICRO_RAGGED || m < MICRO) & (!BOUNDS || tile.b0 + lb < sj_extent_b(args));
 #pragma unroll
       for (int i = 0; i < VEC_A; ++i) {
-        if (inside & (!BOUNDS || i < rows_a)) {
-          const Index src_a = DIMS_A > 1 ? table.a[la + i] : (tile.a0 + la + i) * sj_src_stride(args, 0);
+        if (inside & (!BOUNDS || i < rows_a) & (!SKEW_STORE || a_first + i >= 0)) {
+          const Index src_a = DIMS_A > 1 ? table.a[la + i] : (a_first + i) * sj_src_stride(args, 0);
           const Index at = tile.src_base + src_a + src_b;
           if constexpr (SKEW_LOAD)
             sj_load_skewed(s, src_address, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
@@ -319,9 +331,38 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
 // Writes the staged tile to dst: runs of STORE_RUN rows (STORE_LINEAR: A is TILE_A == extent_a units
 // and the run's B dims continue it in dst, or A passes B's first dims), each starting at its first B
 // index's offset, or VEC_A-unit vectors along A.
-__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, const SjTile& tile,
-                                         const SjTables& table, const Unit* smem) {
-  if (STORE_LINEAR) {
+__device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ d, unsigned dst_address,
+                                         const SjTile& tile, const SjTables& table, const Unit* smem) {
+  if constexpr (SKEW_STORE) {
+    // Vector j of row lb: A indices [a0 - s + j * VEC_A, + VEC_A), staged at place LEAD_A - s + j *
+    // VEC_A, so in staged vectors j and j + 1.
+    const Index extent_a = sj_extent_a(args), rows_b = sj_extent_b(args) - tile.b0;
+#pragma unroll
+    for (int r = 0; r < STORES_PER_THREAD; ++r) {
+      const int k = threadIdx.x + r * THREADS;
+      const int la = k % STORE_MICRO_A * VEC_A, lb = k / STORE_MICRO_A;
+      if ((STORES_RAGGED && k >= STORE_VECTORS) || lb >= rows_b) continue;
+      const Index row = tile.dst_base + (DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
+      const int shift = sj_misalignment(dst_address, row + tile.a0, VEC_A);
+      const Index x = tile.a0 - shift + la;
+      // In 16-byte types, which the A vectors are here (so this compiles for every tile).
+      const sj_bytes<16> low = *reinterpret_cast<const sj_bytes<16>*>(&smem[sj_smem_pos(la, lb)]);
+      const sj_bytes<16> high = *reinterpret_cast<const sj_bytes<16>*>(&smem[sj_smem_pos(la + VEC_A, lb)]);
+      union {
+        sj_bytes<16> v;
+        Unit u[VEC_A];
+      } out;
+      out.v = shift == 0 ? high : sj_shifted_vector(low, high, (VEC_A - shift) * UNIT_BYTES);
+      Unit* at = d + (row + x);
+      if (x >= 0 && x + VEC_A <= extent_a) {
+        *reinterpret_cast<sj_bytes<16>*>(at) = out.v;
+      } else {
+#pragma unroll
+        for (int u = 0; u < VEC_A; ++u)
+          if (x + u >= 0 && x + u < extent_a) at[u] = out.u[u];
+      }
+    }
+  } else if (STORE_LINEAR) {
     // A passing tile's A range starts A_PASS units in dst per A index (A's next dims follow B's passed
     // ones); other linear stores span A whole.
     const Index dst_base = tile.dst_base + (A_PASS > 0 ? (Index)A_PASS * tile.a0 : (Index)0);
@@ -380,7 +421,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 // The tile of index t, its base moved by its first indices' offsets in the fixed tables' groups
 // (none in a group the tile spans whole).
 __device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t) {
-  SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
+  SjTile tile = sj_tile(args, t, STEP_A, TILE_B, FIRST_OUTER, A_FIRST);
   Index src_offset, dst_offset;
   if (TABLE_A && FIXED_A && tile.a0 != 0) {
     sj_offsets(args, 0, DIMS_A, tile.a0, src_offset, dst_offset);
@@ -419,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   int parity = 0;
   sj_fill_tables(args, tile, tables(0), true);
   if (DIMS_A > 1 || DIMS_B > 1) __syncthreads();
-  const unsigned src_address = sj_unit_address(src);
+  const unsigned src_address = sj_unit_address(src), dst_address = sj_unit_address(dst);
   const SjSpan span = SKEW_LOAD ? sj_src_span(args) : SjSpan{0, 0};
   SjLoaded in;
   sj_load(args, s, src_address, span, tile, tables(0), in);
@@ -434,7 +475,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     }
     __syncthreads();
     if (more) sj_load(args, s, src_address, span, next, tables(parity ^ 1), in);
-    sj_store(args, d, tile, tables(parity), smem);
+    sj_store(args, d, dst_address, tile, tables(parity), smem);
     if (!more) break;
     __syncthreads();
     tile = next;

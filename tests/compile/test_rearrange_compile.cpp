@@ -119,27 +119,33 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
         variants.emplace(plan::kernel_label(v.spec, v.args), v);
       }
   CHECK(covered.size() == 40);
-  // Skewed tiles: transposes with odd row pitches on both sides, units of 4 bytes by default; units
-  // of 2 bytes take word tiles of two units there, and skewed tiles as a tuning candidate.
+  // Transposes with odd row pitches on both sides: units of 4 bytes take tiles of skewed 16-byte
+  // stores, units of 2 bytes (single-unit loads) word tiles of two units, and 2-byte units over an
+  // even source pitch (4-byte loads) skewed stores too; skewed-family tiles are a tuning candidate of
+  // each.
   for (int elem : {2, 4})
-    for (bool big : {false, true}) {
-      const std::int64_t r = big ? (1 << 17) + 1 : 301, c = big ? (1 << 15) + 1 : 501;
-      const plan::RearrangePlanData p = swap_first_two({r, c}, elem, !big);
-      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
-      INFO(plan::describe(p));
-      CHECK(v.spec.family == (elem == 4 ? RearrangeFamily::skewed : RearrangeFamily::words));
-      CHECK(v.spec.unit_bytes == elem);
-      CHECK(v.spec.index64 == big);
-      variants.emplace(plan::kernel_label(v.spec, v.args), v);
-      if (elem == 4) continue;
-      int skewed = 0;
-      for (const plan::RearrangeVariant& candidate : plan::candidate_variants(v.form, !big, 16, 16))
-        if (candidate.spec.family == RearrangeFamily::skewed) {
-          variants.emplace(plan::kernel_label(candidate.spec, candidate.args), candidate);
-          ++skewed;
-        }
-      CHECK(skewed > 0);
-    }
+    for (bool big : {false, true})
+      for (std::int64_t extra_column : {0, 1}) {
+        if (elem == 4 && extra_column) continue;
+        const std::int64_t r = big ? (1 << 17) + 1 : 301, c = (big ? (1 << 15) + 1 : 501) + extra_column;
+        const plan::RearrangePlanData p = swap_first_two({r, c}, elem, !big);
+        const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 0);
+        INFO(plan::describe(p));
+        if (elem == 2 && !extra_column)
+          CHECK(v.spec.family == RearrangeFamily::words);
+        else
+          CHECK((v.spec.family == RearrangeFamily::transpose && v.spec.skew_store));
+        CHECK(v.spec.unit_bytes == elem);
+        CHECK(v.spec.index64 == big);
+        variants.emplace(plan::kernel_label(v.spec, v.args), v);
+        int skewed = 0;
+        for (const plan::RearrangeVariant& candidate : plan::candidate_variants(v.form, !big, 16, 16))
+          if (candidate.spec.family == RearrangeFamily::skewed) {
+            variants.emplace(plan::kernel_label(candidate.spec, candidate.args), candidate);
+            ++skewed;
+          }
+        CHECK(skewed > 0);
+      }
   // Word tiles: 1-byte transposes with odd pitches, each skew mode (pointer alignment 16: rows
   // skewed where the pitch is odd; alignment 1: both sides), both index widths, and exact mode.
   for (bool big : {false, true})

@@ -333,14 +333,11 @@ TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A
     int tile_a, tile_b;  // with pointers aligned to 16 bytes
   };
   // Destination rows of 190 units (8-byte stores), of 13 x 29 units (single units) and of 70 x 5 units
-  // (8-byte stores over two dims), B's 67, 33 and 65 units split evenly; rows of 445 units (single units)
-  // over source rows of 132 and 130 units (16- and 8-byte loads), which keep their tile rather than
-  // take skewed tiles.
+  // (8-byte stores over two dims), B's 67, 33 and 65 units split evenly. (Single-unit stores over one
+  // A dim store skewed 16-byte vectors: the case of skewed stores below.)
   const Case cases[] = {{{3, 190, 67}, {0, 2, 1}, 128, 24},
                         {{29, 7, 13, 33}, {3, 1, 0, 2}, 128, 12},
-                        {{3, 3, 70, 2, 4, 5, 65}, {1, 4, 0, 6, 3, 5, 2}, 128, 24},
-                        {{445, 132}, {1, 0}, 256, 16},
-                        {{445, 130}, {1, 0}, 256, 16}};
+                        {{3, 3, 70, 2, 4, 5, 65}, {1, 4, 0, 6, 3, 5, 2}, 128, 24}};
   std::uint64_t seed = 4099;
   for (const Case& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, DType::f32, 0}, c.perm);
@@ -358,8 +355,8 @@ TEST_CASE("rearrange: tiles of 4-byte units storing 8- or 4-byte vectors, with A
   }
 }
 
-TEST_CASE("rearrange: odd row pitches take skewed tiles (4-byte units) or words of two (2-byte units) at every "
-          "pointer misalignment" * test::gpu_only()) {
+TEST_CASE("rearrange: odd row pitches take tiles of skewed 16-byte stores (4-byte units) or words of two (2-byte "
+          "units loading single units) at every pointer misalignment" * test::gpu_only()) {
   struct Case {
     std::vector<std::int64_t> shape;
     std::vector<int> perm;
@@ -375,20 +372,39 @@ TEST_CASE("rearrange: odd row pitches take skewed tiles (4-byte units) or words 
     const TensorDesc dst{view.shape, {}, c.dtype, 0};
     const std::size_t elem = dtype_size(c.dtype);
     for (const auto& [src_shift, dst_shift] : misalignments(elem)) {
-      // 252 x 252 f32 has pitches of 1008 bytes: skewed only where a pointer is misaligned for 8-byte
-      // vectors.
+      // 252 x 252 f32 has pitches of 1008 bytes: skewed stores only where a pointer is misaligned for
+      // 8-byte vectors.
       const auto address = static_cast<std::uintptr_t>(src_shift | dst_shift);
       const bool skewed = c.shape[0] != 252 || address % 8 != 0;
       const RearrangePlan plan = plan_rearrange(dst, view);
-      const plan::RearrangeFamily family = launched_variant(plan, address).spec.family;
+      const plan::RearrangeSpec& spec = launched_variant(plan, address).spec;
       if (elem == 2)
-        CHECK(family == plan::RearrangeFamily::words);
+        CHECK(spec.family == plan::RearrangeFamily::words);
       else
-        CHECK((family == plan::RearrangeFamily::skewed) == skewed);
+        CHECK((spec.family == plan::RearrangeFamily::transpose && spec.skew_store) == skewed);
       const std::string failure = check_on_gpu(dst, view, src_shift, dst_shift, ++seed);
       CHECK_MESSAGE(failure.empty(), failure);
     }
   }
+}
+
+TEST_CASE("rearrange: tiles of 2- and 4-byte units whose destination rows sit at odd places store skewed 16-byte "
+          "vectors, at every pointer misalignment" * test::gpu_only()) {
+  // Odd destination pitches over 16- and 8-byte loads, odd pitches on both sides, B over two dims, and
+  // f16 over 4-byte loads, a 2-D transpose and an A tile of 80 units beside B over two dims.
+  const std::vector<PermuteCase> cases = {
+      {{445, 132}, {1, 0}, DType::f32},        {{445, 130}, {1, 0}, DType::f32},
+      {{301, 397}, {1, 0}, DType::f32},        {{5, 287, 20, 41}, {0, 3, 2, 1}, DType::f32},
+      {{301, 398}, {1, 0}, DType::f16},        {{3, 150, 67, 22}, {2, 0, 3, 1}, DType::f16},
+  };
+  auto skewed_stores = [](const plan::RearrangeSpec& s) { return s.skew_store && s.vec_a * s.unit_bytes == 16; };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    CHECK(skewed_stores(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec));
+  }
+  const int taken = launches_where(cases, 6007, skewed_stores);
+  MESSAGE(taken << " of " << cases.size() * 9 << " launches on skewed 16-byte stores");
+  CHECK(taken >= static_cast<int>(cases.size()));
 }
 
 TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every pointer misalignment" *

@@ -189,7 +189,9 @@ TileOrigin tile_origin(const RearrangeKernelArgs& a, const RearrangeSpec& s, std
   const std::int64_t rest = divide(t, fastest, s);
   const std::int64_t outer = divide(rest, next, s);
   const std::int64_t fastest_index = t - rest * fastest.value, next_index = rest - outer * next.value;
-  o.a0 = (a_fastest ? fastest_index : next_index) * s.tile_a;
+  // Tiled kernels' tiles of skewed stores step by the A units each destination row stores.
+  const bool tiled = s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed;
+  o.a0 = (a_fastest ? fastest_index : next_index) * (tiled && s.skew_store ? s.tile_a - s.vec_a : s.tile_a);
   o.b0 = (a_fastest ? next_index : fastest_index) * s.tile_b;
   offsets(a, s, first_outer, s.num_dims - first_outer, outer, o.src_base, o.dst_base);
   return o;
@@ -263,6 +265,11 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
     throw std::logic_error("tiled: a passing tile that does not store whole chains in destination order");
   if (s.skew_load && (u > 2 || s.vec_b * u < 4 || s.load_linear || s.b_chain || a.dim[s.dims_a].src_stride != 1))
     throw std::logic_error("tiled: skewed loads need rows of whole words of 1- or 2-byte units along a contiguous B");
+  if (s.skew_store && (s.dims_a != 1 || s.vec_a * u != 16 || s.store_linear || s.load_linear || s.a_pass ||
+                       s.skew_load || !s.bounds || s.tile_a < 2 * s.vec_a))
+    throw std::logic_error("tiled: skewed stores need one A dim, 16-byte A vectors and micro-tile moves");
+  // A tile of skewed stores loads its A units from a0 - lead.
+  const int lead = s.skew_store ? s.vec_a : 0;
   // Skewed micro-tile rows (sj_load_skewed): the aligned vectors around the row where they lie inside
   // the source tensor's span, funnel-shifted; else unit by unit. Misalignments come from the real
   // addresses; every read is checked against the span.
@@ -319,7 +326,9 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       dst_base += dd;
       if (s.b_chain > 0) src_base += so;
     }
-    auto src_a = [&](int la) { return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 + la) * a.dim[0].src_stride; };
+    auto src_a = [&](int la) {
+      return s.dims_a > 1 ? table_a[static_cast<std::size_t>(la)] : (a0 - lead + la) * a.dim[0].src_stride;
+    };
     auto src_b = [&](int lb) {
       if (s.b_chain > 0) return table_b_src[static_cast<std::size_t>(lb)];
       return s.dims_b > 1 ? b0 + lb : (b0 + lb) * a.dim[s.dims_a].src_stride;
@@ -357,7 +366,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         const int la = m / micro_b * s.vec_a, lb = m % micro_b * s.vec_b;
         std::vector<std::uint8_t> in(static_cast<std::size_t>(s.vec_a * s.vec_b * u), 0xdd);
         for (int i = 0; i < s.vec_a; ++i)
-          if (!s.bounds || (a0 + la + i < ea && b0 + lb < eb)) {
+          if (!s.bounds || (a0 - lead + la + i >= 0 && a0 - lead + la + i < ea && b0 + lb < eb)) {
             const std::int64_t at = src_base + src_a(la + i) + src_b(lb);
             if (s.skew_load) {
               load_skewed_row(at, in.data() + i * s.vec_b * u);
@@ -401,6 +410,29 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
           if (s.store_run != s.tile_b) throw std::logic_error("tiled: a ragged linear store over short runs");
           for (int x = 0; x < s.store_linear; ++x)
             if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(l + x, 1), 1, u);
+        }
+      }
+    } else if (s.skew_store) {
+      // Vector la / vec_a of row lb: A indices [a0 - shift + la, + vec_a), staged in the tile's
+      // vectors at la and la + vec_a from place vec_a - shift on.
+      const int stored = micro_a - 1;
+      for (int k = 0; k < s.tile_b * stored; ++k) {
+        const int la = k % stored * s.vec_a, lb = k / stored;
+        if (b0 + lb >= eb) continue;
+        const std::int64_t row = dst_base + dst_b(lb);
+        const int shift = misalignment_at(dst + (row + a0) * u, u, s.vec_a);
+        const std::int64_t x = a0 - shift + la;
+        std::vector<std::uint8_t> pair(static_cast<std::size_t>(2 * s.vec_a * u));
+        std::memcpy(pair.data(), tile.at(tiled_smem_pos(s, la, lb), s.vec_a), static_cast<std::size_t>(s.vec_a * u));
+        std::memcpy(pair.data() + s.vec_a * u, tile.at(tiled_smem_pos(s, la + s.vec_a, lb), s.vec_a),
+                    static_cast<std::size_t>(s.vec_a * u));
+        const std::uint8_t* units = pair.data() + (s.vec_a - shift) * u;
+        if (x >= 0 && x + s.vec_a <= ea) {
+          check_vector(dst + (row + x) * u, s.vec_a * u);
+          copy_units(dst + (row + x) * u, units, s.vec_a, u);
+        } else {
+          for (int i = 0; i < s.vec_a; ++i)
+            if (x + i >= 0 && x + i < ea) copy_units(dst + (row + x + i) * u, units + i * u, 1, u);
         }
       }
     } else {

@@ -156,36 +156,34 @@ TEST_CASE("families: u8 tiles of narrow accesses go to runs or word tiles only w
   CHECK(family_of({359, 9, 8, 5655}, {1, 3, 0, 2}) == RearrangeFamily::words);
 }
 
-TEST_CASE("families: f16 tiles that would store single units take words of two; single-unit loads stay tiled") {
+TEST_CASE("families: f16 tiles that would store single units take words of two, or skewed 16-byte stores where "
+          "they load 4 bytes or more; single-unit loads stay tiled") {
   auto family_of = [](std::vector<std::int64_t> shape, std::vector<int> perm) {
     return aligned(permute_plan(std::move(shape), std::move(perm), DType::f16)).spec.family;
   };
-  // Single units on both sides of a packed tile, single-unit stores beside 8-byte loads, and a 2-D
-  // transpose with odd pitches (skewed tiles before).
+  // Single units on both sides of a packed tile, and a 2-D transpose with odd pitches (skewed tiles
+  // before): words of two. Single-unit stores beside 8-byte loads over one A dim: skewed 16-byte stores.
   CHECK(family_of({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}) == RearrangeFamily::words);
-  CHECK(family_of({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}) == RearrangeFamily::words);
   CHECK(family_of({5699, 34561}, {1, 0}) == RearrangeFamily::words);
+  const plan::RearrangeSpec skewed = aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)).spec;
+  CHECK((skewed.family == RearrangeFamily::packed && skewed.skew_store && skewed.vec_a == 8 && skewed.vec_b == 4));
   // Single-unit loads beside 16-byte stores keep the packed tile.
   CHECK(family_of({40, 4, 36, 2, 5, 35, 3, 33}, {3, 5, 2, 7, 4, 6, 1, 0}) == RearrangeFamily::packed);
-  // Pairs stored from fixed tiles take tiles four times as long along A (narrow_store_aspect) before
-  // word tiles are considered, so tiles of pairs that were 64 x 128 (word tiles before) or 64 x 88
-  // stay tiles of pairs, A 176 to 272 units over B 32; a 2-D transpose keeps 64 x 64 tiles of pairs.
+  // Pairs stored from fixed tiles over one A dim, beside loads of 4 bytes or more, take skewed 16-byte
+  // stores before word tiles are considered; over two A dims they take tiles four times as long along
+  // A (narrow_store_aspect), A 272 units over B 32.
   for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
            {{1293, 342, 386}, {0, 2, 1}},
-           {{3, 270, 2, 226}, {3, 0, 2, 1}},
            {{3, 2, 37, 39, 70, 176}, {0, 1, 5, 2, 3, 4}},
-           {{7, 185, 3182, 32}, {0, 1, 3, 2}}}) {
+           {{7, 185, 3182, 32}, {0, 1, 3, 2}},
+           {{28434, 5966}, {1, 0}}}) {
     const plan::RearrangeSpec s = aligned(permute_plan(shape, perm, DType::f16)).spec;
-    CHECK((s.family == RearrangeFamily::transpose || s.family == RearrangeFamily::packed));
-    CHECK(s.tile_a >= 176);
-    CHECK(s.tile_b == 32);
-    CHECK(s.vec_a >= 2);
+    CHECK(s.family == RearrangeFamily::transpose);
+    CHECK((s.skew_store && s.vec_a == 8 && s.vec_b >= 2));
   }
-  const auto& two_d = aligned(permute_plan({28434, 5966}, {1, 0}, DType::f16)).spec;
-  CHECK(two_d.family == RearrangeFamily::transpose);
-  CHECK(two_d.tile_a == 64);
-  CHECK(two_d.tile_b == 64);
-  CHECK(two_d.vec_a == 2);
+  const plan::RearrangeSpec two_a = aligned(permute_plan({3, 270, 2, 226}, {3, 0, 2, 1}, DType::f16)).spec;
+  CHECK((two_a.family == RearrangeFamily::packed && two_a.dims_a == 2 && two_a.tile_a == 272 && two_a.tile_b == 32 &&
+         two_a.vec_a >= 2));
   // A of one 64-unit dim cannot grow: at 4-byte pointers the 64 x 128 tile of pairs takes word tiles,
   // aligned on both sides.
   const plan::RearrangeSpec fixed_a =
@@ -324,7 +322,6 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   // a short A group (39 units, funnel-shifted loads) had 24 B units; twice its budget passes one run
   // of 16 words and is cut back to the run: 32 (in its word-tile candidate: the planned tile stores A
   // whole in linear vectors since narrow_store_aspect).
-  check_words(aligned(permute_plan({3, 154, 1577, 41, 4}, {4, 1, 0, 3, 2}, DType::f16)), 128, 32, 6);
   check_words(aligned(permute_plan({5699, 34561}, {1, 0}, DType::f16)), 128, 32, 6);
   const std::vector<plan::RearrangeVariant> short_a =
       plan::tuning_candidates(permute_plan({39, 3123589}, {1, 0}, DType::f16));
@@ -463,14 +460,22 @@ TEST_CASE("tiles: 8-byte units storing single units take A twice as long where B
   CHECK((wide.vec_a == 2 && wide.tile_a == wide.tile_b));
 }
 
-TEST_CASE("families: skewed f32 tiles at fills of 0.75 to 0.82 only where the transpose's tiles fill no more") {
-  // [195, 1025641] 1,0: skewed and transpose tiles both fill 0.76 of their slots (195 rows in tiles of
-  // 64 and 128 units): skewed. [1025641, 195] 1,0 and [677, 1931, 153] 2,0,1: skewed fills of 0.76 and
-  // 0.80 against 0.94 and 0.96 on transposes: transposes. Over 0.82 skewed tiles stay ([1021, 1029]).
-  CHECK(aligned(permute_plan({195, 1025641}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::skewed);
-  CHECK(aligned(permute_plan({1025641, 195}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::transpose);
-  CHECK(aligned(permute_plan({677, 1931, 153}, {2, 0, 1}, DType::f32)).spec.family == RearrangeFamily::transpose);
-  CHECK(aligned(permute_plan({1021, 1029}, {1, 0}, DType::f32)).spec.family == RearrangeFamily::skewed);
+TEST_CASE("families: f32 transposes with odd pitches take tiles of skewed 16-byte stores; skewed tiles are a "
+          "tuning candidate") {
+  // Odd pitches on both sides ([195, 1025641], [1021, 1029]) or in the destination ([1025641, 195],
+  // [677, 1931, 153]): 64 x 64 tiles storing 60 units of each destination row in aligned vectors.
+  for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
+           {{195, 1025641}, {1, 0}}, {{1021, 1029}, {1, 0}}, {{1025641, 195}, {1, 0}}, {{677, 1931, 153}, {2, 0, 1}}}) {
+    const plan::RearrangeVariant v = aligned(permute_plan(shape, perm, DType::f32));
+    CHECK(v.spec.family == RearrangeFamily::transpose);
+    CHECK((v.spec.skew_store && v.spec.vec_a == 4 && v.spec.tile_a == 64 && v.spec.tile_b == 64));
+    // Tiles step by the 60 units a row stores, from up to 3 units before each row.
+    CHECK(v.args.tiles_y.value == (v.args.extent_a + 3 + 59) / 60);
+  }
+  int skewed = 0;
+  for (const plan::RearrangeVariant& c : plan::tuning_candidates(permute_plan({1021, 1029}, {1, 0}, DType::f32)))
+    skewed += c.spec.family == RearrangeFamily::skewed;
+  CHECK(skewed > 0);
 }
 
 TEST_CASE("tuning candidates: tiles longer along either group and tiles whose chain passes the other group") {

@@ -510,64 +510,90 @@ TEST_CASE("every permutation of ranks 2 to 5 matches the naive copy") {
   }
 }
 
-TEST_CASE("odd row pitches take skewed tiles (4-byte units) or words of two (2-byte units), all accesses aligned") {
+TEST_CASE("odd row pitches take tiles of skewed 16-byte stores (4-byte units) or words of two (2-byte units that "
+          "load single units), all accesses aligned") {
   std::mt19937_64 rng(8191);
   const PermuteCase cases[] = {
       {{189, 253}, {1, 0}, 4}, {{253, 189}, {1, 0}, 4}, {{97, 64}, {1, 0}, 4},     {{3, 189, 125}, {0, 2, 1}, 4},
       {{201, 135}, {1, 0}, 2}, {{257, 129}, {1, 0}, 1}, {{67, 5, 93}, {2, 1, 0}, 2}, {{129, 255}, {1, 0}, 2},
   };
-  int skewed = 0, words = 0;
-  for (const PermuteCase& c : cases)
+  int skewed_stores = 0, words = 0;
+  for (const PermuteCase& c : cases) {
     for (bool exact : {false, true})
-      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) {
-        skewed += f == plan::RearrangeFamily::skewed;
-        words += c.elem == 2 && f == plan::RearrangeFamily::words;
-      }
-  // Skewed: every run of 4-byte elements with pointers aligned to them (16, 8 and 4 bytes), 9 per
-  // mode: [97, 64] with 16- and 8-byte pointers takes a tile whose A, four times as long for its
-  // single-unit stores (narrow_store_aspect), spans the 97-unit rows whole, and with 4-byte pointers
-  // transposes too (its skewed tiles would fill 0.76 of their slots). Words of two: the 2-byte
-  // elements down to 2-byte pointers, [67, 5, 93] (an outer dim) included, 12 per mode. Narrower
-  // pointers split elements into units that stay tiled, as do 1-byte elements ([257, 129]).
-  CHECK(skewed == 18);
+      for (plan::RearrangeFamily f : check_permute(c, rng, exact)) words += c.elem == 2 && f == plan::RearrangeFamily::words;
+    if (c.elem == 4)
+      for (std::uintptr_t alignment : {16u, 8u, 4u}) skewed_stores += plan::variant_for_pointers(plan_of(c), alignment).spec.skew_store;
+  }
+  // Skewed stores: every 4-byte case at pointers aligned to 16, 8 and 4 bytes, except [97, 64] with
+  // 16- and 8-byte pointers, whose tile spans the 97-unit rows whole and stores them linearly. Words
+  // of two: the 2-byte elements, whose odd source pitches load single units, down to 2-byte pointers,
+  // [67, 5, 93] (an outer dim) included, 12 per mode. Narrower pointers split elements into units
+  // that stay tiled, as do 1-byte elements ([257, 129]).
+  CHECK(skewed_stores == 10);
   CHECK(words == 24);
   // Narrow loads alone keep fixed tiles: an odd source pitch under an even destination pitch, with
   // pointers aligned for 8- and 16-byte vectors.
   const TensorDesc odd_source{{125, 124}, {1, 125}, DType::f32, 0};
   const plan::RearrangePlanData narrow_loads =
       plan::plan_rearrange_data({{125, 124}, {}, DType::f32, 0}, odd_source, {});
-  for (std::uintptr_t alignment : {16u, 8u})
+  for (std::uintptr_t alignment : {16u, 8u}) {
     CHECK(plan::variant_for_pointers(narrow_loads, alignment).spec.family == plan::RearrangeFamily::transpose);
-  // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) keep
-  // their tile, four times as long along A (narrow_store_aspect; 445 units take two such tiles, too
-  // full to be evened out), at 16- and 8-byte pointers; at 4-byte pointers the loads are single units
-  // too, and the tiles skewed.
+    CHECK_FALSE(plan::variant_for_pointers(narrow_loads, alignment).spec.skew_store);
+  }
+  // Narrow stores over 16- and 8-byte loads (an odd destination pitch over an even source pitch) take
+  // 64 x 64 tiles of skewed 16-byte stores, as they do at 4-byte pointers, where the loads are single
+  // units too.
   for (const PermuteCase& c : {PermuteCase{{445, 124}, {1, 0}, 4}, PermuteCase{{445, 126}, {1, 0}, 4}}) {
-    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangePlanData data = plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {});
-    for (std::uintptr_t alignment : {16u, 8u}) {
+    const plan::RearrangePlanData data = plan_of(c);
+    for (std::uintptr_t alignment : {16u, 8u, 4u}) {
       const plan::RearrangeSpec s = plan::variant_for_pointers(data, alignment).spec;
       CHECK(s.family == plan::RearrangeFamily::transpose);
-      CHECK((s.vec_a == 1 && s.vec_b >= 2 && s.tile_a == 256 && s.tile_b == 16));
+      CHECK((s.skew_store && s.vec_a == 4 && s.tile_a == 64 && s.tile_b == 64));
     }
-    CHECK(plan::variant_for_pointers(data, 4).spec.family == plan::RearrangeFamily::skewed);
     check_permute(c, rng, false);
   }
-  // Skewed tiles that would leave their last tiles mostly empty keep transpose tiles at every pointer:
-  // [131, 197] and [197, 131] fill 0.53 of the skewed tiles' slots, [3, 131, 67] 0.36, [65, 64] 0.51,
-  // and [127, 255] 0.66, its 127-unit rows taking three tiles from a vector before each row (0.99
-  // without that lead; [125, 255], 0.97, takes skewed tiles at 4-byte pointers).
+  // Transposes whose skewed-family tiles would leave their last tiles mostly empty ([131, 197] and
+  // [197, 131] fill 0.53 of their slots, [3, 131, 67] 0.36, [65, 64] 0.51, [127, 255] 0.66) never take
+  // that family by default.
   for (const PermuteCase& c : {PermuteCase{{131, 197}, {1, 0}, 4}, PermuteCase{{197, 131}, {1, 0}, 4},
                                PermuteCase{{3, 131, 67}, {0, 2, 1}, 4}, PermuteCase{{65, 64}, {1, 0}, 4},
                                PermuteCase{{127, 255}, {1, 0}, 4}})
     for (plan::RearrangeFamily f : check_permute(c, rng, false)) CHECK(f != plan::RearrangeFamily::skewed);
-  const TensorDesc lead_fits = permuted({{125, 255}, {}, DType::f32, 0}, {1, 0});
-  CHECK(plan::variant_for_pointers(plan::plan_rearrange_data({lead_fits.shape, {}, DType::f32, 0}, lead_fits, {}), 4)
-            .spec.family == plan::RearrangeFamily::skewed);
   // A source walked backwards along B (stride -1) needs the tiled kernels' strided loads.
   const TensorDesc reversed{{253, 189}, {-1, 253}, DType::f32, 0};
   for (plan::RearrangeFamily f : check_against_reference({{253, 189}, {}, DType::f32, 0}, reversed, rng))
     CHECK(f != plan::RearrangeFamily::skewed);
+}
+
+TEST_CASE("tiles of 2- and 4-byte units whose destination rows sit at odd places store aligned 16-byte vectors, "
+          "each row's range skewed by its misalignment, at every alignment") {
+  std::mt19937_64 rng(20261130);
+  // Odd pitches on both sides (f32 single-unit loads), B over two dims (packed), f16 over 4-byte loads,
+  // and an f16 A tile of 80 units (72 stored a row) beside B over two dims.
+  const PermuteCase skewed[] = {{{301, 397}, {1, 0}, 4},
+                                {{5, 287, 20, 41}, {0, 3, 2, 1}, 4},
+                                {{301, 398}, {1, 0}, 2},
+                                {{3, 150, 67, 22}, {2, 0, 3, 1}, 2}};
+  for (const PermuteCase& c : skewed) {
+    const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(c), 16);
+    INFO(plan::describe(plan_of(c)));
+    CHECK((v.spec.skew_store && v.spec.dims_a == 1 && v.spec.vec_a * c.elem == 16));
+    CHECK(v.args.tiles_y.value ==
+          (v.args.extent_a + v.spec.vec_a - 1 + v.spec.tile_a - v.spec.vec_a - 1) / (v.spec.tile_a - v.spec.vec_a));
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
+  // Not taken: f16 loads of single units (an odd source pitch: word tiles), and an A tile that spans A
+  // whole (37 units).
+  const PermuteCase single_loads{{301, 397}, {1, 0}, 2}, whole_a{{7, 22, 37, 14, 5, 501}, {0, 4, 1, 3, 5, 2}, 4};
+  CHECK(aligned_spec(single_loads).family == plan::RearrangeFamily::words);
+  CHECK_FALSE(aligned_spec(whole_a).skew_store);
+  // Measured planning times skewed stores there too.
+  const TensorDesc view = permuted({single_loads.shape, {}, DType::u8, 2}, single_loads.perm);
+  int candidates = 0;
+  for (const plan::RearrangeVariant& c : plan::tuning_candidates(plan_of(single_loads))) candidates += c.spec.skew_store && (c.spec.family == plan::RearrangeFamily::transpose || c.spec.family == plan::RearrangeFamily::packed);
+  CHECK(candidates > 0);
+  check_tuning_candidates({view.shape, {}, DType::u8, 2}, view, rng);
 }
 
 TEST_CASE("tiles of 4- to 16-byte units split a group evenly where power-of-two tiles would leave 30% of its slots "
@@ -615,12 +641,12 @@ TEST_CASE("tiles of 4-byte units that store A in 8- or 4-byte vectors take A two
 TEST_CASE("tiles of 2- and 4-byte units whose A four times as long would load narrower vectors take A twice "
           "as long, at every alignment") {
   std::mt19937_64 rng(20261130);
-  // f32 [545, 3, 26, 18] 3,2,1,0: the 64 x 64 tile stores single units and loads 16-byte vectors, and
-  // A four times as long would load 8-byte ones: 128 x 32 keeps the 16-byte loads. f16 [7, 19, 6, 3, 12,
-  // 2, 3, 9] 7,6,4,0,5,2,3,1: 4-byte stores, 64 x 128 -> 128 x 64 with 16-byte loads.
+  // f16 [7, 19, 6, 3, 12, 2, 3, 9] 7,6,4,0,5,2,3,1: 4-byte stores over two A dims, 64 x 128 -> 128 x
+  // 64 with 16-byte loads. f32 [545, 3, 26, 18] 3,2,1,0 (single-unit stores, 128 x 32 by this rule
+  // before) stores skewed 16-byte vectors over its one A dim since, in a 64 x 64 tile.
   const PermuteCase f32{{545, 3, 26, 18}, {3, 2, 1, 0}, 4}, f16{{7, 19, 6, 3, 12, 2, 3, 9}, {7, 6, 4, 0, 5, 2, 3, 1}, 2};
   const plan::RearrangeSpec a = aligned_spec(f32), b = aligned_spec(f16);
-  CHECK((a.vec_a == 1 && a.tile_a == 128 && a.tile_b == 32 && a.vec_b == 4));
+  CHECK((a.skew_store && a.vec_a == 4 && a.tile_a == 64 && a.vec_b == 4));
   CHECK((b.vec_a == 2 && b.tile_a == 128 && b.tile_b == 64 && b.vec_b == 8));
   for (const PermuteCase& c : {f32, f16}) {
     check_permute(c, rng, false);
@@ -713,21 +739,22 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
   CHECK((four_rows.skew_load && four_rows.tile_b == 32 && four_rows.vec_b == 8));
 }
 
-TEST_CASE("f16 2-D transposes with narrow stores take fixed 64 x 64 tiles where those store pairs and count along "
-          "A, else words of two") {
+TEST_CASE("f16 2-D transposes with narrow stores take tiles of skewed 16-byte stores where they load 4 bytes or "
+          "more, else words of two") {
   std::mt19937_64 rng(1283);
-  // [642, 1282]: pairs on both sides, 11 tiles along A, 21 along B; [6002, 130]: pairs, 94 tiles along
-  // A, 3 along B (counted along B, so words); [641, 1282] and [5699, 3457]: single units stored.
-  const PermuteCase fixed{{642, 1282}, {1, 0}, 2}, along_b{{6002, 130}, {1, 0}, 2}, single_store{{641, 1282}, {1, 0}, 2},
+  // [642, 1282] and [641, 1282]: even source pitches, 4-byte loads: skewed stores, tiles of 128 x 128
+  // (120 units of each destination row); [6002, 130] too, B's 130 units in two tiles of 72;
+  // [5699, 3457]: an odd source pitch, single-unit loads: words of two.
+  const PermuteCase pairs{{642, 1282}, {1, 0}, 2}, along_b{{6002, 130}, {1, 0}, 2}, single_store{{641, 1282}, {1, 0}, 2},
       single{{5699, 3457}, {1, 0}, 2};
-  const plan::RearrangeSpec s = aligned_spec(fixed);
-  CHECK(s.family == plan::RearrangeFamily::transpose);
-  CHECK((s.a_first && s.tile_a == 64 && s.tile_b == 64 && s.vec_a == 2));
-  CHECK(aligned_spec(along_b).family == plan::RearrangeFamily::words);
-  CHECK(!aligned_spec(along_b).a_first);
-  CHECK(aligned_spec(single_store).family == plan::RearrangeFamily::words);
+  for (const PermuteCase& c : {pairs, along_b, single_store}) {
+    const plan::RearrangeSpec s = aligned_spec(c);
+    CHECK(s.family == plan::RearrangeFamily::transpose);
+    CHECK((s.skew_store && s.vec_a == 8 && s.vec_b == 2 && s.tile_a == 128));
+  }
+  CHECK(aligned_spec(along_b).tile_b == 72);
   CHECK(aligned_spec(single).family == plan::RearrangeFamily::words);
-  for (const PermuteCase& c : {fixed, along_b, single_store, single}) check_permute(c, rng, false);
+  for (const PermuteCase& c : {pairs, along_b, single_store, single}) check_permute(c, rng, false);
 }
 
 TEST_CASE("1-byte transposes with odd pitches move aligned words, skewed and funnel-shifted") {

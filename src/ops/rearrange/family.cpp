@@ -772,6 +772,32 @@ bool may_skew_loads(const RearrangeSpec& s) {
   return s.unit_bytes <= 2 && !s.load_linear && !s.b_chain && s.vec_b == 1 && s.vec_a * s.unit_bytes <= 4;
 }
 
+// Whether a tile of 2- or 4-byte units over one A dim stores vectors of a word or narrower, as where
+// its destination rows sit at odd places (an odd pitch, a misaligned pointer), and whether a tiled
+// plan's tile is one: its stores may be skewed (take_skewed_stores).
+bool stores_narrow_rows(const RearrangeSpec& s) {
+  return (s.unit_bytes == 2 || s.unit_bytes == 4) && s.dims_a == 1 && s.vec_a * s.unit_bytes <= 4 &&
+         !s.store_linear && !s.a_pass && !s.load_linear && !s.skew_load;
+}
+bool may_skew_stores(const RearrangeSpec& s) { return is_tiled(s.family) && stores_narrow_rows(s); }
+
+// A tile of may_skew_stores that splits A into several tiles of whole 16-byte vectors stores aligned
+// 16-byte vectors instead: each destination row's range in the tile is skewed by the row's
+// misalignment, so the tile loads a vector's units more along A (skew_store).
+void take_skewed_stores(const Groups& g, RearrangeSpec& s) {
+  const int full = 16 / s.unit_bytes;
+  if (!stores_narrow_rows(s) || s.tile_a >= g.extent_a || s.tile_a % full != 0 || s.tile_a < 8 * full) return;
+  s.vec_a = full;
+  s.skew_store = true;
+  s.bounds = true;
+}
+
+// Tiles along A: a tile of skewed stores stores tile_a - vec_a units of each destination row, whose
+// ranges start up to vec_a - 1 units before the row.
+std::int64_t tiles_along_a(const RearrangeSpec& s, std::int64_t extent_a) {
+  return s.skew_store ? ceil_div(extent_a + s.vec_a - 1, s.tile_a - s.vec_a) : ceil_div(extent_a, s.tile_a);
+}
+
 // Micro-tile rows of 1- and 2-byte units that the source's row pitches or pointer keep narrower than
 // the tile allows load as the aligned vectors around them, funnel-shifted (skew_load), as wide as a
 // word at least and as the register budget allows: a row holds two vectors and its shift.
@@ -805,7 +831,7 @@ std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_
 
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
                          bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
-                         bool load_runs, int aspect, bool skewed_loads) {
+                         bool load_runs, int aspect, bool skewed_loads, bool skewed_stores) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
@@ -927,6 +953,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
     }
   }
   if (skewed_loads) take_skewed_loads(form, g, s, max_vec);
+  if (skewed_stores && passed_b == 1) take_skewed_stores(g, s);
   // Linear stores only when A vectors are narrower than the widest micro-tile vector: 1-byte tiles
   // with 8-byte A vectors store faster per vector into a padded tile (H200, u8 TTC: the four such
   // lines went from 51-74% to 66-82% of copy).
@@ -974,7 +1001,8 @@ class TileChoices {
     bool whole_groups;
     std::size_t a_dim, b_dim;
     std::int64_t src_align, dst_align;
-    bool skewed_loads = false;  // set from set_skewed_loads
+    bool skewed_loads = false;   // set from set_skewed_loads
+    bool skewed_stores = false;  // set from set_skewed_stores
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
@@ -986,10 +1014,13 @@ class TileChoices {
   const CanonicalForm& form() const { return form_; }
   // Whether later searches may take skewed loads (take_skewed_loads).
   void set_skewed_loads(bool allowed) { skewed_loads_ = allowed; }
+  // Whether later searches may take skewed stores (take_skewed_stores).
+  void set_skewed_stores(bool allowed) { skewed_stores_ = allowed; }
   // The choice for `asked`, valid until the next call.
   const TiledChoice& choose(const Arguments& asked) {
     Arguments a = asked;
     a.skewed_loads = skewed_loads_;
+    a.skewed_stores = skewed_stores_;
     if (const TiledChoice* seen = find(a)) return *seen;
     if (a.skewed_loads) {
       // A plain tile whose loads may not be skewed is its own skewed choice.
@@ -998,7 +1029,7 @@ class TileChoices {
       if (const TiledChoice* seen = find(plain); seen && !may_skew_loads(seen->spec)) return *seen;
     }
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
-                                 a.passing, a.load_runs, a.aspect, a.skewed_loads);
+                                 a.passing, a.load_runs, a.aspect, a.skewed_loads, a.skewed_stores);
     if (c.passed_nothing) {
       // Remembered under the passing arguments too: a plan asks for them again in its later searches.
       Arguments plain = a;
@@ -1019,7 +1050,7 @@ class TileChoices {
 
   const CanonicalForm& form_;
   bool index64_;
-  bool skewed_loads_ = false;
+  bool skewed_loads_ = false, skewed_stores_ = false;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
 
@@ -1268,7 +1299,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   s.fixed_b = g.b.size() > 1 && carry_free_tiles(form.dims, g.b, s.tile_b);
   s.num_dims = static_cast<int>(form.dims.size());
 
-  s.a_first = tiles_along_a_first(ceil_div(g.extent_a, s.tile_a), ceil_div(g.extent_b, s.tile_b), s.tile_a, s.tile_b);
+  s.a_first = tiles_along_a_first(tiles_along_a(s, g.extent_a), ceil_div(g.extent_b, s.tile_b), s.tile_a, s.tile_b);
   return c;
 }
 
@@ -1277,7 +1308,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
 RearrangeVariant tiled_variant(const CanonicalForm& form, const TiledChoice& c) {
   const RearrangeSpec& s = c.spec;
   const Groups& g = c.g;
-  const std::int64_t tiles_a = ceil_div(g.extent_a, s.tile_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
+  const std::int64_t tiles_a = tiles_along_a(s, g.extent_a), tiles_b = ceil_div(g.extent_b, s.tile_b);
   RearrangeVariant v{form, s, {}, 0, 0};
   RearrangeKernelArgs& args = v.args;
   args.extent_a = g.extent_a;
@@ -2411,6 +2442,22 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
     if (const auto b = source_inner_dim(dims, inner)) {
       TileChoices choices(units);
       RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
+      // Tiles that store narrow vectors over one A dim store skewed 16-byte vectors instead where those
+      // tiles load 4 bytes or more. (H200, an odd destination pitch costs 2-D f32 transposes 10-16 points
+      // of copy where an odd source pitch costs none: [14901, 13424] 74% against [14904, 13423] 90%.
+      // On the 52 f16 and f32 lines of seeds 4403-4410 that skewed stores changed: 71.0% -> 76.2%, 31 up
+      // and 11 down by 3 points or more; f32 23 lines 72.7% -> 80.1%, f16 29 lines 69.6% -> 73.3%. Each
+      // line down loaded single 2-byte units (9 f16 lines) or an A tile under 8 vectors (20 and
+      // 40 units) that loads a quarter more than it stores. With both guards, on the 112 lines of seeds
+      // 4411-4430 it changes, drawn after: 72.7% -> 81.5%, 83 up and 7 down; f32 60 lines 74.6% ->
+      // 82.1%, f16 51 lines 70.6% -> 80.8%.)
+      if (may_skew_stores(v.spec)) {
+        choices.set_skewed_stores(true);
+        RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
+                                                        tile_volume(units.unit_bytes), kMicroTilesPerThread);
+        choices.set_skewed_stores(false);
+        if (skewed.spec.skew_store && load_vector(skewed.spec) * units.unit_bytes >= 4) return skewed;
+      }
       const Groups words = word_groups(units, inner, *b);
       const auto word_tiles = [&] {
         return plan_words(units, words, exact, src_align, dst_align, word_store_words(units, words));
@@ -2570,6 +2617,11 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
       for (std::int64_t v : {volume, volume / 4})
         for (int aspect : {-2, -1, 1, 2})
           add(plan_tiled_groups(choices, inner, *b, exact, src_align, dst_align, v, Passing::none, true, aspect));
+      // Tiles of skewed 16-byte stores where narrow stores allow them, also where their loads are narrow.
+      choices.set_skewed_stores(true);
+      for (std::int64_t v : {volume, volume / 4})
+        add(plan_tiled_groups(choices, inner, *b, exact, src_align, dst_align, v, Passing::none, true));
+      choices.set_skewed_stores(false);
       const bool long_dims = dims[inner].extent >= kSkewedTile && dims[*b].extent >= kSkewedTile;
       if (long_dims && dims[*b].src_stride == 1 && (units.unit_bytes == 2 || units.unit_bytes == 4))
         add(plan_skewed(units, inner, *b, exact));
@@ -2653,6 +2705,7 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                          s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",
                          s.store_linear ? fmt::format(".sl{}r{}", s.store_linear, s.store_run) : "", s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
+      if (s.skew_store) key += ".ss";
       break;
     case RearrangeFamily::skewed:
       key += fmt::format(".a{}.b{}.v{}.mb{}{}", s.tile_a, s.tile_b, s.vec_a, s.min_blocks, s.a_first ? "" : ".bf");

@@ -41,7 +41,8 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // outer dims the tile spans whole and a piece of the next, or the source chain's dims past A dims it
 // passes; with a_pass, A holds a_chain destination-contiguous units and then dims past B's first
 // a_pass units), then the outer dims, each innermost first; with skew_load, micro-tile rows of vec_b
-// units sit at any alignment and vec_b need not divide B's extent. skewed: one dim in each group, tile_a and
+// units sit at any alignment and vec_b need not divide B's extent; with skew_store (one A dim, 16-byte
+// A vectors), a tile loads tile_a A units and stores tile_a - vec_a of each destination row. skewed: one dim in each group, tile_a and
 // tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
 // dims, tile_a and tile_b in units (tile_a a multiple of the units per store vector, tile_b of the
 // units per word), pitch in words, skew_load, skew_store and store_words. segments:
@@ -85,7 +86,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, fixed_b, false)      /* tiled: group B's table is the same for every tile (filled once) */ \
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words, tiled: source rows may be misaligned (loads funnel-shifted) */ \
-  X(bool, skew_store, false)   /* words: destination rows may be misaligned (owned ranges skewed) */ \
+  X(bool, skew_store, false)   /* words, tiled: destination rows may be misaligned (owned ranges skewed) */ \
   X(int, store_words, 1)       /* words, runs: 32-bit words per destination store vector (1, 2 or 4) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
