@@ -172,6 +172,19 @@ int launches_on_families(const std::vector<PermuteCase>& cases, std::initializer
   });
 }
 
+// Checks that each case's launch on aligned pointers takes `taken`, then launches every case at every
+// misalignment (others may take other tiles) and checks that at least the aligned ones took it.
+void check_aligned_launches(const std::vector<PermuteCase>& cases, std::uint64_t seed,
+                            const std::function<bool(const plan::RearrangeSpec&)>& taken, const char* what) {
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    CHECK(taken(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec));
+  }
+  const int count = launches_where(cases, seed, taken);
+  MESSAGE(count << " of " << cases.size() * 9 << " launches on " << std::string(what));
+  CHECK(count >= static_cast<int>(cases.size()));
+}
+
 // Launches every case as launches_on_families does and checks that at least half of the launches
 // (all of them with `every`) ran on `families`, named `what` in the output.
 void check_launch_share(const std::vector<PermuteCase>& cases, std::initializer_list<plan::RearrangeFamily> families,
@@ -398,13 +411,7 @@ TEST_CASE("rearrange: tiles of 2- and 4-byte units whose destination rows sit at
       {{301, 398}, {1, 0}, DType::f16},        {{3, 150, 67, 22}, {2, 0, 3, 1}, DType::f16},
   };
   auto skewed_stores = [](const plan::RearrangeSpec& s) { return s.skew_store && s.vec_a * s.unit_bytes == 16; };
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    CHECK(skewed_stores(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec));
-  }
-  const int taken = launches_where(cases, 6007, skewed_stores);
-  MESSAGE(taken << " of " << cases.size() * 9 << " launches on skewed 16-byte stores");
-  CHECK(taken >= static_cast<int>(cases.size()));
+  check_aligned_launches(cases, 6007, skewed_stores, "skewed 16-byte stores");
 }
 
 TEST_CASE("rearrange: u8 transposes with odd pitches take word tiles at every pointer misalignment" *
@@ -819,14 +826,8 @@ TEST_CASE("rearrange: tiles whose A four times as long would load narrower vecto
   auto twice_as_long = [](const plan::RearrangeSpec& s) {
     return s.family == plan::RearrangeFamily::packed && s.tile_a == 128 && s.vec_b * s.unit_bytes == 16;
   };
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    CHECK(twice_as_long(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec));
-  }
-  // Pointers off 16 bytes take narrower loads and other tiles; each case's aligned launch takes these.
-  const int taken = launches_where(cases, 5119, twice_as_long);
-  MESSAGE(taken << " of " << cases.size() * 9 << " launches on tiles of A twice as long");
-  CHECK(taken >= static_cast<int>(cases.size()));
+  // Pointers off 16 bytes take narrower loads and other tiles.
+  check_aligned_launches(cases, 5119, twice_as_long, "tiles of A twice as long");
 }
 
 TEST_CASE("rearrange: runs tiles that gather their stores from staged source runs, at every pointer misalignment" *
