@@ -28,7 +28,7 @@
 constexpr int LEAD_A = SKEW_STORE ? VEC_A : 0;  // A indices a tile loads before a0
 constexpr int STEP_A = TILE_A - LEAD_A;          // A indices a tile stores per destination row
 static_assert(!SKEW_STORE || (DIMS_A == 1 && VEC_A * UNIT_BYTES == 16 && !STORE_LINEAR && !LOAD_LINEAR &&
-                              A_PASS == 0 && !SKEW_LOAD && BOUNDS && STEP_A >= VEC_A),
+                              A_PASS == 0 && !SKEW_LOAD && BOUNDS && TILE_A % VEC_A == 0 && STEP_A >= VEC_A),
               "skewed stores: one A dim whose 16-byte vectors the tile loads and stores by micro-tile");
 constexpr int MICRO_A = TILE_A / VEC_A;
 constexpr int MICRO_B = TILE_B / VEC_B;

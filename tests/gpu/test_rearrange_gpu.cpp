@@ -405,10 +405,14 @@ TEST_CASE("rearrange: tiles of 2- and 4-byte units whose destination rows sit at
           "vectors, at every pointer misalignment" * test::gpu_only()) {
   // Odd destination pitches over 16- and 8-byte loads, odd pitches on both sides, B over two dims, and
   // f16 over 4-byte loads, a 2-D transpose and an A tile of 80 units beside B over two dims.
+  // Also the lines other cases held before: f32 [545, 3, 26, 18] (A twice as long), f16 [1029, 1022]
+  // and [6002, 130] (words of two).
   const std::vector<PermuteCase> cases = {
       {{445, 132}, {1, 0}, DType::f32},        {{445, 130}, {1, 0}, DType::f32},
       {{301, 397}, {1, 0}, DType::f32},        {{5, 287, 20, 41}, {0, 3, 2, 1}, DType::f32},
       {{301, 398}, {1, 0}, DType::f16},        {{3, 150, 67, 22}, {2, 0, 3, 1}, DType::f16},
+      {{545, 3, 26, 18}, {3, 2, 1, 0}, DType::f32}, {{1029, 1022}, {1, 0}, DType::f16},
+      {{6002, 130}, {1, 0}, DType::f16},
   };
   auto skewed_stores = [](const plan::RearrangeSpec& s) { return s.skew_store && s.vec_a * s.unit_bytes == 16; };
   check_aligned_launches(cases, 6007, skewed_stores, "skewed 16-byte stores");
@@ -482,7 +486,7 @@ TEST_CASE("rearrange: f16 transposes that fixed tiles would store one unit at a 
           "four times as long along A, at every pointer misalignment" * test::gpu_only()) {
   // Odd destination pitches over odd source pitches, plain and over composite groups (A = 5 x 61, A =
   // 49 x 19 in dst; B = 37 x 3 in src). (Over even source pitches, [1029, 1022] and [6002, 130], they
-  // store skewed 16-byte vectors since: the case of skewed stores.)
+  // store skewed 16-byte vectors since: the case of skewed stores runs them.)
   const std::vector<PermuteCase> words = {
       {{1029, 1021}, {1, 0}, DType::f16},
       {{5, 61, 1037}, {2, 1, 0}, DType::f16},
@@ -819,7 +823,8 @@ TEST_CASE("rearrange: tiles whose A four times as long would load narrower vecto
           "pointer misalignment" *
           test::gpu_only()) {
   // f16 4-byte stores over two A dims (128 x 64 units). (The f32 single-unit stores of [545, 3, 26, 18],
-  // 128 x 32 by this rule before, store skewed 16-byte vectors over their one A dim since.)
+  // 128 x 32 by this rule before, store skewed 16-byte vectors over their one A dim since: the case of
+  // skewed stores runs them.)
   const std::vector<PermuteCase> cases = {
       {{7, 19, 6, 3, 12, 2, 3, 9}, {7, 6, 4, 0, 5, 2, 3, 1}, DType::f16},
   };

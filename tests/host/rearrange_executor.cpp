@@ -266,7 +266,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
   if (s.skew_load && (u > 2 || s.vec_b * u < 4 || s.load_linear || s.b_chain || a.dim[s.dims_a].src_stride != 1))
     throw std::logic_error("tiled: skewed loads need rows of whole words of 1- or 2-byte units along a contiguous B");
   if (s.skew_store && (s.dims_a != 1 || s.vec_a * u != 16 || s.store_linear || s.load_linear || s.a_pass ||
-                       s.skew_load || !s.bounds || s.tile_a < 2 * s.vec_a))
+                       s.skew_load || !s.bounds || s.tile_a % s.vec_a != 0 || s.tile_a < 2 * s.vec_a))
     throw std::logic_error("tiled: skewed stores need one A dim, 16-byte A vectors and micro-tile moves");
   // A tile of skewed stores loads its A units from a0 - lead.
   const int lead = s.skew_store ? s.vec_a : 0;

@@ -781,8 +781,8 @@ bool stores_narrow_rows(const RearrangeSpec& s) {
 }
 bool may_skew_stores(const RearrangeSpec& s) { return is_tiled(s.family) && stores_narrow_rows(s); }
 
-// A tile of may_skew_stores that splits A into several tiles of whole 16-byte vectors stores aligned
-// 16-byte vectors instead: each destination row's range in the tile is skewed by the row's
+// A tile of may_skew_stores that splits A into several tiles of 8 or more whole 16-byte vectors stores
+// aligned 16-byte vectors instead: each destination row's range in the tile is skewed by the row's
 // misalignment, so the tile loads a vector's units more along A (skew_store).
 void take_skewed_stores(const Groups& g, RearrangeSpec& s) {
   const int full = 16 / s.unit_bytes;
@@ -1759,7 +1759,8 @@ double skewed_tile_fill(std::int64_t extent_a, std::int64_t extent_b, std::int64
 // skewed tiles: 67.9% -> 77.5% of copy, 34 up and 5 down by 3 points or more, the losses long A rows
 // counted along A first, [127389,1570] 1,0 68% -> 59%). Tiles of 4-byte units whose skewed tiles
 // would hold units in under kSkewedMinFill of their slots keep their tile too (skewed_tile_fill), as
-// do those under kSkewedSureFill whose transpose tiles fill more.
+// do those under kSkewedSureFill whose transpose tiles fill more. Tiles of skewed stores are weighed
+// first (plan_fixed_family): 4-byte units come here only where those are refused.
 bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, std::size_t a_dim,
                         std::size_t b_dim) {
   const bool narrow_stores = tiled.vec_a * form.unit_bytes < 8;
@@ -2443,7 +2444,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       TileChoices choices(units);
       RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
       // Tiles that store narrow vectors over one A dim store skewed 16-byte vectors instead where those
-      // tiles load 4 bytes or more. (H200, an odd destination pitch costs 2-D f32 transposes 10-16 points
+      // tiles load 4 bytes or more. (H200, an odd destination pitch costs 2-D f32 transposes 11-16 points
       // of copy where an odd source pitch costs none: [14901, 13424] 74% against [14904, 13423] 90%.
       // On the 52 f16 and f32 lines of seeds 4403-4410 that skewed stores changed: 71.0% -> 76.2%, 31 up
       // and 11 down by 3 points or more; f32 23 lines 72.7% -> 80.1%, f16 29 lines 69.6% -> 73.3%. Each

@@ -59,7 +59,7 @@ std::string variant_text(const RearrangeVariant& v) {
                                                      s.skew_load ? ", rows funnel-shifted out of aligned vectors" : ""),
                          s.store_linear ? fmt::format("linear, {} units, runs of {} B indices", s.store_linear, s.store_run)
                                         : fmt::format("{} units along A{}", s.vec_a,
-                                                      s.skew_store ? ", destination rows skewed to aligned vectors" : ""),
+                                                      s.skew_store ? ", destination rows skewed" : ""),
                          shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {} vectors, step {}", s.swizzle_period, s.swizzle_step) : "");
       break;
     case RearrangeFamily::skewed:
