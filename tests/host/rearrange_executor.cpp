@@ -366,7 +366,8 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         const int la = m / micro_b * s.vec_a, lb = m % micro_b * s.vec_b;
         std::vector<std::uint8_t> in(static_cast<std::size_t>(s.vec_a * s.vec_b * u), 0xdd);
         for (int i = 0; i < s.vec_a; ++i)
-          if (!s.bounds || (a0 - lead + la + i >= 0 && a0 - lead + la + i < ea && b0 + lb < eb)) {
+          if (const std::int64_t a_index = a0 - lead + la + i;
+              !s.bounds || (a_index >= 0 && a_index < ea && b0 + lb < eb)) {
             const std::int64_t at = src_base + src_a(la + i) + src_b(lb);
             if (s.skew_load) {
               load_skewed_row(at, in.data() + i * s.vec_b * u);

@@ -773,8 +773,8 @@ bool may_skew_loads(const RearrangeSpec& s) {
 }
 
 // Whether a tile of 2- or 4-byte units over one A dim stores vectors of a word or narrower, as where
-// its destination rows sit at odd places (an odd pitch, a misaligned pointer), and whether a tiled
-// plan's tile is one: its stores may be skewed (take_skewed_stores).
+// its destination rows sit at odd places (an odd pitch, a misaligned pointer): its stores may be
+// skewed (take_skewed_stores). may_skew_stores: a tiled plan's tile that does.
 bool stores_narrow_rows(const RearrangeSpec& s) {
   return (s.unit_bytes == 2 || s.unit_bytes == 4) && s.dims_a == 1 && s.vec_a * s.unit_bytes <= 4 &&
          !s.store_linear && !s.a_pass && !s.load_linear && !s.skew_load;

@@ -42,10 +42,11 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // passes; with a_pass, A holds a_chain destination-contiguous units and then dims past B's first
 // a_pass units), then the outer dims, each innermost first; with skew_load, micro-tile rows of vec_b
 // units sit at any alignment and vec_b need not divide B's extent; with skew_store (one A dim,
-// 16-byte A vectors), a tile loads tile_a A units and stores tile_a - vec_a of each destination row. skewed: one dim in each group, tile_a and
-// tile_b, and vec_a = vec_b = units per 16-byte vector. words: 1- or 2-byte units, dims_a and dims_b
-// dims, tile_a and tile_b in units (tile_a a multiple of the units per store vector, tile_b of the
-// units per word), pitch in words, skew_load, skew_store and store_words. segments:
+// 16-byte A vectors), a tile loads tile_a A units and stores tile_a - vec_a of each destination row.
+// skewed: one dim in each group, tile_a and tile_b, and vec_a = vec_b = units per 16-byte vector.
+// words: 1- or 2-byte units, dims_a and dims_b dims, tile_a and tile_b in units (tile_a a multiple of
+// the units per store vector, tile_b of the units per word), pitch in words, skew_load, skew_store
+// and store_words. segments:
 // dim[0] = the shared row (segment units), then group A (dims_a dims that follow it in dst), group B
 // (dims_b dims that follow it in src) and the outer dims; tile_a x tile_b rows, pitch in bytes.
 #define SHAPEJIT_REARRANGE_SPEC_FIELDS(X)                                                          \
