@@ -141,8 +141,16 @@ __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile&
 }
 
 // A tile's source units held in registers between its loads and its staging in shared memory. A
-// skewed row holds the aligned vectors around it (micro, high) and its misalignment in units (shift).
+// skewed row holds the aligned vector at or before its first unit (micro), the next one (high) unless
+// the next lane holds it (SKEW_SHUFFLE, sj_skewed_high), and its misalignment in units (shift; -1
+// where the row was not loaded, 0 where it was read unit by unit).
 constexpr int SKEWED_MICRO = SKEW_LOAD ? MICRO_PER_THREAD : 1, SKEWED_ROWS = SKEW_LOAD ? VEC_A : 1;
+// Rows of 8 micro-tiles or more along B take the next aligned vector from the next lane: a lane at a
+// row's end, which reads its own, is at most one in eight. (H200, skewed-load lines of seeds
+// 4435-4474 and of earlier seeds, every row shuffled: at 8 to 512 micro-tiles a row, 67 lines 59.8%
+// -> 63.9% of copy, 40 up and 7 down by 3 points or more; at 2 to 6, 55 lines 55.9% -> 50.0%, 37
+// down, a quarter to half of their lanes reading late in every tile.)
+constexpr bool SKEW_SHUFFLE = SKEW_LOAD && MICRO_B >= 8;
 struct SjLoaded {
   VecLoad linear[LOAD_LINEAR > 0 ? LOADS_LINEAR_PER_THREAD : 1];
   PackB micro[LOAD_LINEAR > 0 ? 1 : MICRO_PER_THREAD][VEC_A];
@@ -164,16 +172,16 @@ __device__ __forceinline__ SjSpan sj_src_span(const SjArgs& args) {
   return span;
 }
 
-// Loads the skewed micro-tile row at unit offset `at`: the aligned vectors around it where they lie
-// inside the tensor's span (reading past the row's B range, never past the tensor), else unit by
-// unit with a shift of 0 (at the span's two ends). Nothing here waits for a load: the shifts are
-// made at staging (sj_unskew).
+// Loads the skewed micro-tile row at unit offset `at`: the aligned vectors around it (the first only
+// with SKEW_SHUFFLE) where they lie inside the tensor's span (reading past the row's B range, never
+// past the tensor), else unit by unit with a shift of 0 (at the span's two ends). Nothing here waits
+// for a load: the shifts are made at staging (sj_unskew).
 __device__ __forceinline__ void sj_load_skewed(const Unit* __restrict__ s, unsigned src_address, Index at,
                                                const SjSpan& span, PackB& low, VecB& high, int& shift) {
   const int m = sj_misalignment(src_address, at, VEC_B);
   if (at - m >= span.first && at - m + (m ? 2 : 1) * VEC_B <= span.end) {
     low.v = *reinterpret_cast<const VecB*>(s + (at - m));
-    if (m) high = *reinterpret_cast<const VecB*>(s + (at - m + VEC_B));
+    if (m && !SKEW_SHUFFLE) high = *reinterpret_cast<const VecB*>(s + (at - m + VEC_B));
     shift = m;
   } else {
 #pragma unroll
@@ -219,6 +227,34 @@ __device__ __forceinline__ long long sj_linear_src_a(const SjTile& tile, const S
   return DIMS_A > 1 ? table.a[a] : (tile.a0 + a) * TILE_B;
 }
 
+// Micro-tile r's row i of this thread: whether it lies inside the tensor, and what locates it in
+// the source (sj_micro_row_at, to be read only inside: the idle lanes of a ragged pass index past A's
+// table).
+struct SjMicroRow {
+  bool inside;
+  Index a, src_b;  // its A index and the source offset of its B index
+  int la;          // its A index in the tile
+};
+__device__ __forceinline__ SjMicroRow sj_micro_row(const SjArgs& args, const SjTile& tile, const SjTables& table,
+                                                   int r, int i) {
+  const int m = threadIdx.x + r * THREADS;
+  const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
+  const Index src_b = B_CHAIN > 0  ? table.b_src[lb]
+                      : DIMS_B > 1 ? tile.b0 + lb
+                                   : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
+  // Bounds as the rows left below the tensor's A extent, so each row's check is one compare (and,
+  // with skewed stores, the rows before A's first).
+  const Index a_first = tile.a0 - LEAD_A + la;
+  const Index rows_a = sj_extent_a(args) - a_first;
+  const bool inside = (!MICRO_RAGGED || m < MICRO) & (!BOUNDS || tile.b0 + lb < sj_extent_b(args)) &
+                      (!BOUNDS || i < rows_a) & (!SKEW_STORE || a_first + i >= 0);
+  return {inside, a_first + i, src_b, la + i};
+}
+__device__ __forceinline__ Index sj_micro_row_at(const SjArgs& args, const SjTile& tile, const SjTables& table,
+                                                 const SjMicroRow& row) {
+  return tile.src_base + (DIMS_A > 1 ? table.a[row.la] : row.a * sj_src_stride(args, 0)) + row.src_b;
+}
+
 // Issues the tile's loads; nothing waits for them until sj_stage.
 __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restrict__ s, unsigned src_address,
                                         const SjSpan& span, const SjTile& tile, const SjTables& table, SjLoaded& in) {
@@ -240,31 +276,47 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
         },
         [](int) {});
   } else {
+    if constexpr (SKEW_LOAD)
+#pragma unroll
+      for (int r = 0; r < MICRO_PER_THREAD; ++r)
+#pragma unroll
+        for (int i = 0; i < VEC_A; ++i) in.shift[r][i] = -1;
 #pragma unroll
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
-      const int m = threadIdx.x + r * THREADS;
-      const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-      const Index src_b = B_CHAIN > 0  ? table.b_src[lb]
-                          : DIMS_B > 1 ? tile.b0 + lb
-                                       : (tile.b0 + lb) * sj_src_stride(args, DIMS_A);
-      // Bounds as the rows left below the tensor's A extent, so each row's check is one compare (and,
-      // with skewed stores, the rows before A's first).
-      const Index a_first = tile.a0 - LEAD_A + la;
-      const Index rows_a = sj_extent_a(args) - a_first;
-      const bool inside = (!MICRO_RAGGED || m < MICRO) & (!BOUNDS || tile.b0 + lb < sj_extent_b(args));
 #pragma unroll
       for (int i = 0; i < VEC_A; ++i) {
-        if (inside & (!BOUNDS || i < rows_a) & (!SKEW_STORE || a_first + i >= 0)) {
-          const Index src_a = DIMS_A > 1 ? table.a[la + i] : (a_first + i) * sj_src_stride(args, 0);
-          const Index at = tile.src_base + src_a + src_b;
-          if constexpr (SKEW_LOAD)
-            sj_load_skewed(s, src_address, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
-          else
-            in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + at);
-        }
+        const SjMicroRow row = sj_micro_row(args, tile, table, r, i);
+        if (!row.inside) continue;
+        const Index at = sj_micro_row_at(args, tile, table, row);
+        if constexpr (SKEW_LOAD)
+          sj_load_skewed(s, src_address, at, span, in.micro[r][i], in.high[r][i], in.shift[r][i]);
+        else
+          in.micro[r][i].v = *reinterpret_cast<const VecB*>(s + at);
       }
     }
   }
+}
+
+// The aligned vector after skewed row i of micro-tile r. With SKEW_SHUFFLE, the next lane's loaded
+// vector where that lane holds the same row's next micro-tile loaded the same way (every lane but
+// those at a tile row's or a warp's end), else read here, once the tile's other loads arrived (the
+// vector is usually in L1 by then, the next lane's row being read by the next warp): each aligned
+// vector is read once and held in one lane's registers. Every lane of the warp calls this.
+__device__ __forceinline__ VecB sj_skewed_high(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
+                                               const SjTables& table, const SjLoaded& in, int r, int i) {
+  if (!SKEW_SHUFFLE) return in.high[r][i];
+  SkewRow loaded, next;
+  loaded.v = in.micro[r][i].v;
+#pragma unroll
+  for (int k = 0; k < SKEW_WORDS; ++k) next.w[k] = __shfl_down_sync(0xffffffffu, loaded.w[k], 1);
+  const int shift = in.shift[r][i], next_shift = __shfl_down_sync(0xffffffffu, shift, 1);
+  const int m = threadIdx.x + r * THREADS;
+  const bool next_holds = threadIdx.x % 32 != 31 && (m + 1) % MICRO_B != 0 && next_shift == shift;
+  if (shift > 0 && !next_holds) {
+    const Index at = sj_micro_row_at(args, tile, table, sj_micro_row(args, tile, table, r, i));
+    next.v = *reinterpret_cast<const VecB*>(s + (at - shift + VEC_B));
+  }
+  return next.v;
 }
 
 // Stages one micro-tile, its VEC_A rows of VEC_B units as the source holds them, transposed in
@@ -314,15 +366,14 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
     for (int r = 0; r < MICRO_PER_THREAD; ++r) {
       const int m = threadIdx.x + r * THREADS;
       const int la = m / MICRO_B * VEC_A, lb = m % MICRO_B * VEC_B;
-      if (!MICRO_RAGGED || m < MICRO) {
-        if constexpr (SKEW_LOAD) {
-          PackB rows[VEC_A];
+      if constexpr (SKEW_LOAD) {
+        PackB rows[VEC_A];
 #pragma unroll
-          for (int i = 0; i < VEC_A; ++i) rows[i] = sj_unskew(in.micro[r][i], in.high[r][i], in.shift[r][i]);
-          sj_stage_micro(rows, la, lb, smem);
-        } else {
-          sj_stage_micro(in.micro[r], la, lb, smem);
-        }
+        for (int i = 0; i < VEC_A; ++i)
+          rows[i] = sj_unskew(in.micro[r][i], sj_skewed_high(args, s, tile, table, in, r, i), max(in.shift[r][i], 0));
+        if (!MICRO_RAGGED || m < MICRO) sj_stage_micro(rows, la, lb, smem);
+      } else if (!MICRO_RAGGED || m < MICRO) {
+        sj_stage_micro(in.micro[r], la, lb, smem);
       }
     }
   }
