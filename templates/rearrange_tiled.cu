@@ -141,16 +141,17 @@ __device__ __forceinline__ void sj_fill_tables(const SjArgs& args, const SjTile&
 }
 
 // A tile's source units held in registers between its loads and its staging in shared memory. A
-// skewed row holds the aligned vector at or before its first unit (micro), the next one (high) unless
-// the next lane holds it (SKEW_SHUFFLE, sj_skewed_high), and its misalignment in units (shift; -1
-// where the row was not loaded, 0 where it was read unit by unit).
+// skewed row holds the aligned vector at or before its first unit (micro), the next one (high; not
+// with SKEW_SHUFFLE, see sj_skewed_high), and its misalignment in units (shift; -1 where the row was
+// not loaded, 0 where it was read unit by unit).
 constexpr int SKEWED_MICRO = SKEW_LOAD ? MICRO_PER_THREAD : 1, SKEWED_ROWS = SKEW_LOAD ? VEC_A : 1;
-// Rows of 8 micro-tiles or more along B take the next aligned vector from the next lane: a lane at a
-// row's end, which reads its own, is at most one in eight. (H200, skewed-load lines of seeds
-// 4435-4474 and of earlier seeds, every row shuffled: at 8 to 512 micro-tiles a row, 67 lines 59.8%
-// -> 63.9% of copy, 40 up and 7 down by 3 points or more; at 2 to 6, 55 lines 55.9% -> 50.0%, 37
-// down, a quarter to half of their lanes reading late in every tile.)
+// Rows of 8 micro-tiles or more along B take the next aligned vector from the next lane: the lanes at
+// a row's end, which read their own, are one in MICRO_B (and each warp's last). (H200, skewed-load
+// lines of seeds 4435-4474 and of earlier seeds, every row shuffled: at 8 to 512 micro-tiles a row,
+// 67 lines 59.8% -> 63.9% of copy, 40 up and 7 down by 3 points or more; at 2 to 6, 55 lines 55.9% ->
+// 50.0%, 37 down, a sixth to a half of their lanes reading late in every tile.)
 constexpr bool SKEW_SHUFFLE = SKEW_LOAD && MICRO_B >= 8;
+static_assert(!SKEW_SHUFFLE || THREADS % 32 == 0, "shuffled skewed rows: blocks of whole warps");
 struct SjLoaded {
   VecLoad linear[LOAD_LINEAR > 0 ? LOADS_LINEAR_PER_THREAD : 1];
   PackB micro[LOAD_LINEAR > 0 ? 1 : MICRO_PER_THREAD][VEC_A];
@@ -299,9 +300,9 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
 
 // The aligned vector after skewed row i of micro-tile r. With SKEW_SHUFFLE, the next lane's loaded
 // vector where that lane holds the same row's next micro-tile loaded the same way (every lane but
-// those at a tile row's or a warp's end), else read here, once the tile's other loads arrived (the
-// vector is usually in L1 by then, the next lane's row being read by the next warp): each aligned
-// vector is read once and held in one lane's registers. Every lane of the warp calls this.
+// those at a tile row's or a warp's end), else read here, once the tile's other loads arrived: each
+// aligned vector is read once, except those past a tile row's end, and held in one lane's registers.
+// Every lane of the warp calls this.
 __device__ __forceinline__ VecB sj_skewed_high(const SjArgs& args, const Unit* __restrict__ s, const SjTile& tile,
                                                const SjTables& table, const SjLoaded& in, int r, int i) {
   if (!SKEW_SHUFFLE) return in.high[r][i];

@@ -260,6 +260,24 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK((v.spec.skew_load && v.spec.vec_b * v.spec.unit_bytes == 4));
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Skewed tiles over a composite A whose last pass of micro-tiles leaves lanes idle, with rows of
+  // fewer than 8 micro-tiles along B (both aligned vectors loaded) and of 8 over a composite B (the
+  // next one taken from the next lane, or read late through A's table): f16 [7, 33, 2, 16, 2, 46, 7,
+  // 35] and u8 [40, 2, 36, 35, 5, 4, 33, 3], permuted.
+  for (const auto& [shape, perm, elem, shuffled] :
+       {std::tuple{std::vector<std::int64_t>{7, 33, 2, 16, 2, 46, 7, 35}, std::vector<int>{2, 6, 3, 0, 7, 4, 1, 5}, 2, false},
+        std::tuple{std::vector<std::int64_t>{40, 2, 36, 35, 5, 4, 33, 3}, std::vector<int>{4, 0, 1, 7, 2, 6, 5, 3}, 1, true}}) {
+    const plan::RearrangePlanData p = permute(shape, perm, elem);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    const int micro_b = v.spec.tile_b / v.spec.vec_b, micro = v.spec.tile_a / v.spec.vec_a * micro_b;
+    CHECK(v.spec.skew_load);
+    CHECK(v.spec.dims_a > 1);
+    CHECK(micro % v.spec.threads != 0);
+    CHECK((micro_b >= 8) == shuffled);
+    if (shuffled) CHECK(v.spec.dims_b > 1);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
   {
     const TensorDesc view = permuted({{1201, 4, 7119}, {}, DType::u8, 1}, {0, 2, 1});
     const plan::RearrangePlanData p = make(view.shape, view.strides, 1);
