@@ -380,6 +380,11 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
   }
 }
 
+// The destination offset of the tile's B index b0 + lb, from the tile's base.
+__device__ __forceinline__ Index sj_dst_b(const SjArgs& args, const SjTile& tile, const SjTables& table, int lb) {
+  return DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A);
+}
+
 // Writes the staged tile to dst: runs of STORE_RUN rows (STORE_LINEAR: A is TILE_A == extent_a units
 // and the run's B dims continue it in dst, or A passes B's first dims), each starting at its first B
 // index's offset, or VEC_A-unit vectors along A.
@@ -394,7 +399,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
       const int k = threadIdx.x + r * THREADS;
       const int la = k % STORE_MICRO_A * VEC_A, lb = k / STORE_MICRO_A;
       if ((STORES_RAGGED && k >= STORE_VECTORS) || lb >= rows_b) continue;
-      const Index row = tile.dst_base + (DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
+      const Index row = tile.dst_base + sj_dst_b(args, tile, table, lb);
       const int shift = sj_misalignment(dst_address, row + tile.a0, VEC_A);
       const Index x = tile.a0 - shift + la;
       // In 16-byte types, which the A vectors are here (so this compiles for every tile).
@@ -449,7 +454,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
         const int k = thread + r * THREADS;
         const int la = k % MICRO_A * VEC_A, lb = k / MICRO_A;
         if (!STORES_RAGGED || k < STORE_VECTORS) {
-          at[r - r0] = tile.dst_base + tile.a0 + la + (DIMS_B > 1 ? table.b[lb] : (tile.b0 + lb) * sj_dst_stride(args, DIMS_A));
+          at[r - r0] = tile.dst_base + tile.a0 + la + sj_dst_b(args, tile, table, lb);
           if (ROWS_BY_A) {
 #pragma unroll
             for (int i = 0; i < VEC_A; ++i) out[r - r0].u[i] = smem[sj_smem_pos(la + i, lb)];
