@@ -492,11 +492,11 @@ __device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t)
   return tile;
 }
 
-// Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles) and issue
-// their next tile's loads before they store the current one, so loads stay in flight while the block
-// writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system idle while it
-// synchronizes. Composite-group tables are double-buffered, indexed by the tile's parity, unless
-// they are fixed.
+// Blocks walk the tiles in a grid-stride loop (the planner launches a block per two tiles, or per
+// tile) and issue their next tile's loads before they store the current one, so loads stay in flight
+// while the block writes. MIN_BLOCKS blocks per SM at least: a lone block leaves the memory system
+// idle while it synchronizes. Composite-group tables are double-buffered, indexed by the tile's
+// parity, unless they are fixed.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ __align__(16) Unit smem[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];

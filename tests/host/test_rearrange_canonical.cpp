@@ -253,6 +253,22 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
   for (const auto* v : {&uneven, &near, &f32}) CHECK(v->grid == (v->args.num_tiles + 1) / 2);
 }
 
+TEST_CASE("tiles: on 2-D tensors of 4- to 16-byte elements a block walks one tile, on others two") {
+  for (DType type : {DType::f32, DType::f64}) {
+    const auto& flat = aligned(permute_plan({14900, 13420}, {1, 0}, type));
+    CHECK(flat.spec.num_dims == 2);
+    CHECK(flat.grid == flat.args.num_tiles);
+  }
+  for (DType type : {DType::u8, DType::f16}) {
+    const auto& narrow = aligned(permute_plan({14900, 13420}, {1, 0}, type));
+    CHECK(narrow.spec.num_dims == 2);
+    CHECK(narrow.grid == (narrow.args.num_tiles + 1) / 2);
+  }
+  const auto& batched = aligned(permute_plan({6, 1490, 1342}, {0, 2, 1}, DType::f32));
+  CHECK(batched.spec.num_dims == 3);
+  CHECK(batched.grid == (batched.args.num_tiles + 1) / 2);
+}
+
 TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many times longer in units") {
   // f64 [5, 6567, 6091] 2,1,0: 64-unit tiles along A's 32835 units (twice as long as a square's, for
   // its single-unit stores), 32-unit tiles along B's 6091: A's rows are under 8 times as long, so A
