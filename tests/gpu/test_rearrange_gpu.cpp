@@ -603,15 +603,28 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
       {{23, 30001}, {1, 0}, DType::f16},
       {{13, 31, 790, 53}, {0, 3, 2, 1}, DType::f16},
       {{37, 47, 46, 5, 21, 21}, {1, 0, 5, 3, 2, 4}, DType::f16},
+      // Composite groups whose last pass of micro-tiles leaves lanes idle: rows of 3 micro-tiles
+      // along B (both aligned vectors loaded), and of 8 over a composite B that tiles split (the next
+      // vector taken from the next lane, or read late at a row's or a warp's end).
+      {{7, 33, 2, 16, 2, 46, 7, 35}, {2, 6, 3, 0, 7, 4, 1, 5}, DType::f16},
+      {{40, 2, 36, 35, 5, 4, 33, 3}, {4, 0, 1, 7, 2, 6, 5, 3}, DType::u8},
+      {{38, 13, 5, 17, 2, 17, 13, 7}, {5, 6, 2, 3, 4, 1, 7, 0}, DType::u8},
   };
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
     CHECK(launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec.skew_load);
   }
   const int launches = static_cast<int>(cases.size()) * 9;
-  const int skewed = launches_where(cases, 7301, [](const plan::RearrangeSpec& s) { return s.skew_load; });
-  MESSAGE(skewed << " of " << launches << " launches with skewed loads");
+  int shuffled = 0, both_loaded = 0;  // skewed launches by how a row's next aligned vector arrives
+  const int skewed = launches_where(cases, 7301, [&](const plan::RearrangeSpec& s) {
+    if (s.skew_load) ++(s.tile_b / s.vec_b >= 8 ? shuffled : both_loaded);
+    return s.skew_load;
+  });
+  MESSAGE(skewed << " of " << launches << " launches with skewed loads, " << shuffled
+                 << " of them taking the next vector from the next lane");
   CHECK(skewed >= launches / 2);
+  CHECK(shuffled > 0);
+  CHECK(both_loaded > 0);
 }
 
 TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4 and 8 bytes of 1-byte units and of "
