@@ -253,20 +253,30 @@ TEST_CASE("tiles: small units split a group evenly when power-of-two tiles would
   for (const auto* v : {&uneven, &near, &f32}) CHECK(v->grid == (v->args.num_tiles + 1) / 2);
 }
 
-TEST_CASE("tiles: on 2-D tensors of 4- to 16-byte elements a block walks one tile, on others two") {
+TEST_CASE("tiles: over a 2-dim canonical form of 4- to 16-byte units a block walks one tile, over others two") {
+  const auto tiles_per_block = [](const plan::RearrangeVariant& v) {
+    REQUIRE((v.spec.family == RearrangeFamily::transpose || v.spec.family == RearrangeFamily::packed));
+    return (v.args.num_tiles + v.grid - 1) / v.grid;
+  };
+  // f32, f64, and f64 pairs moved as 16-byte units: one tile per block.
   for (DType type : {DType::f32, DType::f64}) {
-    const auto& flat = aligned(permute_plan({14900, 13420}, {1, 0}, type));
+    const auto flat = aligned(permute_plan({14900, 13420}, {1, 0}, type));
     CHECK(flat.spec.num_dims == 2);
-    CHECK(flat.grid == flat.args.num_tiles);
+    CHECK(tiles_per_block(flat) == 1);
   }
+  const auto pairs = aligned(permute_plan({1490, 1342, 2}, {1, 0, 2}, DType::f64));
+  CHECK(pairs.spec.unit_bytes == 16);
+  CHECK(pairs.spec.num_dims == 2);
+  CHECK(tiles_per_block(pairs) == 1);
+  // 1- and 2-byte units over two dims, and 4-byte units over three: two.
   for (DType type : {DType::u8, DType::f16}) {
-    const auto& narrow = aligned(permute_plan({14900, 13420}, {1, 0}, type));
+    const auto narrow = aligned(permute_plan({14900, 13420}, {1, 0}, type));
     CHECK(narrow.spec.num_dims == 2);
-    CHECK(narrow.grid == (narrow.args.num_tiles + 1) / 2);
+    CHECK(tiles_per_block(narrow) == 2);
   }
-  const auto& batched = aligned(permute_plan({6, 1490, 1342}, {0, 2, 1}, DType::f32));
+  const auto batched = aligned(permute_plan({6, 1490, 1342}, {0, 2, 1}, DType::f32));
   CHECK(batched.spec.num_dims == 3);
-  CHECK(batched.grid == (batched.args.num_tiles + 1) / 2);
+  CHECK(tiles_per_block(batched) == 2);
 }
 
 TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many times longer in units") {

@@ -41,7 +41,7 @@ constexpr std::int64_t kHeldBytes = 128;  // loaded bytes a thread of a tiled ke
 // Tiled kernels: each block walks two tiles, loading the second while it stores the first. H200,
 // TTC geomeans of copy for u8 / f16 / f32: one tile per block 80 / 85 / 90%, two 82 / 89 / 92%, four
 // 80 / 88 / 92%, a persistent grid of resident blocks 82 / 87 / 89% (it loses the hardware's dynamic
-// balancing of blocks over SMs). Tiles of 4 bytes or more over a bare 2-D tile grid are the
+// balancing of blocks over SMs). Tiles of 4- to 16-byte units over a 2-dim canonical form are the
 // exception (tiles_per_block).
 constexpr std::int64_t kTilesPerBlock = 2;
 // 32-bit index math keeps a factor two of headroom, so a tile running past an extent cannot wrap.
@@ -1304,10 +1304,11 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   return c;
 }
 
-// Tiles a block of a tiled plan walks. Units of 4 bytes or more on a 2-D tensor (one A dim, one B
-// dim, nothing outside the tile) take one: H200, held-out 2-D random lines, f32 86.2 -> 88.7% of copy
-// (19 up, none down), f64 90.1 -> 91.0%; 1- and 2-byte units lost with one (u8 69.4 -> 66.4%), as
-// did 4- and 8-byte tiles over more dims (packed 85.9 -> 84.5%, transposes 86.9 -> 85.4%).
+// Tiles a block of a tiled plan walks. Units of 4 to 16 bytes over a 2-dim canonical form (one A
+// dim, one B dim, nothing outside the tile) take one. (H200, held-out tiled lines of that form, seeds
+// 4519-4530: f32 86.2 -> 88.7% of copy, 19 up by 3+ points and none down, f64 90.1 -> 91.0%; with
+// one, u8 fell 69.4 -> 66.4% and f16 held, 83.3 -> 83.2%. On the tuning seeds 4515-4518, 4- and
+// 8-byte tiles over more dims lost with one: packed 85.9 -> 84.5%, transposes 86.9 -> 85.4%.)
 std::int64_t tiles_per_block(const RearrangeSpec& s) {
   return s.num_dims == 2 && s.unit_bytes >= 4 ? 1 : kTilesPerBlock;
 }
