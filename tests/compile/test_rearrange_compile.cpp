@@ -278,6 +278,21 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     if (shuffled) CHECK(v.spec.dims_b > 1);
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Rows of 8 micro-tiles over a composite B of 7 x 13 units that tiles of 64 split, beside a one-dim
+  // A, in blocks of 128 threads: u8 [38, 13, 5, 17, 2, 17, 13, 7], permuted. The GPU case of skewed
+  // loads launches it and the two shapes above.
+  {
+    const plan::RearrangePlanData p = permute({38, 13, 5, 17, 2, 17, 13, 7}, {5, 6, 2, 3, 4, 1, 7, 0}, 1);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO(plan::describe(p));
+    CHECK(v.spec.skew_load);
+    CHECK(v.spec.dims_a == 1);
+    CHECK(v.spec.dims_b == 2);
+    CHECK(v.spec.tile_b == 64);
+    CHECK(v.spec.tile_b / v.spec.vec_b == 8);
+    CHECK(v.spec.threads == 128);
+    variants.emplace(plan::kernel_label(v.spec, v.args), v);
+  }
   {
     const TensorDesc view = permuted({{1201, 4, 7119}, {}, DType::u8, 1}, {0, 2, 1});
     const plan::RearrangePlanData p = make(view.shape, view.strides, 1);
