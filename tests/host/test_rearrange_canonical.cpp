@@ -258,22 +258,18 @@ TEST_CASE("tiles: over a 2-dim canonical form of 4- to 16-byte units a block wal
     REQUIRE((v.spec.family == RearrangeFamily::transpose || v.spec.family == RearrangeFamily::packed));
     return (v.args.num_tiles + v.grid - 1) / v.grid;
   };
-  // f32, f64, and f64 pairs moved as 16-byte units: one tile per block.
-  for (DType type : {DType::f32, DType::f64}) {
+  // Two dims: one tile per block for f32 and f64, two for 1- and 2-byte units.
+  for (const auto& [type, per_block] : {std::pair{DType::f32, 1}, std::pair{DType::f64, 1},
+                                        std::pair{DType::u8, 2}, std::pair{DType::f16, 2}}) {
     const auto flat = aligned(permute_plan({14900, 13420}, {1, 0}, type));
     CHECK(flat.spec.num_dims == 2);
-    CHECK(tiles_per_block(flat) == 1);
+    CHECK(tiles_per_block(flat) == per_block);
   }
+  // f64 pairs move as 16-byte units: one. 4-byte units over three dims: two.
   const auto pairs = aligned(permute_plan({1490, 1342, 2}, {1, 0, 2}, DType::f64));
   CHECK(pairs.spec.unit_bytes == 16);
   CHECK(pairs.spec.num_dims == 2);
   CHECK(tiles_per_block(pairs) == 1);
-  // 1- and 2-byte units over two dims, and 4-byte units over three: two.
-  for (DType type : {DType::u8, DType::f16}) {
-    const auto narrow = aligned(permute_plan({14900, 13420}, {1, 0}, type));
-    CHECK(narrow.spec.num_dims == 2);
-    CHECK(tiles_per_block(narrow) == 2);
-  }
   const auto batched = aligned(permute_plan({6, 1490, 1342}, {0, 2, 1}, DType::f32));
   CHECK(batched.spec.num_dims == 3);
   CHECK(tiles_per_block(batched) == 2);
