@@ -1294,6 +1294,13 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
     if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
   }
+  // 8-byte tiles of 16-byte vectors on both sides take a third block per SM, past tile_fits'
+  // register budget: ptxas fits them in 80 registers, spilling up to 140 bytes on uneven tiles, and
+  // the spills cost less than the warps gained (H200, 40 f64 lines of seeds 4556-4561: 88.9% -> 90.1%
+  // of copy, 8 up by 3 points or more, none down; halving the tile to fit the budget instead lost,
+  // 21 lines 89.6% -> 86.6%).
+  if (s.unit_bytes == 8 && s.vec_a == 2 && s.vec_b == 2 && s.min_blocks == 2 && !s.load_linear && !s.store_linear)
+    s.min_blocks = 3;
   // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
   // u8 rank-15 1080 x 20 tile 45% -> 62% of copy, f16 336 x 36 71% -> 90%).
   s.fixed_a = g.a.size() > 1 && carry_free_tiles(form.dims, g.a, s.tile_a);
@@ -2310,15 +2317,15 @@ constexpr std::int64_t kSegmentTileBytes = 16384;
 // 16-byte units lost, 72 lines 90% -> 89% and the 37 such TTC and DL lines 94% -> 92%, so they stay
 // rows). Rows the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200,
 // tiles of 8 KiB, rows of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds
-// 143-174, 7 lines, 49% -> 68%, every line up). Rows of 2-byte units from kSegmentPairRowBytes to
-// under kSegmentPairRowEndBytes, which it moves a unit per thread (seeds 40-174, 8 lines, 40% ->
-// 63%; seeds 175-190, drawn after the bounds were set, 8 lines, 40% -> 64%, every line up; shorter
-// rows, split by the row family, and longer ones fell by up to 16 points). Wider elements at 1-byte
-// misaligned pointers are planned in 1-byte units, so their rows take segment tiles too (not
-// measured). Rows of kVectorRowMinBytes or more move in vectors instead (plan_vector_rows).
+// 143-174, 7 lines, 49% -> 68%, every line up). Rows of 2-byte units under kSegmentPairRowEndBytes,
+// which it moves a unit per thread: rows of 256 bytes or more, seeds 40-174, 8 lines, 40% -> 63%,
+// and seeds 175-190, drawn after, 8 lines, 40% -> 64%, every line up (longer rows fell by up to 16
+// points); rows of 160-255 bytes, 21 probe lines of random shapes, 71.1% -> 82.2%, 18 up by 3
+// points or more and none down. Wider elements at 1-byte misaligned pointers are planned in 1-byte
+// units, so their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or more
+// move in vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentByteRowMaxBytes = 8192;
-constexpr std::int64_t kSegmentPairRowBytes = 256;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
 constexpr std::int64_t kSegmentMaxUnit = 8;
 // Destination runs this long where the extents allow (a run's two end vectors are stored in pieces);
@@ -2339,7 +2346,7 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
   const RearrangeDim& row = dims[inner];
   const std::int64_t seg = row.extent * form.unit_bytes;
   const bool long_rows = (form.unit_bytes == 1 && seg <= kSegmentByteRowMaxBytes) ||
-                         (form.unit_bytes == 2 && seg >= kSegmentPairRowBytes && seg < kSegmentPairRowEndBytes) ||
+                         (form.unit_bytes == 2 && seg < kSegmentPairRowEndBytes) ||
                          (form.unit_bytes >= 4 && seg < kVectorRowMinBytes);
   if (row.src_stride != 1 || row.dst_stride != 1 || seg < 3 || (seg >= kSegmentMaxRowBytes && !long_rows) ||
       form.unit_bytes > kSegmentMaxUnit)
