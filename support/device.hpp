@@ -37,8 +37,13 @@ class DeviceBuffer {
     jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed?)");
     jit::check(jit::driver().cuMemcpyDtoH(host, ptr_ + offset, n), "cuMemcpyDtoH");
   }
-  /// Fills every byte with `byte` (poisoning before a correctness run).
-  void fill(std::uint8_t byte) { jit::check(jit::driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8"); }
+  /// Fills every byte with `byte` (poisoning before a correctness run) and waits until they are
+  /// written: the memset may still be running when cuMemsetD8 returns, and a kernel on a
+  /// non-blocking stream does not wait for it.
+  void fill(std::uint8_t byte) {
+    jit::check(jit::driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8");
+    jit::check(jit::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  }
 
  private:
   CUdeviceptr ptr_ = 0;
