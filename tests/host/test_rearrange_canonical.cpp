@@ -226,14 +226,17 @@ TEST_CASE("families: short rows of units up to 8 bytes take segment tiles where 
   const auto vectors = spec_of({17, 3, 31, 5, 21, 2, 17, 195}, {4, 3, 0, 2, 1, 6, 5, 7}, DType::f32);
   CHECK(vectors.family == RearrangeFamily::row);
   CHECK(vectors.vector_rows);
-  // Rows of 8-byte units take segment tiles (f32 rows of 72 bytes); rows of 16-byte units (80 bytes)
-  // and tiles of a few rows stay rows, unless the rows are under a 32-byte sector (u8 rows of 15
-  // bytes), which take runs tiles.
+  // Rows of 8-byte units take segment tiles (f32 rows of 72 bytes), and so do rows of 2-byte units
+  // of 160 to 255 bytes (u8 rows of 234 bytes); rows of 16-byte units (80 bytes) stay rows, unless
+  // the rows are under a 32-byte sector (u8 rows of 15 bytes), which take runs tiles.
   const auto eight = spec_of({2282, 4869, 18}, {1, 0, 2}, DType::f32);
   CHECK(eight.family == RearrangeFamily::segments);
   CHECK(eight.unit_bytes == 8);
   CHECK(spec_of({2282, 4869, 20}, {1, 0, 2}, DType::f32).family == RearrangeFamily::row);
-  CHECK(spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8).family == RearrangeFamily::row);
+  const auto pairs = spec_of({755, 1020, 78, 3}, {1, 0, 2, 3}, DType::u8);
+  CHECK(pairs.family == RearrangeFamily::segments);
+  CHECK(pairs.unit_bytes == 2);
+  CHECK(pairs.segment == 117);
   CHECK(spec_of({94, 133, 4, 81, 2, 15}, {3, 0, 1, 4, 2, 5}, DType::u8).family == RearrangeFamily::runs);
 }
 
@@ -319,6 +322,23 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   CHECK(rows.spec.tile_a < 6010);
   CHECK(rows.spec.tile_b < 22718);
   CHECK(rows.spec.threads == 256);
+}
+
+TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three blocks per SM, others keep theirs") {
+  for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
+           {{8192, 24576}, {1, 0}}, {{35, 5, 4, 40, 3, 33, 36, 2}, {7, 2, 5, 4, 0, 6, 1, 3}}}) {
+    CAPTURE(shape);
+    const auto& tile = aligned(permute_plan(shape, perm, DType::f64));
+    REQUIRE((tile.spec.family == RearrangeFamily::transpose || tile.spec.family == RearrangeFamily::packed));
+    CHECK((tile.spec.vec_a == 2 && tile.spec.vec_b == 2));
+    CHECK(tile.spec.tile_a * tile.spec.tile_b >= 2048);  // not shrunk to fit the register budget
+    CHECK(tile.spec.min_blocks == 3);
+  }
+  // Single-unit loads (an odd source pitch) keep two blocks per SM.
+  const auto& narrow = aligned(permute_plan({2320, 59, 385}, {2, 1, 0}, DType::f64));
+  REQUIRE(narrow.spec.family == RearrangeFamily::transpose);
+  CHECK(narrow.spec.vec_b == 1);
+  CHECK(narrow.spec.min_blocks == 2);
   // Word tiles: 128 threads and half the B words, six blocks per SM...
   auto check_words = [](const plan::RearrangeVariant& v, int threads, int tile_b, int min_blocks) {
     CHECK(v.spec.family == RearrangeFamily::words);
