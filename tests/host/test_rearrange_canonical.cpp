@@ -322,23 +322,6 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   CHECK(rows.spec.tile_a < 6010);
   CHECK(rows.spec.tile_b < 22718);
   CHECK(rows.spec.threads == 256);
-}
-
-TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three blocks per SM, others keep theirs") {
-  for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
-           {{8192, 24576}, {1, 0}}, {{35, 5, 4, 40, 3, 33, 36, 2}, {7, 2, 5, 4, 0, 6, 1, 3}}}) {
-    CAPTURE(shape);
-    const auto& tile = aligned(permute_plan(shape, perm, DType::f64));
-    REQUIRE((tile.spec.family == RearrangeFamily::transpose || tile.spec.family == RearrangeFamily::packed));
-    CHECK((tile.spec.vec_a == 2 && tile.spec.vec_b == 2));
-    CHECK(tile.spec.tile_a * tile.spec.tile_b >= 2048);  // not shrunk to fit the register budget
-    CHECK(tile.spec.min_blocks == 3);
-  }
-  // Single-unit loads (an odd source pitch) keep two blocks per SM.
-  const auto& narrow = aligned(permute_plan({2320, 59, 385}, {2, 1, 0}, DType::f64));
-  REQUIRE(narrow.spec.family == RearrangeFamily::transpose);
-  CHECK(narrow.spec.vec_b == 1);
-  CHECK(narrow.spec.min_blocks == 2);
   // Word tiles: 128 threads and half the B words, six blocks per SM...
   auto check_words = [](const plan::RearrangeVariant& v, int threads, int tile_b, int min_blocks) {
     CHECK(v.spec.family == RearrangeFamily::words);
@@ -385,6 +368,23 @@ TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three bloc
   // A B group of 37 units longer than a 128-thread tile stays split: 256 threads span only the
   // groups of up to 16 words that rule was measured on.
   check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);
+}
+
+TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three blocks per SM, others keep theirs") {
+  for (const auto& [shape, perm] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>>{
+           {{8192, 24576}, {1, 0}}, {{35, 5, 4, 40, 3, 33, 36, 2}, {7, 2, 5, 4, 0, 6, 1, 3}}}) {
+    CAPTURE(shape);
+    const auto& tile = aligned(permute_plan(shape, perm, DType::f64));
+    REQUIRE((tile.spec.family == RearrangeFamily::transpose || tile.spec.family == RearrangeFamily::packed));
+    CHECK((tile.spec.vec_a == 2 && tile.spec.vec_b == 2));
+    CHECK(tile.spec.tile_a * tile.spec.tile_b > 2048);  // not halved to fit the register budget
+    CHECK(tile.spec.min_blocks == 3);
+  }
+  // Single-unit loads (an odd source pitch) keep two blocks per SM.
+  const auto& narrow = aligned(permute_plan({2320, 59, 385}, {2, 1, 0}, DType::f64));
+  REQUIRE(narrow.spec.family == RearrangeFamily::transpose);
+  CHECK(narrow.spec.vec_b == 1);
+  CHECK(narrow.spec.min_blocks == 2);
 }
 
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {

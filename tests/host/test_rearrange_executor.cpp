@@ -446,13 +446,14 @@ TEST_CASE("shared rows of 160 to 767 bytes take segment tiles that store 16-byte
   // Rows under the vector-rows threshold that the row family would move a byte or a pair at a time,
   // or in 4- or 8-byte units: merged runs on either side ([20, 3, 205], [4, 9, 161]), partial tiles
   // ([6, 5, 7, 333]), three A dims ([7, 3, 5, 2, 3, 163]), rows of 495 and 257 bytes; rows of 2-byte
-  // units of 270 and 402 bytes; rows of 4- and 8-byte units of 268 and 360 bytes, whose stores gather
-  // words.
+  // units of 270, 402, 174 and 234 bytes (the last in u8); rows of 4- and 8-byte units of 268 and 360
+  // bytes, whose stores gather words.
   const std::vector<PermuteCase> cases = {
       {{20, 3, 205}, {1, 0, 2}, 1},        {{4, 9, 161}, {1, 0, 2}, 1},  {{6, 5, 7, 333}, {2, 0, 1, 3}, 1},
       {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, 1}, {{2, 15, 2, 43, 495}, {2, 3, 1, 0, 4}, 1},
       {{9, 9, 257}, {1, 0, 2}, 1},         {{5, 9, 135}, {1, 0, 2}, 2},  {{3, 4, 5, 201}, {2, 0, 1, 3}, 2},
-      {{9, 7, 67}, {1, 0, 2}, 4},          {{5, 3, 9, 45}, {2, 0, 1, 3}, 8},
+      {{6, 5, 87}, {1, 0, 2}, 2},          {{4, 7, 234}, {1, 0, 2}, 1},  {{9, 7, 67}, {1, 0, 2}, 4},
+      {{5, 3, 9, 45}, {2, 0, 1, 3}, 8},
   };
   for (const PermuteCase& c : cases) {
     const plan::RearrangePlanData p = plan_of(c);

@@ -1298,8 +1298,8 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   // register budget: ptxas fits them in 78-80 registers, spilling up to 140 bytes on uneven tiles
   // and composite groups, and the spills cost less than the warps gained (H200, 40 f64 lines of
   // seeds 4556-4561: 88.9% -> 90.1% of copy, 8 up by 3 points or more, none down; halving the tile
-  // to fit the budget instead lost, 21 lines 89.6% -> 86.6%. Held out, 79 lines of seeds 4571-4690
-  // it changes: 89.6% -> 91.1%, 18 up, none down; the 46 f64 TTC lines 94.3% -> 94.6%).
+  // to fit the budget instead lost, 21 lines 89.6% -> 86.6%. Held out, 79 of the lines of seeds
+  // 4571-4690 it changes: 89.6% -> 91.1%, 18 up, none down; the 46 f64 TTC lines 94.3% -> 94.6%).
   if (s.unit_bytes == 8 && s.vec_a == 2 && s.vec_b == 2 && s.min_blocks == 2 && !s.load_linear && !s.store_linear)
     s.min_blocks = 3;
   // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
@@ -2309,23 +2309,24 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
 // 44.3% -> 45.4%.)
 constexpr std::int64_t kSegmentTileBytes = 16384;
 // Segment tiles move rows under kSegmentMaxRowBytes in units of at most kSegmentMaxUnit bytes;
-// longer rows go faster on the row family (H100, tuning seeds: rows of 234 and 236 bytes 87-89% ->
-// 78-82% of copy, on tiles that merged every store's bytes), except three kinds. Rows of 4- and
-// 8-byte units, whose stores gather whole words, under kVectorRowMinBytes (H200, the 172 lines of
-// seeds 1721-1760 that the row family moved in units of 4 bytes or more: 4-byte units, rows of
-// 160-767 bytes, 14 lines 65% -> 91% of copy, every line up; 8-byte units, 86 lines 79% -> 85%:
-// rows of 160-767 bytes 26 up and 3 down by 3 points or more, shorter rows 26 up and 10 down;
-// 16-byte units lost, 72 lines 90% -> 89% and the 37 such TTC and DL lines 94% -> 92%, so they stay
-// rows). Rows the row family would move a byte at a time, of up to kSegmentByteRowMaxBytes (H200,
-// tiles of 8 KiB, rows of 169-7599 bytes: tuning seeds 40, 41, 44-53, 4 lines, 35% -> 69%; seeds
-// 143-174, 7 lines, 49% -> 68%, every line up). Rows of 2-byte units under kSegmentPairRowEndBytes,
-// which it moves a unit per thread: rows of 256 bytes or more, seeds 40-174, 8 lines, 40% -> 63%,
-// and seeds 175-190, drawn after, 8 lines, 40% -> 64%, every line up (longer rows fell by up to 16
-// points); rows of 160-255 bytes, 21 probe lines of random shapes, 71.1% -> 82.2%, 18 up by 3
-// points or more and none down, and the 21 lines of seeds 4571-4690 they change, drawn after,
-// 66.8% -> 79.7%, 17 up and 1 down. Wider elements at 1-byte misaligned pointers are planned in 1-byte
-// units, so their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or more
-// move in vectors instead (plan_vector_rows).
+// longer rows went faster on the row family (H100, tuning seeds, the first segment kernel, which
+// stored words: rows of 234 and 236 bytes 87-89% -> 78-82% of copy, on tiles that merged every
+// store's bytes), except three kinds. Rows of 4- and 8-byte units, whose stores gather whole words,
+// under kVectorRowMinBytes (H200, the 172 lines of seeds 1721-1760 that the row family moved in
+// units of 4 bytes or more: 4-byte units, rows of 160-767 bytes, 14 lines 65% -> 91% of copy, every
+// line up; 8-byte units, 86 lines 79% -> 85%: rows of 160-767 bytes 26 up and 3 down by 3 points or
+// more, shorter rows 26 up and 10 down; 16-byte units lost, 72 lines 90% -> 89% and the 37 such TTC
+// and DL lines 94% -> 92%, so they stay rows). Rows the row family would move a byte at a time, of
+// up to kSegmentByteRowMaxBytes (H200, tiles of 8 KiB, rows of 169-7599 bytes: tuning seeds 40, 41,
+// 44-53, 4 lines, 35% -> 69%; seeds 143-174, 7 lines, 49% -> 68%, every line up). Rows of 2-byte
+// units under kSegmentPairRowEndBytes, which it moves a unit per thread: rows of 256 bytes or more,
+// seeds 40-174, 8 lines, 40% -> 63%, and seeds 175-190, drawn after, 8 lines, 40% -> 64%, every
+// line up (longer rows fell by up to 16 points); rows of 160-255 bytes, on today's tiles that store
+// 16-byte vectors (H200), 21 probe lines of random shapes, 71.1% -> 82.2%, 18 up by 3 points or
+// more and none down, and the 21 lines of seeds 4571-4690 they change, drawn after, 66.8% -> 79.7%,
+// 17 up and 1 down. Wider elements at 1-byte misaligned pointers are planned in 1-byte units, so
+// their rows take segment tiles too (not measured). Rows of kVectorRowMinBytes or more move in
+// vectors instead (plan_vector_rows).
 constexpr std::int64_t kSegmentMaxRowBytes = 160;
 constexpr std::int64_t kSegmentByteRowMaxBytes = 8192;
 constexpr std::int64_t kSegmentPairRowEndBytes = 1024;
