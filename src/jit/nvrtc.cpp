@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -105,10 +106,15 @@ const Nvrtc& nvrtc() {
 
 bool nvrtc_loaded() noexcept { return g_loaded.load(); }
 
-std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
-                                            const std::vector<std::string>& options,
-                                            const std::string& label, int* spill_store_bytes) {
-  const Nvrtc& n = nvrtc();
+namespace {
+
+struct Compiled {
+  std::vector<unsigned char> cubin;
+  std::string log;
+};
+
+Compiled compile_once(const Nvrtc& n, const std::string& source, const std::string& arch,
+                      const std::vector<std::string>& options, const std::string& label) {
   const auto start = std::chrono::steady_clock::now();
   nvrtcProgram program = nullptr;
   if (nvrtcResult r = n.nvrtcCreateProgram(&program, source.c_str(), (label + ".cu").c_str(), 0,
@@ -117,35 +123,60 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
     fail(ErrorCode::compile_failed, "nvrtcCreateProgram({}): {}", label, n.nvrtcGetErrorString(r));
   std::vector<std::string> all_options = {"--gpu-architecture=" + arch, "--std=c++17"};
   all_options.insert(all_options.end(), options.begin(), options.end());
-  if (spill_store_bytes) all_options.push_back("--ptxas-options=--verbose");
   std::vector<const char*> argv;
   for (const std::string& o : all_options) argv.push_back(o.c_str());
   const nvrtcResult result = n.nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  Compiled compiled{{}, program_log(n, program)};
   if (result != NVRTC_SUCCESS) {
-    const std::string log = program_log(n, program);
     n.nvrtcDestroyProgram(&program);
     fail(ErrorCode::compile_failed, "NVRTC could not compile {} for {} (options: {}): {}\nsource saved to {}\n{}",
          label, arch, fmt::join(all_options, " "), n.nvrtcGetErrorString(result), save_failing_source(source, label),
-         log);
+         compiled.log);
   }
-  if (spill_store_bytes) *spill_store_bytes = spill_store_bytes_in_log(program_log(n, program));
   std::size_t size = 0;
   n.nvrtcGetCUBINSize(program, &size);
-  std::vector<unsigned char> cubin(size);
-  n.nvrtcGetCUBIN(program, reinterpret_cast<char*>(cubin.data()));
+  compiled.cubin.resize(size);
+  n.nvrtcGetCUBIN(program, reinterpret_cast<char*>(compiled.cubin.data()));
   n.nvrtcDestroyProgram(&program);
   record_compile(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  return cubin;
+  return compiled;
 }
 
-int spill_store_bytes_in_log(const std::string& log) {
+}  // namespace
+
+std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
+                                            const std::vector<std::string>& options,
+                                            const std::string& label, int* spill_store_bytes) {
+  const Nvrtc& n = nvrtc();
+  if (!spill_store_bytes) return compile_once(n, source, arch, options, label).cubin;
+  std::vector<std::string> reporting = options;
+  reporting.push_back("--ptxas-options=--verbose");
+  Compiled compiled = compile_once(n, source, arch, reporting, label);
+  std::optional<int> spilled = spill_store_bytes_in_log(compiled.log);
+  if (!spilled) {
+    // NVRTC 12.9+ serves a program it compiled before from the driver's compute cache without
+    // running ptxas, so the log has no report; compile past that cache (same machine code).
+    reporting.push_back("--no-cache");
+    try {
+      compiled = compile_once(n, source, arch, reporting, label);
+      spilled = spill_store_bytes_in_log(compiled.log);
+    } catch (const Error& e) {
+      log(LogLevel::warn, "{} for {}: no ptxas report, and compiling past NVRTC's cache failed: {}", label, arch,
+          e.what());
+    }
+  }
+  *spill_store_bytes = spilled.value_or(0);
+  return compiled.cubin;
+}
+
+std::optional<int> spill_store_bytes_in_log(const std::string& log) {
   // ptxas writes "<N> bytes spill stores, <M> bytes spill loads" per function.
   static constexpr std::string_view kMarker = " bytes spill stores";
-  int total = 0;
+  std::optional<int> total;
   for (std::size_t at = log.find(kMarker); at != std::string::npos; at = log.find(kMarker, at + 1)) {
     std::size_t begin = at;
     while (begin > 0 && log[begin - 1] >= '0' && log[begin - 1] <= '9') --begin;
-    if (begin < at) total += std::stoi(log.substr(begin, at - begin));
+    if (begin < at) total = total.value_or(0) + std::stoi(log.substr(begin, at - begin));
   }
   return total;
 }

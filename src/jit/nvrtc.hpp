@@ -5,6 +5,7 @@
 
 #include <nvrtc.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,8 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
                                             const std::vector<std::string>& options,
                                             const std::string& label, int* spill_store_bytes = nullptr);
 
-/// The bytes of register spill stores that ptxas reports in an NVRTC log (summed over its
-/// functions; 0 when it reports none).
-int spill_store_bytes_in_log(const std::string& log);
+/// The bytes of register spill stores that ptxas reports in an NVRTC log, summed over its
+/// functions; nullopt when the log holds no ptxas report.
+std::optional<int> spill_store_bytes_in_log(const std::string& log);
 
 }  // namespace shapejit::jit

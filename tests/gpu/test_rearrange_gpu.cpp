@@ -19,7 +19,9 @@
 #include "../host/rearrange_executor.hpp"
 #include "../test_support.hpp"
 #include "gpu.hpp"
+#include "jit/kernel_cache.hpp"
 #include "jit/kernel_registry.hpp"
+#include "jit/nvrtc.hpp"
 #include "ops/rearrange/codegen.hpp"
 #include "shapejit/rearrange.h"
 #include "shapejit/rearrange.hpp"
@@ -794,6 +796,25 @@ TEST_CASE("rearrange: tiles whose registers spill without their low-register var
   check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 7919, "tiled kernels");
 }
 
+TEST_CASE("rearrange: a tile whose registers spill compiles to its low-register variant however often NVRTC "
+          "compiled it before" * test::gpu_only()) {
+  // With a driver, NVRTC 12.9+ serves repeated compiles from the driver's compute cache without a
+  // ptxas report; read as no spills, that kept the spilling cubin (a 2x slower f64 tile).
+  const TensorDesc view = permuted({{45, 13, 6, 4, 5, 55, 2, 26}, {}, DType::f64, 0}, {7, 1, 2, 6, 0, 5, 4, 3});
+  const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, DType::f64, 0}, view), 0);
+  INFO(plan::kernel_label(v.spec, v.args));
+  REQUIRE(tiled_family(v.spec));
+  const jit::Program program = codegen::rearrange_program(v, "test");
+  std::vector<std::string> low_options = program.options;
+  low_options.insert(low_options.end(), program.low_register_options.begin(), program.low_register_options.end());
+  int spilled = 0, spilled_low = 0;
+  jit::compile_to_cubin(program.source, "sm_90", program.options, program.label, &spilled);
+  const auto low = jit::compile_to_cubin(program.source, "sm_90", low_options, program.label, &spilled_low);
+  MESSAGE(spilled << " bytes spilled, " << spilled_low << " with the variant");
+  REQUIRE(spilled > spilled_low);
+  for (int round = 0; round < 2; ++round) CHECK(jit::compile_program(program, "sm_90") == low);
+}
+
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *
           test::gpu_only()) {
   // [51, 3, 231] and the rank-15 case take runs at 1-byte pointers; at wider ones their A, short,
@@ -931,7 +952,7 @@ TEST_CASE("rearrange: shared rows of 768 bytes or more whose ends are off 16 byt
 TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that store 16-byte vectors, exact at every "
           "pointer misalignment" * test::gpu_only()) {
   // Rows of 161 to 495 bytes: a merged destination run ([4, 901, 161]), partial tiles, three A dims;
-  // rows of 2-byte units of 270 and 402 bytes; rows of 4- and 8-byte units (f32 rows of 268 and 460
+  // rows of 2-byte units of 174, 234, 270 and 402 bytes; rows of 4- and 8-byte units (f32 rows of 268 and 460
   // bytes, f64 rows of 360 and 744 bytes), whose stores gather words.
   const std::vector<PermuteCase> cases = {
       {{4, 901, 161}, {1, 0, 2}, DType::u8},     {{20, 3, 205}, {1, 0, 2}, DType::u8},
@@ -939,7 +960,8 @@ TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that st
       {{7, 3, 5, 2, 3, 163}, {4, 2, 0, 3, 1, 5}, DType::u8}, {{548, 38, 7, 135}, {2, 0, 1, 3}, DType::f16},
       {{23, 5, 8, 12, 4, 201}, {2, 3, 1, 4, 0, 5}, DType::bf16}, {{290, 37, 67}, {1, 0, 2}, DType::f32},
       {{55, 316, 115}, {1, 0, 2}, DType::f32},   {{41, 3, 90, 45}, {2, 0, 1, 3}, DType::f64},
-      {{2, 243, 23, 19, 93}, {2, 3, 1, 0, 4}, DType::f64},
+      {{2, 243, 23, 19, 93}, {2, 3, 1, 0, 4}, DType::f64}, {{9, 4, 6, 87}, {2, 0, 1, 3}, DType::f16},
+      {{3, 11, 234}, {1, 0, 2}, DType::u8},
   };
   for (const PermuteCase& c : cases) CHECK(aligned_family(c) == plan::RearrangeFamily::segments);
   check_launch_share(cases, {plan::RearrangeFamily::segments}, 5123, "segment tiles");
