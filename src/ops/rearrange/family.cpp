@@ -1111,6 +1111,35 @@ bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run 
 // Whether a tile's linear stores write it as one destination run (else runs of store_run B indices).
 bool stores_one_run(const RearrangeSpec& s) { return s.store_linear && s.store_run == s.tile_b; }
 
+// Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile, in a
+// block of 256 threads too, keeps each group's dims and spans more, in vectors as wide: it then
+// reaches whole dims on that side. Twice the volume over the same dims only halves the blocks per SM,
+// and tiles of 128-thread blocks already hold more blocks per SM. The larger tile may also keep a plan
+// from the runs or word families, which the smaller tile's narrow accesses would have chosen. (H200,
+// two rounds. Chosen on the lines of seeds 2335-2340 and of the TTC and DL suites that 32 KiB tiles
+// change, without the block guard: those it takes 35 lines 82.7% -> 86.1% of copy, 16 up and 2 down
+// by 3 points or more; the other 162 lines 85.8% -> 85.4%. The block guard came from seeds
+// 2341-2370, where the 128-thread tiles it replaced fell: 25 lines 79.3% -> 77.0%, 6 up and 15 down.
+// On the 130 lines of seeds 2371-2410 it changes, drawn after: 74.8% -> 81.3%, 82 up and 11 down;
+// 4-byte elements 89 lines 77.3% -> 84.4%, 1-byte elements 34 lines 66.8% -> 72.4%, and u8
+// [12,13,51,8,2,2,13,44] 4,1,5,7,0,3,2,6 from a runs tile at 32% to 89%.)
+constexpr std::int64_t kLargeTileBytes = 32 * 1024;
+
+// Tiles of 16-byte vectors on both sides take a third block per SM past tile_fits' register
+// budget where it pays: ptxas fits them in 78-80 registers (where it spills, compile_program tries
+// the low-register variant). 8-byte units: every such tile (H200, held out, 79 lines of seeds
+// 4571-4690: 89.6% -> 91.1% of copy, 18 up by 3 points or more, none down). 2- and 4-byte units:
+// packed tiles of aligned stores under kLargeTileBytes. Transposes, skewed stores and 32 KiB tiles
+// lost (H200, first round, 38 lines of seeds 4556-4560 and 4691-4694: packed f16 tiles under 32 KiB
+// 80.6% -> 85.3%, of 32 KiB 85.4% -> 82.6%; 2-D f16 transposes of skewed stores 83% -> 74%).
+bool takes_third_block(const RearrangeSpec& s) {
+  const bool vectors_16 = s.unit_bytes * s.vec_a == 16 && s.unit_bytes * s.vec_b == 16;
+  if (!vectors_16 || s.min_blocks != 2 || s.load_linear || s.store_linear) return false;
+  if (s.unit_bytes == 8) return true;
+  const bool under_large = std::int64_t{s.tile_a} * s.tile_b * s.unit_bytes < kLargeTileBytes;
+  return s.family == RearrangeFamily::packed && !s.skew_store && under_large;
+}
+
 // Whether a block of `threads` threads holds tile `s` within a thread's limits at `min_blocks`
 // blocks per SM: at most 8 micro-tiles (128 bytes; `narrow_micro_tiles` of micro-tiles that hold 1
 // or 2 bytes) and 16 store vectors, and loaded units plus the store vectors gathered from shared
@@ -1294,14 +1323,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
     if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
   }
-  // 8-byte tiles of 16-byte vectors on both sides take a third block per SM, past tile_fits'
-  // register budget: ptxas fits them in 78-80 registers, spilling up to 140 bytes on uneven tiles
-  // and composite groups, and the spills cost less than the warps gained (H200, 40 f64 lines of
-  // seeds 4556-4561: 88.9% -> 90.1% of copy, 8 up by 3 points or more, none down; halving the tile
-  // to fit the budget instead lost, 21 lines 89.6% -> 86.6%. Held out, 79 of the lines of seeds
-  // 4571-4690 it changes: 89.6% -> 91.1%, 18 up, none down; the 46 f64 TTC lines 94.3% -> 94.6%).
-  if (s.unit_bytes == 8 && s.vec_a == 2 && s.vec_b == 2 && s.min_blocks == 2 && !s.load_linear && !s.store_linear)
-    s.min_blocks = 3;
+  if (takes_third_block(s)) s.min_blocks = 3;
   // Tables the same for every tile are filled once per block (H100, seeds 40 and 44, whole tiles:
   // u8 rank-15 1080 x 20 tile 45% -> 62% of copy, f16 336 x 36 71% -> 90%).
   s.fixed_a = g.a.size() > 1 && carry_free_tiles(form.dims, g.a, s.tile_a);
@@ -1659,20 +1681,6 @@ bool moves_single_units_of_two_bytes(const RearrangeSpec& s) {
   return is_tiled(s.family) && s.unit_bytes == 2 && s.vec_a == 1 && s.vec_b == 1 && !s.load_linear &&
          !s.store_linear;
 }
-
-// Tiles of 16 KiB in blocks of 256 threads double to kLargeTileBytes where the larger tile, in a
-// block of 256 threads too, keeps each group's dims and spans more, in vectors as wide: it then
-// reaches whole dims on that side. Twice the volume over the same dims only halves the blocks per SM,
-// and tiles of 128-thread blocks already hold more blocks per SM. The larger tile may also keep a plan
-// from the runs or word families, which the smaller tile's narrow accesses would have chosen. (H200,
-// two rounds. Chosen on the lines of seeds 2335-2340 and of the TTC and DL suites that 32 KiB tiles
-// change, without the block guard: those it takes 35 lines 82.7% -> 86.1% of copy, 16 up and 2 down
-// by 3 points or more; the other 162 lines 85.8% -> 85.4%. The block guard came from seeds
-// 2341-2370, where the 128-thread tiles it replaced fell: 25 lines 79.3% -> 77.0%, 6 up and 15 down.
-// On the 130 lines of seeds 2371-2410 it changes, drawn after: 74.8% -> 81.3%, 82 up and 11 down;
-// 4-byte elements 89 lines 77.3% -> 84.4%, 1-byte elements 34 lines 66.8% -> 72.4%, and u8
-// [12,13,51,8,2,2,13,44] 4,1,5,7,0,3,2,6 from a runs tile at 32% to 89%.)
-constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 
 int store_vector(const RearrangeSpec& s) { return s.store_linear > 0 ? s.store_linear : s.vec_a; }
 
