@@ -387,6 +387,31 @@ TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three bloc
   CHECK(narrow.spec.min_blocks == 2);
 }
 
+TEST_CASE("blocks: packed tiles of 2- and 4-byte units with 16-byte vectors on both sides take three blocks per SM "
+          "under 32 KiB where they store aligned; 32 KiB tiles, transposes and skewed stores keep two") {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    DType dtype;
+    int min_blocks;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{2, 2, 22, 20, 3, 2, 18, 3, 3, 24, 2, 2}, {4, 6, 9, 7, 1, 5, 2, 10, 8, 11, 0, 3}, DType::f16, 3},
+           {{2, 22, 3, 3, 2, 2, 20, 18, 2, 2, 24, 3}, {11, 6, 10, 2, 4, 8, 7, 9, 3, 1, 5, 0}, DType::f32, 3},
+           {{4, 2, 2, 28, 5, 54, 24, 55}, {5, 0, 6, 7, 1, 4, 3, 2}, DType::f16, 2},  // a 32 KiB tile
+           {{20, 49, 40, 47, 54, 2}, {5, 4, 3, 2, 1, 0}, DType::f32, 2},              // a 32 KiB tile
+           {{230017, 576}, {1, 0}, DType::f16, 2},                                    // a transpose
+           {{4, 4, 52, 3, 185, 12, 22}, {2, 0, 3, 5, 1, 6, 4}, DType::f16, 2},        // skewed stores
+       }) {
+    CAPTURE(c.shape);
+    const auto& tile = aligned(permute_plan(c.shape, c.perm, c.dtype));
+    REQUIRE((tile.spec.family == RearrangeFamily::transpose || tile.spec.family == RearrangeFamily::packed));
+    CHECK(tile.spec.unit_bytes * tile.spec.vec_a == 16);
+    CHECK(tile.spec.unit_bytes * tile.spec.vec_b == 16);
+    CHECK(tile.spec.min_blocks == c.min_blocks);
+  }
+}
+
 TEST_CASE("index width: 32-bit until offsets approach 2^31 units") {
   CHECK_FALSE(aligned(permute_plan({8192, 8192}, {1, 0}, DType::f32)).spec.index64);
   CHECK(aligned(permute_plan({46341, 46341}, {1, 0}, DType::u8)).spec.index64);

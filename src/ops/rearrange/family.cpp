@@ -1128,10 +1128,12 @@ constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 // Tiles of 16-byte vectors on both sides take a third block per SM past tile_fits' register
 // budget where it pays: ptxas fits them in 78-80 registers (where it spills, compile_program tries
 // the low-register variant). 8-byte units: every such tile (H200, held out, 79 lines of seeds
-// 4571-4690: 89.6% -> 91.1% of copy, 18 up by 3 points or more, none down). 2- and 4-byte units:
-// packed tiles of aligned stores under kLargeTileBytes. Transposes, skewed stores and 32 KiB tiles
-// lost (H200, first round, 38 lines of seeds 4556-4560 and 4691-4694: packed f16 tiles under 32 KiB
-// 80.6% -> 85.3%, of 32 KiB 85.4% -> 82.6%; 2-D f16 transposes of skewed stores 83% -> 74%).
+// 4571-4690: 89.6% -> 91.1% of copy, 18 up by 3 points or more, none down). Other units: packed
+// tiles under kLargeTileBytes that store aligned; transposes, skewed stores and 32 KiB tiles lost
+// (H200, tuning on 38 + 80 lines of seeds 4556-4560, 4691-4694 and 4731-4790: f16 tiles under 32
+// KiB 79.5% -> 84.1%, of 32 KiB 86.7% -> 83.6%; 2-D f16 transposes of skewed stores 83% -> 74%).
+// Held out, the 95 lines of seeds 4791-4850 it changes: f16 78.8% -> 84.7%, 51 up and 2 down; f32
+// 83.8% -> 88.7%, 16 up and 2 down.
 bool takes_third_block(const RearrangeSpec& s) {
   const bool vectors_16 = s.unit_bytes * s.vec_a == 16 && s.unit_bytes * s.vec_b == 16;
   if (!vectors_16 || s.min_blocks != 2 || s.load_linear || s.store_linear) return false;
