@@ -1130,8 +1130,8 @@ constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 // the low-register variant). 8-byte units: every such tile (H200, held out, 79 lines of seeds
 // 4571-4690: 89.6% -> 91.1% of copy, 18 up by 3 points or more, none down). Other units: packed
 // tiles under kLargeTileBytes that store aligned; transposes, skewed stores and 32 KiB tiles lost
-// (H200, tuning on 38 + 80 lines of seeds 4556-4560, 4691-4694 and 4731-4790: f16 tiles under 32
-// KiB 79.5% -> 84.1%, of 32 KiB 86.7% -> 83.6%; 2-D f16 transposes of skewed stores 83% -> 74%).
+// (H200, tuned on lines of seeds 4556-4790; on 80 f16 and f32 lines of seeds 4731-4790, tiles under
+// 32 KiB 79.5% -> 84.8%, of 32 KiB 87.0% -> 84.9%; 2-D f16 transposes of skewed stores 83% -> 74%).
 // Held out, the 95 lines of seeds 4791-4850 it changes: f16 78.8% -> 84.7%, 51 up and 2 down; f32
 // 83.8% -> 88.7%, 16 up and 2 down.
 bool takes_third_block(const RearrangeSpec& s) {
