@@ -72,7 +72,7 @@ class Error : public std::runtime_error {
 struct Counters {
   std::uint64_t memory_hits = 0;        ///< kernel found already loaded in this process
   std::uint64_t disk_hits = 0;          ///< cubin loaded from a deployment or user cache entry
-  std::uint64_t compiles = 0;           ///< NVRTC compilations (low-register recompiles too)
+  std::uint64_t compiles = 0;           ///< NVRTC compilations (low-register and past-NVRTC-cache recompiles too)
   double compile_ms = 0;                ///< total time spent in NVRTC
   double load_ms = 0;                   ///< total time spent reading entries and loading cubins
   std::uint64_t bad_entries_replaced = 0;  ///< corrupt, foreign or refused entries treated as misses

@@ -161,9 +161,9 @@ std::vector<unsigned char> compile_to_cubin(const std::string& source, const std
       compiled = compile_once(n, source, arch, reporting, label);
       spilled = spill_store_bytes_in_log(compiled.log);
     } catch (const Error& e) {
-      log(LogLevel::warn, "{} for {}: no ptxas report, and compiling past NVRTC's cache failed: {}", label, arch,
-          e.what());
+      log(LogLevel::warn, "{} for {}: compiling past NVRTC's cache failed: {}", label, arch, e.what());
     }
+    if (!spilled) log(LogLevel::warn, "{} for {}: no ptxas report of register spills; read as none", label, arch);
   }
   *spill_store_bytes = spilled.value_or(0);
   return compiled.cubin;

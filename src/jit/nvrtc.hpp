@@ -36,7 +36,9 @@ bool nvrtc_loaded() noexcept;
 /// Throws ErrorCode::compile_failed with the NVRTC log; the failing source is written to a file
 /// whose path the message names, with the options. With `spill_store_bytes`, ptxas reports its
 /// resource use and the bytes of register spill stores it wrote are stored there (the machine code
-/// is the same either way; the cubin records the ptxas options).
+/// is the same either way; the cubin records the ptxas options). Where NVRTC answers from its cache
+/// with no report, the program is compiled again with --no-cache; spills with no report read as 0,
+/// with a warning.
 std::vector<unsigned char> compile_to_cubin(const std::string& source, const std::string& arch,
                                             const std::vector<std::string>& options,
                                             const std::string& label, int* spill_store_bytes = nullptr);

@@ -90,7 +90,8 @@ TEST_CASE("register spills are read from ptxas reports in NVRTC logs") {
   CHECK(jit::spill_store_bytes_in_log("ptxas . 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") == 0);
   // No report: NVRTC served the cubin from its cache, or ptxas was not asked.
   CHECK(!jit::spill_store_bytes_in_log("").has_value());
-  CHECK(!jit::spill_store_bytes_in_log("k.cu(3): warning: variable \"x\" was declared but never used").has_value());
+  CHECK(!jit::spill_store_bytes_in_log("k.cu(3): warning: variable \"x\" was declared "
+                                       "but never referenced").has_value());
 }
 
 TEST_CASE("rendered source is self-contained: prelude, parameters, template") {

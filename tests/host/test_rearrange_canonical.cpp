@@ -389,26 +389,31 @@ TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three bloc
 
 TEST_CASE("blocks: packed tiles of 2- and 4-byte units with 16-byte vectors on both sides take three blocks per SM "
           "under 32 KiB where they store aligned; 32 KiB tiles, transposes and skewed stores keep two") {
+  enum class Keeps { none, large, transpose, skewed };  // why a tile keeps two blocks
   struct Case {
     std::vector<std::int64_t> shape;
     std::vector<int> perm;
     DType dtype;
-    int min_blocks;
+    Keeps keeps;
   };
   for (const Case& c : std::vector<Case>{
-           {{2, 2, 22, 20, 3, 2, 18, 3, 3, 24, 2, 2}, {4, 6, 9, 7, 1, 5, 2, 10, 8, 11, 0, 3}, DType::f16, 3},
-           {{2, 22, 3, 3, 2, 2, 20, 18, 2, 2, 24, 3}, {11, 6, 10, 2, 4, 8, 7, 9, 3, 1, 5, 0}, DType::f32, 3},
-           {{4, 2, 2, 28, 5, 54, 24, 55}, {5, 0, 6, 7, 1, 4, 3, 2}, DType::f16, 2},  // a 32 KiB tile
-           {{20, 49, 40, 47, 54, 2}, {5, 4, 3, 2, 1, 0}, DType::f32, 2},              // a 32 KiB tile
-           {{230017, 576}, {1, 0}, DType::f16, 2},                                    // a transpose
-           {{4, 4, 52, 3, 185, 12, 22}, {2, 0, 3, 5, 1, 6, 4}, DType::f16, 2},        // skewed stores
+           {{2, 2, 22, 20, 3, 2, 18, 3, 3, 24, 2, 2}, {4, 6, 9, 7, 1, 5, 2, 10, 8, 11, 0, 3}, DType::f16, Keeps::none},
+           {{2, 22, 3, 3, 2, 2, 20, 18, 2, 2, 24, 3}, {11, 6, 10, 2, 4, 8, 7, 9, 3, 1, 5, 0}, DType::f32, Keeps::none},
+           {{4, 2, 2, 28, 5, 54, 24, 55}, {5, 0, 6, 7, 1, 4, 3, 2}, DType::f16, Keeps::large},
+           {{20, 49, 40, 47, 54, 2}, {5, 4, 3, 2, 1, 0}, DType::f32, Keeps::large},
+           {{2209872, 48}, {1, 0}, DType::f16, Keeps::transpose},
+           {{4, 4, 52, 3, 185, 12, 22}, {2, 0, 3, 5, 1, 6, 4}, DType::f16, Keeps::skewed},
        }) {
     CAPTURE(c.shape);
-    const auto& tile = aligned(permute_plan(c.shape, c.perm, c.dtype));
-    REQUIRE((tile.spec.family == RearrangeFamily::transpose || tile.spec.family == RearrangeFamily::packed));
-    CHECK(tile.spec.unit_bytes * tile.spec.vec_a == 16);
-    CHECK(tile.spec.unit_bytes * tile.spec.vec_b == 16);
-    CHECK(tile.spec.min_blocks == c.min_blocks);
+    const plan::RearrangeSpec& s = aligned(permute_plan(c.shape, c.perm, c.dtype)).spec;
+    CHECK(s.unit_bytes * s.vec_a == 16);
+    CHECK(s.unit_bytes * s.vec_b == 16);
+    CHECK_FALSE(s.store_linear);
+    const bool large = std::int64_t{s.tile_a} * s.tile_b * s.unit_bytes >= 32 * 1024;
+    CHECK(large == (c.keeps == Keeps::large));
+    CHECK((s.family == RearrangeFamily::transpose) == (c.keeps == Keeps::transpose));
+    CHECK(s.skew_store == (c.keeps == Keeps::skewed));
+    CHECK(s.min_blocks == (c.keeps == Keeps::none ? 3 : 2));
   }
 }
 
