@@ -73,17 +73,33 @@ static_assert(!SKEW_LOAD || (VEC_B * UNIT_BYTES >= 4 && !LOAD_LINEAR && B_CHAIN 
               "skewed micro-tile rows are whole words along a source-contiguous B");
 union SkewRow { VecB v; unsigned w[SKEW_WORDS]; };
 
+// Shared-memory place of the unit that linear stores read at tile offset l. With ROTATE_SPAN, the
+// store vectors of each span of ROTATE_SPAN units rotate by the span's index: rows back to back put
+// a warp's staging writes a multiple of 128 bytes apart, in one bank, which the rotation spreads.
+static_assert(ROTATE_SPAN == 0 || (STORE_LINEAR > 0 && !LOAD_LINEAR && !SWIZZLE && ROTATE_SPAN % STORE_VEC == 0 &&
+                                   (ROTATE_SPAN & (ROTATE_SPAN - 1)) == 0 && STORE_VEC % VEC_A == 0 &&
+                                   TILE_A * TILE_B % ROTATE_SPAN == 0),
+              "rotated spans: a power of two of whole store vectors, staged vectors inside them, tiling the tile");
+__device__ __forceinline__ int sj_rotated(int l) {
+  if constexpr (ROTATE_SPAN > 0) {
+    constexpr unsigned VECTORS = ROTATE_SPAN / STORE_VEC;  // powers of two: shifts and masks
+    const unsigned u = l, span = u / ROTATE_SPAN, vector = u % ROTATE_SPAN / STORE_VEC;
+    return (int)(span * ROTATE_SPAN + (vector + span) % VECTORS * STORE_VEC + u % STORE_VEC);
+  }
+  return l;
+}
+
 // Shared-memory position of tile element (a, b). Swizzled rows XOR the A-vector index with the
 // micro-tile row times SWIZZLE_STEP. The planner picks the padding or swizzle whose micro-tile stores
 // (down a column) and row reads take the fewest bank wavefronts.
 __device__ __forceinline__ int sj_smem_pos(int a, int b) {
   if constexpr (A_PASS > 0) {
     const int a_low = a % A_CHAIN, b_low = b % A_PASS;
-    return a_low + A_CHAIN * b_low + A_PASS * (a - a_low) + TILE_A * (b - b_low);
+    return sj_rotated(a_low + A_CHAIN * b_low + A_PASS * (a - a_low) + TILE_A * (b - b_low));
   }
   if (ROWS_BY_A) return a * PITCH + b;
   if (SWIZZLE) return b * PITCH + (((a / VEC_A) ^ (b / VEC_B * SWIZZLE_STEP % SWIZZLE_PERIOD)) * VEC_A) + a % VEC_A;
-  return b * PITCH + a;
+  return sj_rotated(b * PITCH + a);
 }
 
 // The thread index, read where it is used. Index math derived from threadIdx.x is the same in every
@@ -429,8 +445,11 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     if (STORE_RUN == TILE_B) {
       Unit* run = d + (dst_base + dst_b(0));
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
-          count, [&](int, int l) { *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[l]); },
-          [&](int i) { run[i] = smem[i]; });
+          count,
+          [&](int, int l) {
+            *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[sj_rotated(l)]);
+          },
+          [&](int i) { run[i] = smem[sj_rotated(i)]; });
     } else {
       // Shorter runs span whole B dims, so count is a multiple of RUN_UNITS and of STORE_VEC: no
       // piece is ragged.
@@ -439,7 +458,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
           count,
           [&](int, int l) {
             Unit* at = d + (dst_base + dst_b(l / RUN_UNITS * STORE_RUN) + l % RUN_UNITS);
-            *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[l]);
+            *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[sj_rotated(l)]);
           },
           [](int) {});
     }

@@ -404,6 +404,20 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
       CHECK(v.spec.a_pass > 1);
       variants.emplace(plan::kernel_label(v.spec, v.args), v);
     }
+  // Tiles of linear stores whose store vectors rotate in shared memory (f16 passing B's first dims,
+  // u8 at rank 15), exact too.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{2, 28, 7, 5, 32, 9, 2}, std::vector<int>{3, 5, 4, 1, 0, 6, 2}, 2},
+        std::tuple{std::vector<std::int64_t>{2, 2, 7, 2, 2, 2, 3, 4, 2, 2, 3, 2, 4, 2, 8},
+                   std::vector<int>{13, 4, 6, 8, 7, 12, 9, 3, 0, 11, 14, 1, 5, 10, 2}, 1}})
+    for (bool exact : {false, true}) {
+      const TensorDesc view = permuted({shape, {}, DType::u8, elem}, perm);
+      const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+      const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+      INFO(plan::describe(p));
+      CHECK(v.spec.rotate_span > 0);
+      variants.emplace(plan::kernel_label(v.spec, v.args), v);
+    }
   // Slab tiles grown by a piece of an outer dim that store their runs linearly (u8, f16), exact too.
   for (const auto& [shape, perm, elem] :
        {std::tuple{std::vector<std::int64_t>{96, 2, 76}, std::vector<int>{0, 2, 1}, 1},

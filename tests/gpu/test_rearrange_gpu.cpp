@@ -720,6 +720,25 @@ TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixe
   check_launch_share(cases, {plan::RearrangeFamily::packed}, 8151, "packed tiles");
 }
 
+TEST_CASE("rearrange: linear stores whose store vectors rotate in shared memory, at every pointer misalignment" *
+          test::gpu_only()) {
+  // A passing B's first units (f16, tiles of 56 and 28 A units), rank 15 (u8, f16), one run per tile
+  // (f16 [52, 932, 333]).
+  const std::vector<PermuteCase> cases = {
+      {{2, 28, 7, 5, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, DType::f16},
+      {{3, 28, 7, 3, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, DType::bf16},
+      {{2, 2, 7, 2, 2, 2, 3, 4, 2, 2, 3, 2, 4, 2, 8}, {13, 4, 6, 8, 7, 12, 9, 3, 0, 11, 14, 1, 5, 10, 2}, DType::u8},
+      {{2, 3, 2, 3, 2, 2, 2, 4, 2, 7, 2, 5, 2, 5, 4}, {13, 8, 10, 2, 12, 4, 5, 1, 0, 6, 3, 11, 14, 9, 7}, DType::f16},
+      {{52, 932, 333}, {1, 2, 0}, DType::f16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeSpec s = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0).spec;
+    CHECK(s.rotate_span > 0);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::packed}, 8161, "packed tiles");
+}
+
 TEST_CASE("rearrange: linear loads over runs of B and A's first dims, from fixed and per-tile A tables, at every "
           "pointer misalignment" *
           test::gpu_only()) {
@@ -812,7 +831,12 @@ TEST_CASE("rearrange: a tile whose registers spill compiles to its low-register 
   const auto low = jit::compile_to_cubin(program.source, "sm_90", low_options, program.label, &spilled_low);
   MESSAGE(spilled << " bytes spilled, " << spilled_low << " with the variant");
   REQUIRE(spilled > spilled_low);
-  for (int round = 0; round < 2; ++round) CHECK(jit::compile_program(program, "sm_90") == low);
+  for (int round = 0; round < 2; ++round) {
+    const std::uint64_t before = counters().compiles;
+    CHECK(jit::compile_program(program, "sm_90") == low);
+    const std::uint64_t compiles = counters().compiles - before;
+    MESSAGE(compiles << " NVRTC compiles (more than two: its cache answered first)");
+  }
 }
 
 TEST_CASE("rearrange: u8 tiles of single bytes on both sides take runs at every pointer misalignment" *

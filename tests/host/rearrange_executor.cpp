@@ -215,15 +215,26 @@ struct SharedTile {
 
 }  // namespace
 
+int tiled_rotated(const RearrangeSpec& s, int l) {
+  if (s.rotate_span == 0) return l;
+  if (!s.store_linear || s.load_linear || s.swizzle || s.rotate_span % s.store_linear != 0 ||
+      (s.rotate_span & (s.rotate_span - 1)) != 0 ||
+      s.store_linear % s.vec_a != 0 || (s.tile_a * s.tile_b) % s.rotate_span != 0)
+    throw std::logic_error("tiled: rotated spans that do not tile the tile in whole store vectors");
+  const int vectors = s.rotate_span / s.store_linear, span = l / s.rotate_span;
+  return span * s.rotate_span + (l % s.rotate_span / s.store_linear + span) % vectors * s.store_linear +
+         l % s.store_linear;
+}
+
 int tiled_smem_pos(const RearrangeSpec& s, int a, int b) {
   if (s.a_pass > 0) {
     const int a_low = a % s.a_chain, b_low = b % s.a_pass;
-    return a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low);
+    return tiled_rotated(s, a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low));
   }
   if (s.load_linear) return a * s.pitch + b;
   if (s.swizzle)
     return b * s.pitch + (((a / s.vec_a) ^ (b / s.vec_b * s.swizzle_step % s.swizzle_period)) * s.vec_a) + a % s.vec_a;
-  return b * s.pitch + a;
+  return tiled_rotated(s, b * s.pitch + a);
 }
 
 namespace {
@@ -405,12 +416,12 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
           if ((l + s.store_linear - 1) / run_units != l / run_units)
             throw std::logic_error("tiled: a linear store crosses the end of its run");
           check_vector(dst + at(l) * u, s.store_linear * u);
-          copy_units(dst + at(l) * u, tile.at(l, s.store_linear), s.store_linear, u);
+          copy_units(dst + at(l) * u, tile.at(tiled_rotated(s, l), s.store_linear), s.store_linear, u);
         } else if (l < count) {
           // The kernel stores a ragged end unit by unit only where the tile is one run.
           if (s.store_run != s.tile_b) throw std::logic_error("tiled: a ragged linear store over short runs");
           for (int x = 0; x < s.store_linear; ++x)
-            if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(l + x, 1), 1, u);
+            if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(tiled_rotated(s, l + x), 1), 1, u);
         }
       }
     } else if (s.skew_store) {

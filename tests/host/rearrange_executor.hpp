@@ -22,6 +22,8 @@ void execute_variant(const plan::RearrangeVariant& variant, std::uint8_t* dst, c
 /// Unit offset in shared memory where a transpose or packed kernel stages tile element (a, b), as
 /// its template's sj_smem_pos computes it.
 int tiled_smem_pos(const plan::RearrangeSpec& s, int a, int b);
+/// The shared-memory place of the unit a tiled kernel's linear stores read at tile offset l.
+int tiled_rotated(const plan::RearrangeSpec& s, int l);
 
 /// Launches the plan on the CPU as RearrangePlan::launch does on the GPU, for base pointers
 /// whose addresses OR'ed together are `address_bits` (this picks the alignment variant).

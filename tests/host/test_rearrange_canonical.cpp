@@ -704,6 +704,41 @@ std::pair<int, int> tile_wavefronts(const plan::RearrangeSpec& s) {
   return {taken, fewest};
 }
 
+// Shared-memory wavefronts of a linear-store tile's staging writes, every warp and row as the template
+// issues them.
+int linear_staging_wavefronts(const plan::RearrangeSpec& s) {
+  const int micro_b = s.tile_b / s.vec_b, micro = s.tile_a / s.vec_a * micro_b;
+  int taken = 0;
+  for (int first = 0; first < micro; first += 32)
+    for (int j = 0; j < s.vec_b; ++j) {
+      std::vector<int> writes;
+      for (int m = first; m < std::min(first + 32, micro); ++m)
+        writes.push_back(test::tiled_smem_pos(s, m / micro_b * s.vec_a, m % micro_b * s.vec_b + j));
+      taken += warp_wavefronts(writes, s.vec_a, s.unit_bytes);
+    }
+  return taken;
+}
+
+TEST_CASE("tiled: linear-store tiles whose staging writes fall in one bank rotate their store vectors") {
+  // f16, a 56 x 256 tile stored in runs of 2 B indices: a warp's writes fall 896 bytes apart, in one
+  // bank (31-way conflicts under Nsight Compute on the H200, 17% of copy).
+  const plan::RearrangeVariant v = aligned(permute_plan({16, 28, 7, 65, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, DType::f16));
+  const plan::RearrangeSpec& s = v.spec;
+  CAPTURE(plan::kernel_label(s, v.args));
+  REQUIRE(s.family == RearrangeFamily::packed);
+  REQUIRE(s.store_linear == 8);
+  REQUIRE(s.store_run == 2);
+  CHECK(s.rotate_span > 0);
+  plan::RearrangeSpec unrotated = s;
+  unrotated.rotate_span = 0;
+  CHECK(linear_staging_wavefronts(s) * 4 <= linear_staging_wavefronts(unrotated));
+  // Tiles whose writes spread already keep their layout: one run per tile, 16-byte vectors staged.
+  const plan::RearrangeVariant spread = aligned(permute_plan({561, 94, 2558}, {0, 2, 1}, DType::f16));
+  CAPTURE(plan::kernel_label(spread.spec, spread.args));
+  REQUIRE(spread.spec.store_linear > 0);
+  CHECK(spread.spec.rotate_span == 0);
+}
+
 TEST_CASE("tiled: staging writes and the stores' reads take the fewest shared-memory wavefronts found") {
   struct Case {
     std::vector<std::int64_t> shape;

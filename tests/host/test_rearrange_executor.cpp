@@ -972,6 +972,29 @@ TEST_CASE("tiles spanning A whole store runs of A and B's first dims linearly, o
   CHECK(per_tile_tables >= 2);
 }
 
+TEST_CASE("tiles of linear stores that rotate their store vectors in shared memory match the naive copy at every "
+          "alignment") {
+  std::mt19937_64 rng(31);
+  // A passing B's first 2 units (tiles of 56 and 28 A units), partial tiles; u8 and f16 at rank 15.
+  const PermuteCase cases[] = {
+      {{2, 28, 7, 5, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, 2},
+      {{3, 28, 7, 3, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, 2},
+      {{2, 2, 7, 2, 2, 2, 3, 4, 2, 2, 3, 2, 4, 2, 8}, {13, 4, 6, 8, 7, 12, 9, 3, 0, 11, 14, 1, 5, 10, 2}, 1},
+      {{2, 3, 2, 3, 2, 2, 2, 4, 2, 7, 2, 5, 2, 5, 4}, {13, 8, 10, 2, 12, 4, 5, 1, 0, 6, 3, 11, 14, 9, 7}, 2},
+  };
+  int passing = 0;
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    REQUIRE(s.store_linear > 0);
+    CHECK(s.rotate_span > 0);
+    passing += s.a_pass > 0;
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+  CHECK(passing == 2);
+}
+
 TEST_CASE("tiles spanning B whole load runs of B and A's first dims linearly, over tables of A, at every alignment") {
   std::mt19937_64 rng(30);
   // Runs shorter than the tile over fixed and per-tile A tables, with and without partial tiles.

@@ -660,6 +660,57 @@ bool keeps_blocks(int bytes, int current_bytes, int threads) {
          });
 }
 
+// Where linear stores read tile offset l in shared memory: sj_rotated in the tiled template.
+int rotated_place(const RearrangeSpec& s, int l) {
+  if (s.rotate_span == 0) return l;
+  const int vectors = s.rotate_span / s.store_linear, span = l / s.rotate_span;
+  return span * s.rotate_span + (l % s.rotate_span / s.store_linear + span) % vectors * s.store_linear +
+         l % s.store_linear;
+}
+
+// Shared-memory position of tile unit (a, b) in a tile of linear stores: rows back to back, A's
+// chain passing B's first units where a_pass is set (sj_smem_pos).
+int linear_staged_position(const RearrangeSpec& s, int a, int b) {
+  if (s.a_pass == 0) return rotated_place(s, b * s.pitch + a);
+  const int a_low = a % s.a_chain, b_low = b % s.a_pass;
+  return rotated_place(s, a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low));
+}
+
+// Wavefronts of a linear-store tile's first warp: its staging writes (each micro-tile's first row)
+// and its stores' reads.
+int linear_store_wavefronts(const RearrangeSpec& s) {
+  const int micro_b = s.tile_b / s.vec_b, micro = s.tile_a / s.vec_a * micro_b;
+  int writes[32], reads[32];
+  const int write_lanes = std::min(32, micro);
+  for (int m = 0; m < write_lanes; ++m)
+    writes[m] = linear_staged_position(s, m / micro_b * s.vec_a, m % micro_b * s.vec_b) * s.unit_bytes;
+  const int read_lanes = std::min(32, s.tile_a * s.tile_b / s.store_linear);
+  for (int k = 0; k < read_lanes; ++k) reads[k] = rotated_place(s, k * s.store_linear) * s.unit_bytes;
+  return warp_wavefronts(writes, write_lanes, s.vec_a * s.unit_bytes) +
+         warp_wavefronts(reads, read_lanes, s.store_linear * s.unit_bytes);
+}
+
+// Tiles of linear stores keep their rows back to back, so a warp's staging writes may fall a multiple
+// of 128 bytes apart, in one bank: rotating the store vectors of each span by the span's index spreads
+// them. The span of the fewest wavefronts among powers of two of units (shifts and masks in the
+// kernel) of 2 to 64 store vectors. (H200: f16 [16,28,7,65,32,9,2] 3,5,4,1,0,6,2, 31-way conflicts
+// under Nsight Compute, 17% -> 61% of copy; held out, 31 lines of seeds 4691-4694 and 4853-4880 it
+// changes: 73.0% -> 73.8%, 9 up by 3 points or more and 4 down, f16 [15,65,60,46,46] 93% -> 78%.)
+void rotate_store_vectors(RearrangeSpec& s) {
+  s.rotate_span = 0;
+  if (s.store_linear % s.vec_a != 0 || !std::has_single_bit(static_cast<unsigned>(s.store_linear))) return;
+  int best = linear_store_wavefronts(s);
+  RearrangeSpec candidate = s;
+  for (int span = 2 * s.store_linear; span <= 64 * s.store_linear; span *= 2) {
+    if (s.tile_a * s.tile_b % span != 0) continue;
+    candidate.rotate_span = span;
+    if (const int w = linear_store_wavefronts(candidate); w < best) {
+      best = w;
+      s.rotate_span = span;
+    }
+  }
+}
+
 // The final tile's rows, where choose_rows' layout makes a warp's staging writes or the stores'
 // reads conflict in the shared-memory banks: the layout with the fewest wavefronts among padding of
 // 0 to 8 vectors and XOR swizzles over the widest power of two of vectors that divides a row,
@@ -667,6 +718,7 @@ bool keeps_blocks(int bytes, int current_bytes, int threads) {
 // step spreads over the banks); one that takes more shared memory only where as many blocks fit.
 void spread_rows(RearrangeSpec& s) {
   const bool tiled = is_tiled(s.family);
+  if (tiled && s.store_linear && !s.load_linear) return rotate_store_vectors(s);
   // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
   if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
   Wavefronts current = staging_wavefronts(s);
@@ -1130,8 +1182,9 @@ constexpr std::int64_t kLargeTileBytes = 32 * 1024;
 // the low-register variant). 8-byte units: every such tile (H200, held out, 79 lines of seeds
 // 4571-4690: 89.6% -> 91.1% of copy, 18 up by 3 points or more, none down). Other units: packed
 // tiles under kLargeTileBytes that store aligned; transposes, skewed stores and 32 KiB tiles lost
-// (H200, tuned on lines of seeds 4556-4790; on 80 f16 and f32 lines of seeds 4731-4790, tiles under
-// 32 KiB 79.5% -> 84.8%, of 32 KiB 87.0% -> 84.9%; 2-D f16 transposes of skewed stores 83% -> 74%).
+// (H200, tuned on lines of seeds 4556-4560 and 4571-4790; on 80 f16 and f32 lines of seeds 4731-4790,
+// tiles under 32 KiB 79.5% -> 84.8%, of 32 KiB 87.0% -> 84.9%; 11 2-D f16 transposes of skewed
+// stores 83.4% -> 74.0%).
 // Held out, the 95 lines of seeds 4791-4850 it changes: f16 78.8% -> 84.7%, 51 up and 2 down; f32
 // 83.8% -> 88.7%, 16 up and 2 down.
 bool takes_third_block(const RearrangeSpec& s) {
@@ -2734,7 +2787,10 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                                                  s.swizzle_step > 1 ? fmt::format("x{}", s.swizzle_step) : "")
                                    : "",
                          s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",
-                         s.store_linear ? fmt::format(".sl{}r{}", s.store_linear, s.store_run) : "", s.a_first ? ".af" : "",
+                         s.store_linear ? fmt::format(".sl{}r{}{}", s.store_linear, s.store_run,
+                                                      s.rotate_span ? fmt::format("t{}", s.rotate_span) : "")
+                                        : "",
+                         s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
       if (s.skew_store) key += ".ss";
       break;

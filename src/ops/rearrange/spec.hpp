@@ -79,6 +79,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(int, load_run, 0)          /* A indices per source run under load_linear */                  \
   X(int, store_linear, 0)      /* units per linear store when the tile's dst runs span A whole */  \
   X(int, store_run, 0)         /* B indices per destination run under store_linear */            \
+  X(int, rotate_span, 0)       /* tiled, linear stores: units per span whose store vectors rotate by its index */ \
   X(int, min_blocks, 2)        /* blocks per SM the register budget must allow */                 \
   X(int, b_chain, 0)           /* tiled: B's source-contiguous units, when B holds dims past them */ \
   X(int, a_chain, 0)           /* tiled: A's destination-contiguous units before the B units it passes */ \
