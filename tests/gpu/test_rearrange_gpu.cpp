@@ -722,7 +722,7 @@ TEST_CASE("rearrange: linear stores over runs of A and B's first dims, from fixe
 
 TEST_CASE("rearrange: linear stores whose store vectors rotate in shared memory, at every pointer misalignment" *
           test::gpu_only()) {
-  // A passing B's first units (f16, tiles of 56 and 28 A units), rank 15 (u8, f16), one run per tile
+  // A passing B's first units (tiles of 56 and 28 A units, f16 and bf16), rank 15 (u8, f16), one run per tile
   // (f16 [52, 932, 333]).
   const std::vector<PermuteCase> cases = {
       {{2, 28, 7, 5, 32, 9, 2}, {3, 5, 4, 1, 0, 6, 2}, DType::f16},
@@ -835,7 +835,7 @@ TEST_CASE("rearrange: a tile whose registers spill compiles to its low-register 
     const std::uint64_t before = counters().compiles;
     CHECK(jit::compile_program(program, "sm_90") == low);
     const std::uint64_t compiles = counters().compiles - before;
-    MESSAGE(compiles << " NVRTC compiles (more than two: its cache answered first)");
+    MESSAGE(compiles << " NVRTC compiles (more than two where its cache answered first)");
   }
 }
 

@@ -694,8 +694,9 @@ int linear_store_wavefronts(const RearrangeSpec& s) {
 // of 128 bytes apart, in one bank: rotating the store vectors of each span by the span's index spreads
 // them. The span of the fewest wavefronts among powers of two of units (shifts and masks in the
 // kernel) of 2 to 64 store vectors. (H200: f16 [16,28,7,65,32,9,2] 3,5,4,1,0,6,2, 31-way conflicts
-// under Nsight Compute, 17% -> 61% of copy; held out, 31 lines of seeds 4691-4694 and 4853-4880 it
-// changes: 73.0% -> 73.8%, 9 up by 3 points or more and 4 down, f16 [15,65,60,46,46] 93% -> 78%.)
+// under Nsight Compute, 17% -> 61% of copy; lines not measured while it was made, the 11 of seeds
+// 4691-4694 it changes and 20 drawn from the 71 of seeds 4853-4880: 73.0% -> 73.8%, 9 up by 3
+// points or more and 4 down, f16 [15,65,60,46,46] 93% -> 78%.)
 void rotate_store_vectors(RearrangeSpec& s) {
   s.rotate_span = 0;
   if (s.store_linear % s.vec_a != 0 || !std::has_single_bit(static_cast<unsigned>(s.store_linear))) return;
