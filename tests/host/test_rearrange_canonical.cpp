@@ -573,6 +573,35 @@ TEST_CASE("tuning candidates: tiles longer along either group and tiles whose ch
                     [](const plan::RearrangeVariant& c) { return c.spec.a_pass > 0; }));
 }
 
+TEST_CASE("tuning candidates: the planned kernel with extents and strides baked in, once, unless the plan is exact") {
+  const plan::RearrangePlanData generic = permute_plan({44, 9, 8, 2, 47, 2, 5, 55}, {2, 6, 5, 3, 4, 0, 7, 1}, DType::u8);
+  const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(generic);
+  const plan::RearrangeVariant& planned = aligned(generic);
+  REQUIRE_FALSE(planned.spec.exact);
+  std::vector<const plan::RearrangeVariant*> baked;
+  for (const plan::RearrangeVariant& c : candidates)
+    if (c.spec.exact) baked.push_back(&c);
+  REQUIRE(baked.size() == 1);
+  plan::RearrangeSpec unbaked = baked.front()->spec;
+  unbaked.exact = false;
+  CHECK(unbaked == planned.spec);
+  CHECK(baked.front()->grid == planned.grid);
+  CHECK(baked.front()->form == planned.form);
+  // Its name, and so a tuning record's choice, differs from the planned kernel's: the label carries
+  // the baked extents.
+  CHECK(plan::candidate_name(*baked.front()) != plan::candidate_name(planned));
+  CHECK(plan::candidate_name(*baked.front()).find(".exact") != std::string::npos);
+
+  RearrangeOptions exact;
+  exact.exact = true;
+  for (const plan::RearrangeVariant& c :
+       plan::tuning_candidates(permute_plan({44, 9, 8, 2, 47, 2, 5, 55}, {2, 6, 5, 3, 4, 0, 7, 1}, DType::u8, exact)))
+    CHECK(c.spec.exact);
+  // A contiguous copy at the assumed alignment launches no kernel to bake.
+  for (const plan::RearrangeVariant& c : plan::tuning_candidates(permute_plan({64, 128}, {0, 1}, DType::f32)))
+    CHECK_FALSE(c.spec.exact);
+}
+
 TEST_CASE("plans describe themselves and their manifest line reproduces the canonical form") {
   const RearrangePlan plan = [] {
     const TensorDesc view = permuted(desc({64, 512, 32, 128}, {}, DType::f16), {0, 2, 1, 3});

@@ -196,6 +196,15 @@ std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& p) {
     for (const RearrangeVariant& c : out) seen = seen || (c.form == v.form && c.spec == v.spec && c.grid == v.grid);
     if (!seen) out.push_back(std::move(v));
   }
+  // The planned kernel with the view's extents and strides baked in: the same code with constant
+  // index math, one kernel per shape, which a measured plan (itself one line's) may afford. (H200,
+  // rearrange_bench's exact-mode table, 5d47369: 1.024x-1.045x the planned kernel's bandwidth, geomean
+  // over 18-25 lines a run, 0.96x-1.25x per line.)
+  if (!p.options.exact && out.front().spec.family != RearrangeFamily::copy) {
+    RearrangeVariant baked = out.front();
+    baked.spec.exact = true;
+    out.push_back(std::move(baked));
+  }
   return out;
 }
 
