@@ -16,6 +16,8 @@ LOG = [
     TUNE + "transpose.a tiles/block 2 10.00 us\n",
     TUNE + "transpose.b tiles/block 1 8.00 us\n",
     TUNE + "skewed.c tiles/block 1 5.00 us\n",
+    # The planned kernel's baked twin: measured planning's alone, never a default plan's.
+    TUNE + "transpose.a.exact.n4.ea300.eb200_300:1:200_200:300:1 tiles/block 2 4.00 us\n",
     "suite | type | shape | perm | src strides | kernel | GB/s | copy GB/s | of copy | target | check | compile ms\n",
     "  tuned: skewed.c tiles/block 1 100% of copy (12 ms to plan), ok\n",
     "random-7 | f32 | 200,300 | 1,0 | - | transpose.a | 2000 | 4000 | 50% | 75% | ok | -\n",

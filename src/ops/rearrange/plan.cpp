@@ -197,9 +197,8 @@ std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& p) {
     if (!seen) out.push_back(std::move(v));
   }
   // The planned kernel with the view's extents and strides baked in: the same code with constant
-  // index math, one kernel per shape, which a measured plan (itself one line's) may afford. (H200,
-  // rearrange_bench's exact-mode table, 5d47369: 1.024x-1.045x the planned kernel's bandwidth, geomean
-  // over 18-25 lines a run, 0.96x-1.25x per line.)
+  // index math, one kernel per shape, which a measured plan (itself one line's) may afford. Figures:
+  // bench/RESULTS.md, the section of 6961443.
   if (!p.options.exact && out.front().spec.family != RearrangeFamily::copy) {
     RearrangeVariant baked = out.front();
     baked.spec.exact = true;

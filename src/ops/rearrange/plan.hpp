@@ -65,7 +65,8 @@ const RearrangeVariant& variant_for_pointers(const RearrangePlanData& plan, std:
 
 /// The variants measured planning times for pointers aligned as the plan assumes: the planned one
 /// first, then candidate_variants of its units, then the variants planned for less aligned
-/// pointers (smaller units), no two alike.
+/// pointers (smaller units), no two alike, and last, unless the plan is exact or a copy, the planned
+/// one with extents and strides baked in.
 std::vector<RearrangeVariant> tuning_candidates(const RearrangePlanData& plan);
 
 /// Makes `chosen` (one of tuning_candidates) the variant launched on pointers aligned as the plan
