@@ -662,6 +662,30 @@ TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4 a
     CHECK_MESSAGE(kinds.count({unit, row}) == 1, "a skewed tile of " << row << "-byte rows of " << unit << "-byte units");
 }
 
+TEST_CASE("rearrange: the baked planned kernel among the tuning candidates, of every family the cases plan, is "
+          "exact" *
+          test::gpu_only()) {
+  // Measured planning also times the planned kernel with extents and strides baked in, and may
+  // launch it: one case per family the planner takes here, at aligned pointers (as it was planned).
+  const std::vector<PermuteCase> cases = {
+      {{316, 3221}, {1, 0}, DType::u8},                               // words
+      {{44, 9, 8, 2, 47, 2, 5, 55}, {2, 6, 5, 3, 4, 0, 7, 1}, DType::u8},  // packed
+      {{35, 7, 150, 133, 2, 4, 3}, {2, 5, 0, 1, 4, 3, 6}, DType::u8},  // runs
+      {{3056, 1471, 34}, {1, 0, 2}, DType::f16},                      // segments
+      {{1793, 1114}, {1, 0}, DType::f32},                             // transpose
+      {{3, 10272, 649}, {1, 0, 2}, DType::f64},                       // row
+  };
+  std::uint64_t seed = 9101;
+  std::set<plan::RearrangeFamily> families;
+  for_each_candidate(cases, [](const plan::RearrangeSpec& s) { return s.exact; },
+                     [&](const auto& p, const auto& v, const TensorDesc& dst, const TensorDesc& view) {
+                       const std::string failure = check_variant_on_gpu(p, v, dst, view, 0, 0, ++seed);
+                       CHECK_MESSAGE(failure.empty(), failure);
+                       families.insert(v.spec.family);
+                     });
+  CHECK(families.size() == cases.size());
+}
+
 TEST_CASE("rearrange: skewed loads with 64-bit indices, source rows an odd pitch apart over 2 billion units, are "
           "exact" *
           test::gpu_only()) {
