@@ -936,6 +936,31 @@ TEST_CASE("rearrange: runs tiles that gather their stores from staged source run
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
 }
 
+TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a store vector, exact at every pointer "
+          "misalignment" *
+          test::gpu_only()) {
+  // Rows of 3 units (u8, f16), carrying into a second run dim ([35, 41, 2, 3, 7, 51]) and on through
+  // more of them (up to five run dims), whose vectors cross a row of dim 1 at most once except the
+  // last case's, whose dim 1 of 2 rows is crossed several times per vector (unit by unit there).
+  const std::vector<PermuteCase> cases = {
+      {{35, 41, 2, 3, 7, 51}, {0, 1, 2, 4, 5, 3}, DType::u8},
+      {{51, 52, 79, 3, 7}, {0, 1, 2, 4, 3}, DType::f16},
+      {{46, 21, 32, 7, 5, 3}, {4, 2, 0, 3, 1, 5}, DType::u8},
+      {{6, 22, 6, 34, 33, 3}, {2, 3, 1, 4, 0, 5}, DType::u8},
+      {{8, 8, 3, 2, 2, 2, 2, 6, 9, 3, 2, 3}, {2, 9, 5, 7, 8, 0, 6, 4, 3, 10, 1, 11}, DType::u8},
+      {{3, 9, 8, 6, 8, 2, 2, 3, 2, 2, 2, 3}, {0, 9, 5, 6, 4, 1, 7, 3, 10, 2, 8, 11}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant& v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK(v.spec.family == plan::RearrangeFamily::runs);
+    CHECK(v.spec.gather_stores);
+    CHECK(v.spec.dst_run_dims > 1);
+    CHECK(plan::runs_tile_extents(v.spec, v.args).front() * v.spec.unit_bytes < 4 * v.spec.store_words);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5127, "runs");
+}
+
 TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scattering, in 1-, 2- and 4-byte units, "
           "are exact at pointers aligned to 16, 1, 2 and 3 bytes (where the unit allows)" * test::gpu_only()) {
   // Measured planning may launch any candidate; the planner takes runs tiles by default only for
