@@ -185,19 +185,19 @@ __device__ __forceinline__ unsigned sj_staged(int position) {
   return min((unsigned)position, (unsigned)(RUNS_S * PITCH - 1));
 }
 
-// Rows of the run's innermost dim shorter than a store vector, one vector's rows crossing dim 1's end
-// at most once: a vector's units reach over (E0 - 1 + STORE_UNITS - 1) / E0 rows past its first.
+// Rows of the run's innermost dim shorter than a store vector whose rows cross dim 1's end at most
+// once a vector: its units reach over (E0 - 1 + STORE_UNITS - 1) / E0 rows past its first.
 constexpr bool SHORT_ROWS_CROSS_ONCE =
-    DST_RUN_DIMS > 1 && TILE_E0 < STORE_UNITS &&
-    (DST_RUN_DIMS == 2 || sj_tile_extent(1) >= (TILE_E0 - 1 + STORE_UNITS - 1) / TILE_E0);
+    DST_RUN_DIMS == 2 || sj_tile_extent(1) >= (TILE_E0 - 1 + STORE_UNITS - 1) / TILE_E0;
 
 // Gathers the units of a store vector whose first unit is unit `first` of its destination run
 // (negative where the run starts inside the vector); units outside the run read a clamped place.
 // `position` and `coordinate` are those of run unit max(first, 0). Inside a row of the run's
 // innermost dim units lie SMEM_STEP[0] apart; crossing a row's end adds a jump (with carries into
 // the run's further dims). A row of STORE_UNITS units or more is crossed at most once, so each unit's
-// position is one select off a constant step; shorter rows step unit by unit. No branches: a
-// warp's lanes cross rows at different units.
+// position is one select off a constant step; shorter rows give each unit its row and place from
+// compile-time offsets and the vector's first place. No branches: a warp's lanes cross rows at
+// different units.
 __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int position,
                                           int (&coordinate)[DST_RUN_DIMS], SjStoreUnits& out) {
   const int lead = max(-first, 0);  // units of the vector before the run
@@ -217,48 +217,63 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
     const int cross = DST_RUN_DIMS > 1 ? lead + TILE_EXTENT[0] - coordinate[0] : STORE_UNITS;
 #pragma unroll
     for (int u = 0; u < STORE_UNITS; ++u) out.u[u] = smem[sj_staged((u < cross ? before : after) + u * SMEM_STEP[0])];
-  } else if constexpr (SHORT_ROWS_CROSS_ONCE) {
+  } else {
     // Unit u of the vector lies in row (c + u) / E0 of the run's innermost dim counted from the row of
     // the vector's unit 0, at place (c + u) % E0, with c that unit's place: compile-time offsets plus a
-    // carry when c + u % E0 passes the row's end, and a jump past the rows of dim 1 after `cross` rows.
-    // Unit 0 may lie before the run (lead units): its row and place are extended back (read clamped).
+    // carry where c + u % E0 passes the row's end. Unit 0 may lie before the run (lead units): its row
+    // and place are extended back, rows before the anchor's (read clamped).
     constexpr int E0 = TILE_EXTENT[0];
     constexpr int BACK = (STORE_UNITS - 1 + E0 - 1) / E0;  // rows the lead units can reach back
     const int t = coordinate[0] - lead + BACK * E0;          // >= 0
     const int c = t % E0, row0 = t / E0 - BACK;             // unit 0's place, and row from the anchor's
-    const int base = position + row0 * SMEM_STEP[1] + (c - coordinate[0]) * SMEM_STEP[0];
-    int cross = STORE_UNITS, jump = 0;                       // rows from unit 0's until dim 1 wraps
-    if constexpr (DST_RUN_DIMS > 2) {
-      cross = TILE_EXTENT[1] - coordinate[1] - row0;
-      jump = SMEM_STEP[2] - TILE_EXTENT[1] * SMEM_STEP[1];
-      bool carry = true;
-#pragma unroll
-      for (int k = 2; k + 1 < DST_RUN_DIMS; ++k) {
-        carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
-        jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
-      }
-    }
     constexpr int ROW_END = SMEM_STEP[1] - E0 * SMEM_STEP[0];
+    if constexpr (SHORT_ROWS_CROSS_ONCE) {
+      // The rows from unit 0's on step SMEM_STEP[1] apart but for one jump past dim 1's end.
+      const int base = position + row0 * SMEM_STEP[1] + (c - coordinate[0]) * SMEM_STEP[0];
+      int cross = STORE_UNITS, jump = 0;  // rows from unit 0's until dim 1 wraps
+      if constexpr (DST_RUN_DIMS > 2) {
+        cross = TILE_EXTENT[1] - coordinate[1] - row0;
+        jump = SMEM_STEP[2] - TILE_EXTENT[1] * SMEM_STEP[1];
+        bool carry = true;
 #pragma unroll
-    for (int u = 0; u < STORE_UNITS; ++u) {
-      const bool carry = c >= E0 - u % E0;
-      const int row = u / E0 + carry;
-      out.u[u] = smem[sj_staged(base + (u / E0 * SMEM_STEP[1] + u % E0 * SMEM_STEP[0]) + (carry ? ROW_END : 0) +
-                                (row >= cross ? jump : 0))];
-    }
-  } else {
+        for (int k = 2; k + 1 < DST_RUN_DIMS; ++k) {
+          carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
+          jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
+        }
+      }
 #pragma unroll
-    for (int u = 0; u < STORE_UNITS; ++u) {
-      out.u[u] = smem[sj_staged(position)];
-      const bool moves = u >= lead;
-      position += moves ? SMEM_STEP[0] : 0;
-      coordinate[0] += moves;
+      for (int u = 0; u < STORE_UNITS; ++u) {
+        const bool carry = c >= E0 - u % E0;
+        const int row = u / E0 + carry;
+        out.u[u] = smem[sj_staged(base + (u / E0 * SMEM_STEP[1] + u % E0 * SMEM_STEP[0]) + (carry ? ROW_END : 0) +
+                                  (row >= cross ? jump : 0))];
+      }
+    } else {
+      // Dim 1 wraps more than once a vector: the start of each row the units reach, a row at a time
+      // with carries through the run's dims (rows before the anchor's start at the anchor's).
+      constexpr int ROWS = (STORE_UNITS - 1) / E0 + 2;
+      int start[ROWS];
+      int at = position - coordinate[0] * SMEM_STEP[0] + c * SMEM_STEP[0];
 #pragma unroll
-      for (int k = 0; k + 1 < DST_RUN_DIMS; ++k) {
-        const bool wrap = coordinate[k] == TILE_EXTENT[k];
-        position += wrap ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
-        coordinate[k] = wrap ? 0 : coordinate[k];
-        coordinate[k + 1] += wrap;
+      for (int i = 0; i < ROWS; ++i) {
+        if (row0 + i > 0) {
+          at += SMEM_STEP[1];
+          ++coordinate[1];
+#pragma unroll
+          for (int k = 1; k + 1 < DST_RUN_DIMS; ++k) {
+            const bool wrap = coordinate[k] == TILE_EXTENT[k];
+            at += wrap ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
+            coordinate[k] = wrap ? 0 : coordinate[k];
+            coordinate[k + 1] += wrap;
+          }
+        }
+        start[i] = at;
+      }
+#pragma unroll
+      for (int u = 0; u < STORE_UNITS; ++u) {
+        const bool carry = c >= E0 - u % E0;
+        const int row_start = carry ? start[u / E0 + 1] - E0 * SMEM_STEP[0] : start[u / E0];
+        out.u[u] = smem[sj_staged(row_start + u % E0 * SMEM_STEP[0])];
       }
     }
   }

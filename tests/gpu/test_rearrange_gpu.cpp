@@ -941,7 +941,7 @@ TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a st
           test::gpu_only()) {
   // Rows of 3 units (u8, f16), carrying into a second run dim ([35, 41, 2, 3, 7, 51]) and on through
   // more of them (up to five run dims), whose vectors cross a row of dim 1 at most once except the
-  // last case's, whose dim 1 of 2 rows is crossed several times per vector (unit by unit there).
+  // last case's, whose dim 1 of 2 rows is crossed several times per vector (row starts found a row at a time).
   const std::vector<PermuteCase> cases = {
       {{35, 41, 2, 3, 7, 51}, {0, 1, 2, 4, 5, 3}, DType::u8},
       {{51, 52, 79, 3, 7}, {0, 1, 2, 4, 3}, DType::f16},
@@ -966,7 +966,7 @@ TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scatt
   // Measured planning may launch any candidate; the planner takes runs tiles by default only for
   // 1-byte units. Gathering tiles whose destination rows hold a store vector or more (one crossing
   // per vector: [5, 3, 116, 71, 11], rows of 51 with carries over four dims, f16 rows of 13 and 12,
-  // 4-byte units of two f16) or fewer (unit by unit: rows of 9 bytes, f16 rows of 7 and 3), and
+  // 4-byte units of two f16) or fewer (rows of 9 bytes, f16 rows of 7 and 3), and
   // scattering tiles in 1-, 2- and 4-byte units.
   const std::vector<PermuteCase> cases = {
       {{5, 3, 116, 71, 11}, {2, 4, 1, 0, 3}, DType::u8},
