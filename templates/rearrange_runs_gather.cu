@@ -190,6 +190,20 @@ __device__ __forceinline__ unsigned sj_staged(int position) {
 constexpr bool SHORT_ROWS_CROSS_ONCE =
     DST_RUN_DIMS == 2 || sj_tile_extent(1) >= (TILE_E0 - 1 + STORE_UNITS - 1) / TILE_E0;
 
+// The shared-memory jump from the last index of run dim K to the next index of dim K + 1, with the
+// carries it makes into the further run dims from these coordinates (dim K + 1 a run dim).
+template <int K>
+__device__ __forceinline__ int sj_jump_past(const int (&coordinate)[DST_RUN_DIMS]) {
+  int jump = SMEM_STEP[K + 1] - TILE_EXTENT[K] * SMEM_STEP[K];
+  bool carry = true;
+#pragma unroll
+  for (int k = K + 1; k + 1 < DST_RUN_DIMS; ++k) {
+    carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
+    jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
+  }
+  return jump;
+}
+
 // Gathers the units of a store vector whose first unit is unit `first` of its destination run
 // (negative where the run starts inside the vector); units outside the run read a clamped place.
 // `position` and `coordinate` are those of run unit max(first, 0). Inside a row of the run's
@@ -202,16 +216,7 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
                                           int (&coordinate)[DST_RUN_DIMS], SjStoreUnits& out) {
   const int lead = max(-first, 0);  // units of the vector before the run
   if constexpr (DST_RUN_DIMS == 1 || sj_tile_extent(0) >= STORE_UNITS) {
-    int jump = 0;
-    if constexpr (DST_RUN_DIMS > 1) {
-      jump = SMEM_STEP[1] - TILE_EXTENT[0] * SMEM_STEP[0];
-      bool carry = true;
-#pragma unroll
-      for (int k = 1; k + 1 < DST_RUN_DIMS; ++k) {
-        carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
-        jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
-      }
-    }
+    const int jump = DST_RUN_DIMS > 1 ? sj_jump_past<0>(coordinate) : 0;
     const int before = position - lead * SMEM_STEP[0];
     const int after = before + jump;
     const int cross = DST_RUN_DIMS > 1 ? lead + TILE_EXTENT[0] - coordinate[0] : STORE_UNITS;
@@ -230,17 +235,9 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
     if constexpr (SHORT_ROWS_CROSS_ONCE) {
       // The rows from unit 0's on step SMEM_STEP[1] apart but for one jump past dim 1's end.
       const int base = position + row0 * SMEM_STEP[1] + (c - coordinate[0]) * SMEM_STEP[0];
-      int cross = STORE_UNITS, jump = 0;  // rows from unit 0's until dim 1 wraps
-      if constexpr (DST_RUN_DIMS > 2) {
-        cross = TILE_EXTENT[1] - coordinate[1] - row0;
-        jump = SMEM_STEP[2] - TILE_EXTENT[1] * SMEM_STEP[1];
-        bool carry = true;
-#pragma unroll
-        for (int k = 2; k + 1 < DST_RUN_DIMS; ++k) {
-          carry = carry && coordinate[k] + 1 == TILE_EXTENT[k];
-          jump += carry ? SMEM_STEP[k + 1] - TILE_EXTENT[k] * SMEM_STEP[k] : 0;
-        }
-      }
+      // Rows from unit 0's until dim 1 wraps (the last run dim never does).
+      const int cross = DST_RUN_DIMS > 2 ? TILE_EXTENT[1] - coordinate[1] - row0 : STORE_UNITS;
+      const int jump = DST_RUN_DIMS > 2 ? sj_jump_past<1>(coordinate) : 0;
 #pragma unroll
       for (int u = 0; u < STORE_UNITS; ++u) {
         const bool carry = c >= E0 - u % E0;
@@ -253,7 +250,7 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
       // with carries through the run's dims (rows before the anchor's start at the anchor's).
       constexpr int ROWS = (STORE_UNITS - 1) / E0 + 2;
       int start[ROWS];
-      int at = position - coordinate[0] * SMEM_STEP[0] + c * SMEM_STEP[0];
+      int at = position + (c - coordinate[0]) * SMEM_STEP[0];
 #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
         if (row0 + i > 0) {
