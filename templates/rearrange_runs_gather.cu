@@ -185,13 +185,13 @@ __device__ __forceinline__ unsigned sj_staged(int position) {
   return min((unsigned)position, (unsigned)(RUNS_S * PITCH - 1));
 }
 
-// Rows of the run's innermost dim shorter than a store vector whose rows cross dim 1's end at most
-// once a vector: its units reach over (E0 - 1 + STORE_UNITS - 1) / E0 rows past its first.
+// Whether the rows of a short innermost dim (E0 under a store vector) cross dim 1's end at most once
+// a vector: a vector's units reach (E0 - 1 + STORE_UNITS - 1) / E0 rows past its first unit's row.
 constexpr bool SHORT_ROWS_CROSS_ONCE =
     DST_RUN_DIMS == 2 || sj_tile_extent(1) >= (TILE_E0 - 1 + STORE_UNITS - 1) / TILE_E0;
 
-// The shared-memory jump from the last index of run dim K to the next index of dim K + 1, with the
-// carries it makes into the further run dims from these coordinates (dim K + 1 a run dim).
+// What a step past the last index of run dim K adds, beyond dim K's own step, to reach the next index
+// of dim K + 1 (a run dim), with the carries it makes into the further run dims from these coordinates.
 template <int K>
 __device__ __forceinline__ int sj_jump_past(const int (&coordinate)[DST_RUN_DIMS]) {
   int jump = SMEM_STEP[K + 1] - TILE_EXTENT[K] * SMEM_STEP[K];
@@ -210,8 +210,8 @@ __device__ __forceinline__ int sj_jump_past(const int (&coordinate)[DST_RUN_DIMS
 // innermost dim units lie SMEM_STEP[0] apart; crossing a row's end adds a jump (with carries into
 // the run's further dims). A row of STORE_UNITS units or more is crossed at most once, so each unit's
 // position is one select off a constant step; shorter rows give each unit its row and place from
-// compile-time offsets and the vector's first place. No branches: a warp's lanes cross rows at
-// different units.
+// compile-time offsets and the vector's first place. No branches on the units: a warp's lanes
+// cross rows at different units.
 __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int position,
                                           int (&coordinate)[DST_RUN_DIMS], SjStoreUnits& out) {
   const int lead = max(-first, 0);  // units of the vector before the run
@@ -246,13 +246,14 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
                                   (row >= cross ? jump : 0))];
       }
     } else {
-      // Dim 1 wraps more than once a vector: the start of each row the units reach, a row at a time
-      // with carries through the run's dims (rows before the anchor's start at the anchor's).
+      // Dim 1 wraps more than once a vector: place c of each row the units reach, found a row at a
+      // time with carries through the run's dims (rows before the anchor's take the anchor's).
       constexpr int ROWS = (STORE_UNITS - 1) / E0 + 2;
-      int start[ROWS];
+      int place_c[ROWS];
       int at = position + (c - coordinate[0]) * SMEM_STEP[0];
+      place_c[0] = at;
 #pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
+      for (int i = 1; i < ROWS; ++i) {
         if (row0 + i > 0) {
           at += SMEM_STEP[1];
           ++coordinate[1];
@@ -264,13 +265,13 @@ __device__ __forceinline__ void sj_gather(const Unit* smem, int first, int posit
             coordinate[k + 1] += wrap;
           }
         }
-        start[i] = at;
+        place_c[i] = at;
       }
 #pragma unroll
       for (int u = 0; u < STORE_UNITS; ++u) {
         const bool carry = c >= E0 - u % E0;
-        const int row_start = carry ? start[u / E0 + 1] - E0 * SMEM_STEP[0] : start[u / E0];
-        out.u[u] = smem[sj_staged(row_start + u % E0 * SMEM_STEP[0])];
+        const int at_c = carry ? place_c[u / E0 + 1] - E0 * SMEM_STEP[0] : place_c[u / E0];
+        out.u[u] = smem[sj_staged(at_c + u % E0 * SMEM_STEP[0])];
       }
     }
   }

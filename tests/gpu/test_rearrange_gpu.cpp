@@ -940,8 +940,8 @@ TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a st
           "misalignment" *
           test::gpu_only()) {
   // Rows of 3 units (u8, f16), carrying into a second run dim ([35, 41, 2, 3, 7, 51]) and on through
-  // more of them (up to five run dims), whose vectors cross a row of dim 1 at most once except the
-  // last case's, whose dim 1 of 2 rows is crossed several times per vector (row starts found a row at a time).
+  // more of them (up to five run dims), whose vectors cross dim 1's end at most once, except the last
+  // case's, whose dim 1 of 2 rows wraps several times a vector (rows found a row at a time there).
   const std::vector<PermuteCase> cases = {
       {{35, 41, 2, 3, 7, 51}, {0, 1, 2, 4, 5, 3}, DType::u8},
       {{51, 52, 79, 3, 7}, {0, 1, 2, 4, 3}, DType::f16},
@@ -950,14 +950,24 @@ TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a st
       {{8, 8, 3, 2, 2, 2, 2, 6, 9, 3, 2, 3}, {2, 9, 5, 7, 8, 0, 6, 4, 3, 10, 1, 11}, DType::u8},
       {{3, 9, 8, 6, 8, 2, 2, 3, 2, 2, 2, 3}, {0, 9, 5, 6, 4, 1, 7, 3, 10, 2, 8, 11}, DType::u8},
   };
+  int crossing_once = 0, wrapping_often = 0;  // tiles of more than two run dims on each path
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const plan::RearrangeVariant& v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    const std::vector<std::int64_t> extents = plan::runs_tile_extents(v.spec, v.args);
+    const std::int64_t vector_units = 4 * v.spec.store_words / v.spec.unit_bytes;
     CHECK(v.spec.family == plan::RearrangeFamily::runs);
     CHECK(v.spec.gather_stores);
     CHECK(v.spec.dst_run_dims > 1);
-    CHECK(plan::runs_tile_extents(v.spec, v.args).front() * v.spec.unit_bytes < 4 * v.spec.store_words);
+    if (extents.size() < 2) continue;  // not a runs tile (failed above)
+    CHECK(extents[0] < vector_units);
+    if (v.spec.dst_run_dims > 2) {
+      const bool once = extents[1] >= (extents[0] - 1 + vector_units - 1) / extents[0];
+      (once ? crossing_once : wrapping_often) += 1;
+    }
   }
+  CHECK(crossing_once >= 1);
+  CHECK(wrapping_often >= 1);
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5127, "runs");
 }
 
