@@ -829,13 +829,82 @@ std::vector<std::pair<int, int>> store_pieces(int at, int end, int vector_bytes,
   return pieces;
 }
 
+// The staged positions sj_gather of the gathering runs template reads for the units of a store vector
+// of `vector_units` whose first unit is unit `first` of its destination run, from `position` and
+// `coordinate` (over the run's dims), those of run unit max(first, 0): a row of the run's innermost
+// dim as long as a vector or more is crossed at most once; shorter rows take each unit's row and place
+// from the vector's first place, with one jump past dim 1's end where that is crossed at most once a
+// vector, else each row's place found a row at a time. Units outside the run get unchecked places.
+using GatherPlaces = std::array<std::int64_t, 16>;  // a store vector's units (16 at most)
+using RunCoordinates = std::array<std::int64_t, 8>;  // over a run's dims (8 at most)
+GatherPlaces gather_positions(const std::vector<std::int64_t>& extent, const std::vector<std::int64_t>& step,
+                              int run_dims, int vector_units, std::int64_t first, std::int64_t position,
+                              RunCoordinates coordinate) {
+  const auto e = [&](int k) { return extent[static_cast<std::size_t>(k)]; };
+  const auto st = [&](int k) { return step[static_cast<std::size_t>(k)]; };
+  const auto co = [&](int k) -> std::int64_t& { return coordinate[static_cast<std::size_t>(k)]; };
+  auto jump_past = [&](int from) {  // sj_jump_past<from>
+    std::int64_t jump = st(from + 1) - e(from) * st(from);
+    bool carry = true;
+    for (int k = from + 1; k + 1 < run_dims; ++k) {
+      carry = carry && co(k) + 1 == e(k);
+      jump += carry ? st(k + 1) - e(k) * st(k) : 0;
+    }
+    return jump;
+  };
+  const std::int64_t lead = std::max<std::int64_t>(-first, 0), e0 = e(0), units = vector_units;
+  GatherPlaces out{};
+  if (run_dims == 1 || e0 >= units) {
+    const std::int64_t before = position - lead * st(0), after = before + (run_dims > 1 ? jump_past(0) : 0);
+    const std::int64_t cross = run_dims > 1 ? lead + e0 - co(0) : units;
+    for (std::int64_t u = 0; u < units; ++u) out[static_cast<std::size_t>(u)] = (u < cross ? before : after) + u * st(0);
+    return out;
+  }
+  const std::int64_t back = (units - 1 + e0 - 1) / e0, t = co(0) - lead + back * e0;
+  if (t < 0) throw std::logic_error("runs: a gather's first place before its reach");
+  const std::int64_t c = t % e0, row0 = t / e0 - back;
+  if (run_dims == 2 || e(1) >= (e0 - 1 + units - 1) / e0) {
+    const std::int64_t base = position + row0 * st(1) + (c - co(0)) * st(0);
+    const std::int64_t cross = run_dims > 2 ? e(1) - co(1) - row0 : units, jump = run_dims > 2 ? jump_past(1) : 0;
+    for (std::int64_t u = 0, q = 0, r = 0; u < units; ++u, q += r + 1 == e0, r = r + 1 == e0 ? 0 : r + 1) {
+      const bool carry = c >= e0 - r;  // q = u / e0, r = u % e0
+      out[static_cast<std::size_t>(u)] =
+          base + q * st(1) + r * st(0) + (carry ? st(1) - e0 * st(0) : 0) + (q + carry >= cross ? jump : 0);
+    }
+    return out;
+  }
+  std::array<std::int64_t, 17> place_c{};  // (units - 1) / e0 + 2 rows at most
+  const auto rows = static_cast<std::size_t>((units - 1) / e0 + 2);
+  std::int64_t at = position + (c - co(0)) * st(0);
+  place_c[0] = at;
+  for (std::size_t i = 1; i < rows; ++i) {
+    if (row0 + static_cast<std::int64_t>(i) > 0) {
+      at += st(1);
+      ++co(1);
+      for (int k = 1; k + 1 < run_dims; ++k) {
+        const bool wrap = co(k) == e(k);
+        at += wrap ? st(k + 1) - e(k) * st(k) : 0;
+        co(k) = wrap ? 0 : co(k);
+        co(k + 1) += wrap;
+      }
+    }
+    place_c[i] = at;
+  }
+  for (std::int64_t u = 0, q = 0, r = 0; u < units; ++u, q += r + 1 == e0, r = r + 1 == e0 ? 0 : r + 1) {
+    const bool carry = c >= e0 - r;  // q = u / e0, r = u % e0
+    const auto row = static_cast<std::size_t>(q + carry);
+    out[static_cast<std::size_t>(u)] = (carry ? place_c[row] - e0 * st(0) : place_c[row]) + r * st(0);
+  }
+  return out;
+}
+
 // The runs template that gathers: source runs copied into staged rows, vector by vector; destination
 // runs written as aligned vectors of store_words words, each unit gathered from the staged position
 // its tile coordinates give, the vectors at a run's ends in aligned pieces (store_pieces). A gather
 // of a unit that no load staged throws. It models the staged positions, the bounds and the store
-// widths and alignment; not the kernel's aligned source reads and their shifts, its store slots
-// (which lanes take which vectors: each vector is taken once here), or how its gathers step (each
-// unit's position is computed afresh here).
+// widths and alignment, and how each vector's gathers step (gather_positions, checked against each
+// unit's position computed afresh); not the kernel's aligned source reads and their shifts, or its
+// store slots (which lanes take which vectors: each vector is taken once here).
 void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -919,6 +988,16 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
         for (const auto& [offset, bytes] : store_pieces(lo * u, hi * u, wd * u, u))
           check_vector(run + first * u + offset, bytes);
       }
+      // Unit max(first, 0)'s coordinates over the run's dims and position, as the template takes them.
+      RunCoordinates coordinate{};
+      std::int64_t anchor = base;
+      for (std::int64_t j = std::max<std::int64_t>(first, 0), k = 0; k < s.dst_run_dims; ++k) {
+        const std::int64_t c = k + 1 < s.dst_run_dims ? j % extent(static_cast<int>(k)) : j;
+        j = k + 1 < s.dst_run_dims ? j / extent(static_cast<int>(k)) : 0;
+        coordinate[static_cast<std::size_t>(k)] = c;
+        anchor += c * step[static_cast<std::size_t>(k)];
+      }
+      const GatherPlaces stepped = gather_positions(tile, step, s.dst_run_dims, wd, first, anchor, coordinate);
       for (std::int64_t unit = 0; unit < wd; ++unit) {
         std::int64_t j = first + unit;
         if (j < 0 || j >= dst_length) continue;
@@ -928,6 +1007,8 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
           j = k + 1 < s.dst_run_dims ? j / extent(k) : 0;
           position += c * step[static_cast<std::size_t>(k)];
         }
+        if (stepped[static_cast<std::size_t>(unit)] != position)
+          throw std::logic_error("runs: a gather steps to another place than its unit's");
         if (position < 0 || position >= static_cast<std::int64_t>(smem_units) || !staged[static_cast<std::size_t>(position)])
           throw std::logic_error("runs: a gather of an unstaged unit");
         copy_units(run + (first + unit) * u, smem.data() + position * u, 1, u);

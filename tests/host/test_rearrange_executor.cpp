@@ -9,6 +9,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "rearrange_executor.hpp"
 #include "shapejit/rearrange.hpp"
@@ -326,7 +327,7 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
           try {
             test::execute_variant(v, out.base, in.base);
           } catch (const std::exception& e) {
-            FAIL_CHECK(e.what());
+            FAIL_CHECK(std::string(e.what()));
             continue;
           }
           ++launches;
@@ -340,6 +341,55 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
   MESSAGE(launches << " launches of runs tiles, " << gathering << " gathering their stores");
   CHECK(gathering >= 20);
   CHECK(launches - gathering >= 20);
+}
+
+TEST_CASE("gathering runs tiles of destination rows shorter than a store vector step to each unit's staged place, "
+          "at every alignment") {
+  std::mt19937_64 rng(20261201);
+  // Rows of 2 and 3 units: dim 1 long enough to be crossed at most once a vector ([5, 7, 15, 13, 2, 4,
+  // 3], [6, 15, 9, 2, 5, 3], f16 rows of 3 in 2-byte units), or wrapping several times a vector, over
+  // up to eight run dims ([4, 5, 6, 7, 3], the f16 case in 1-byte units, [2, 5, 3, 4, 2, 6, 3]).
+  const std::vector<PermuteCase> cases = {
+      {{5, 7, 15, 13, 2, 4, 3}, {2, 5, 0, 1, 4, 3, 6}, 1}, {{6, 15, 9, 2, 5, 3}, {0, 3, 4, 1, 2, 5}, 1},
+      {{5, 46, 9, 3, 7}, {0, 1, 2, 4, 3}, 2},           {{4, 5, 6, 7, 3}, {3, 1, 2, 0, 4}, 1},
+      {{2, 5, 3, 4, 2, 6, 3}, {6, 1, 3, 0, 2, 5, 4}, 1}, {{3, 4, 2, 5, 2, 3, 2, 3}, {1, 4, 6, 0, 3, 7, 5, 2}, 1},
+  };
+  int crossing_once = 0, wrapping_often = 0;  // launches of candidates on each path
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      if (v.spec.family != plan::RearrangeFamily::runs || !v.spec.gather_stores || v.spec.dst_run_dims < 2) continue;
+      const std::vector<std::int64_t> tile = plan::runs_tile_extents(v.spec, v.args);
+      const std::int64_t vector_units = 4 * v.spec.store_words / v.spec.unit_bytes;
+      if (tile[0] >= vector_units) continue;
+      const bool once = v.spec.dst_run_dims == 2 || tile[1] >= (tile[0] - 1 + vector_units - 1) / tile[0];
+      INFO("shape " << c.shape.size() << " dims, elem " << c.elem << ", candidate " << plan::candidate_name(v));
+      const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+      for (std::size_t src_align : {16, 1, 2, 3}) {
+        for (std::size_t dst_align : {16, 1, 2, 3}) {
+          if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16)) continue;
+          HostView in(p.src_range, src_align, 0);
+          fill_random(in.storage, rng);
+          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
+          test::reference_rearrange(expected.base, dst, in.base, view);
+          try {
+            test::execute_variant(v, out.base, in.base);
+          } catch (const std::exception& e) {
+            FAIL_CHECK(std::string(e.what()));
+            continue;
+          }
+          (once ? crossing_once : wrapping_often) += 1;
+          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
+                           expected.base + p.dst_range.lo - 64));
+        }
+      }
+    }
+  }
+  MESSAGE(crossing_once << " launches crossing dim 1 at most once a vector, " << wrapping_often << " wrapping it more");
+  CHECK(crossing_once >= 16);
+  CHECK(wrapping_often >= 16);
 }
 
 TEST_CASE("shared rows under a 32-byte sector that the row family would move take runs tiles, at every alignment") {
@@ -429,7 +479,7 @@ TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byt
           try {
             test::execute_variant(*v, out.base, in.base);
           } catch (const std::exception& e) {
-            FAIL_CHECK(e.what());
+            FAIL_CHECK(std::string(e.what()));
             continue;
           }
           ++launches;
