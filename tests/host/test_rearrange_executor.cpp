@@ -85,6 +85,25 @@ std::vector<plan::RearrangeFamily> check_against_reference(const TensorDesc& dst
   return check_plan(plan::plan_rearrange_data(dst, src, options), dst, src, rng, {16, 8, 4, 2, 1});
 }
 
+// Runs variant `v` of plan `p` of `dst <- src` on the CPU from base pointers aligned to `src_align`
+// and `dst_align`, and checks every byte of the destination's range and 64 bytes around it. Returns
+// whether the variant ran (a failure to run is reported).
+bool check_variant_at(const plan::RearrangePlanData& p, const plan::RearrangeVariant& v, const TensorDesc& dst,
+                      const TensorDesc& src, std::size_t src_align, std::size_t dst_align, std::mt19937_64& rng) {
+  HostView in(p.src_range, src_align, 0);
+  fill_random(in.storage, rng);
+  HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
+  test::reference_rearrange(expected.base, dst, in.base, src);
+  try {
+    test::execute_variant(v, out.base, in.base);
+  } catch (const std::exception& e) {
+    FAIL_CHECK(std::string(e.what()));
+    return false;
+  }
+  CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64, expected.base + p.dst_range.lo - 64));
+  return true;
+}
+
 // Every tuning candidate of `dst <- src`, launched on aligned pointers as a tuned plan would.
 // Returns the candidates' families.
 std::vector<plan::RearrangeFamily> check_tuning_candidates(const TensorDesc& dst, const TensorDesc& src,
@@ -320,20 +339,9 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
         for (std::size_t dst_align : {16, 1, 2, 3}) {
           if (src_align % unit != 0 && src_align != 16) continue;
           if (dst_align % unit != 0 && dst_align != 16) continue;
-          HostView in(p.src_range, src_align, 0);
-          fill_random(in.storage, rng);
-          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
-          test::reference_rearrange(expected.base, dst, in.base, view);
-          try {
-            test::execute_variant(v, out.base, in.base);
-          } catch (const std::exception& e) {
-            FAIL_CHECK(std::string(e.what()));
-            continue;
-          }
+          if (!check_variant_at(p, v, dst, view, src_align, dst_align, rng)) continue;
           ++launches;
           gathering += v.spec.gather_stores;
-          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
-                           expected.base + p.dst_range.lo - 64));
         }
       }
     }
@@ -370,19 +378,7 @@ TEST_CASE("gathering runs tiles of destination rows shorter than a store vector 
       for (std::size_t src_align : {16, 1, 2, 3}) {
         for (std::size_t dst_align : {16, 1, 2, 3}) {
           if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16)) continue;
-          HostView in(p.src_range, src_align, 0);
-          fill_random(in.storage, rng);
-          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
-          test::reference_rearrange(expected.base, dst, in.base, view);
-          try {
-            test::execute_variant(v, out.base, in.base);
-          } catch (const std::exception& e) {
-            FAIL_CHECK(std::string(e.what()));
-            continue;
-          }
-          (once ? crossing_once : wrapping_often) += 1;
-          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
-                           expected.base + p.dst_range.lo - 64));
+          if (check_variant_at(p, v, dst, view, src_align, dst_align, rng)) (once ? crossing_once : wrapping_often) += 1;
         }
       }
     }
@@ -472,19 +468,7 @@ TEST_CASE("shared rows over 256 bytes whose ends are off 16 bytes move in 16-byt
         for (std::size_t dst_align : {16, 1, 2, 4, 8}) {
           if ((src_align < 16 && src_align % unit != 0) || (dst_align < 16 && dst_align % unit != 0)) continue;
           INFO("source aligned to " << src_align << ", destination to " << dst_align);
-          HostView in(p.src_range, src_align, 0);
-          fill_random(in.storage, rng);
-          HostView out(p.dst_range, dst_align, 0xa5), expected(p.dst_range, dst_align, 0xa5);
-          test::reference_rearrange(expected.base, dst, in.base, view);
-          try {
-            test::execute_variant(*v, out.base, in.base);
-          } catch (const std::exception& e) {
-            FAIL_CHECK(std::string(e.what()));
-            continue;
-          }
-          ++launches;
-          CHECK(std::equal(out.base + p.dst_range.lo - 64, out.base + p.dst_range.hi + 64,
-                           expected.base + p.dst_range.lo - 64));
+          launches += check_variant_at(p, *v, dst, view, src_align, dst_align, rng);
         }
     }
   }
