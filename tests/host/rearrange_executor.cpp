@@ -852,6 +852,8 @@ GatherPlaces gather_positions(const std::vector<std::int64_t>& extent, const std
     }
     return jump;
   };
+  if (vector_units > static_cast<int>(GatherPlaces{}.size()) || run_dims > static_cast<int>(RunCoordinates{}.size()))
+    throw std::logic_error("runs: a store vector or a run wider than the executor models");
   const std::int64_t lead = std::max<std::int64_t>(-first, 0), e0 = e(0), units = vector_units;
   GatherPlaces out{};
   if (run_dims == 1 || e0 >= units) {
@@ -990,10 +992,10 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
       }
       // Unit max(first, 0)'s coordinates over the run's dims and position, as the template takes them.
       RunCoordinates coordinate{};
-      std::int64_t anchor = base;
-      for (std::int64_t j = std::max<std::int64_t>(first, 0), k = 0; k < s.dst_run_dims; ++k) {
-        const std::int64_t c = k + 1 < s.dst_run_dims ? j % extent(static_cast<int>(k)) : j;
-        j = k + 1 < s.dst_run_dims ? j / extent(static_cast<int>(k)) : 0;
+      std::int64_t anchor = base, anchor_unit = std::max<std::int64_t>(first, 0);
+      for (int k = 0; k < s.dst_run_dims; ++k) {
+        const std::int64_t c = k + 1 < s.dst_run_dims ? anchor_unit % extent(k) : anchor_unit;
+        anchor_unit = k + 1 < s.dst_run_dims ? anchor_unit / extent(k) : 0;
         coordinate[static_cast<std::size_t>(k)] = c;
         anchor += c * step[static_cast<std::size_t>(k)];
       }
