@@ -862,8 +862,7 @@ GatherPlaces gather_positions(const std::vector<std::int64_t>& extent, const std
     for (std::int64_t u = 0; u < units; ++u) out[static_cast<std::size_t>(u)] = (u < cross ? before : after) + u * st(0);
     return out;
   }
-  const std::int64_t back = (units - 1 + e0 - 1) / e0, t = co(0) - lead + back * e0;
-  if (t < 0) throw std::logic_error("runs: a gather's first place before its reach");
+  const std::int64_t back = (units - 1 + e0 - 1) / e0, t = co(0) - lead + back * e0;  // >= 0: lead < units
   const std::int64_t c = t % e0, row0 = t / e0 - back;
   if (run_dims == 2 || e(1) >= (e0 - 1 + units - 1) / e0) {
     const std::int64_t base = position + row0 * st(1) + (c - co(0)) * st(0);
@@ -990,25 +989,26 @@ void execute_runs_gather(const plan::RearrangeVariant& v, std::uint8_t* dst, con
         for (const auto& [offset, bytes] : store_pieces(lo * u, hi * u, wd * u, u))
           check_vector(run + first * u + offset, bytes);
       }
-      // Unit max(first, 0)'s coordinates over the run's dims and position, as the template takes them.
-      RunCoordinates coordinate{};
-      std::int64_t anchor = base, anchor_unit = std::max<std::int64_t>(first, 0);
-      for (int k = 0; k < s.dst_run_dims; ++k) {
-        const std::int64_t c = k + 1 < s.dst_run_dims ? anchor_unit % extent(k) : anchor_unit;
-        anchor_unit = k + 1 < s.dst_run_dims ? anchor_unit / extent(k) : 0;
-        coordinate[static_cast<std::size_t>(k)] = c;
-        anchor += c * step[static_cast<std::size_t>(k)];
-      }
-      const GatherPlaces stepped = gather_positions(tile, step, s.dst_run_dims, wd, first, anchor, coordinate);
-      for (std::int64_t unit = 0; unit < wd; ++unit) {
-        std::int64_t j = first + unit;
-        if (j < 0 || j >= dst_length) continue;
+      // Run unit j's staged position and its coordinates over the run's dims.
+      auto place_of = [&](std::int64_t j, RunCoordinates& coordinate) {
         std::int64_t position = base;
         for (int k = 0; k < s.dst_run_dims; ++k) {
           const std::int64_t c = k + 1 < s.dst_run_dims ? j % extent(k) : j;
           j = k + 1 < s.dst_run_dims ? j / extent(k) : 0;
+          coordinate[static_cast<std::size_t>(k)] = c;
           position += c * step[static_cast<std::size_t>(k)];
         }
+        return position;
+      };
+      // The template steps from unit max(first, 0).
+      RunCoordinates coordinate{};
+      const std::int64_t anchor = place_of(std::max<std::int64_t>(first, 0), coordinate);
+      const GatherPlaces stepped = gather_positions(tile, step, s.dst_run_dims, wd, first, anchor, coordinate);
+      for (std::int64_t unit = 0; unit < wd; ++unit) {
+        const std::int64_t j = first + unit;
+        if (j < 0 || j >= dst_length) continue;
+        RunCoordinates unit_coordinate{};
+        const std::int64_t position = place_of(j, unit_coordinate);
         if (stepped[static_cast<std::size_t>(unit)] != position)
           throw std::logic_error("runs: a gather steps to another place than its unit's");
         if (position < 0 || position >= static_cast<std::int64_t>(smem_units) || !staged[static_cast<std::size_t>(position)])
