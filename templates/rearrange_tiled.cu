@@ -24,7 +24,9 @@
 // any alignment), destination row b owns, in the tile at a0, the A range [a0 - s(b), a0 + STEP_A -
 // s(b)), s(b) its misalignment to VEC_A units: every store is an aligned vector except at a row's
 // two ends, shifted out of the two staged vectors around it. The tile loads TILE_A = STEP_A + VEC_A
-// A indices from a0 - VEC_A, and tiles step by STEP_A along A.
+// A indices from a0 - VEC_A, and tiles step by STEP_A along A. With SKEW_RUNS (linear stores whose
+// runs sit at any alignment), each run is stored in aligned 16-byte vectors, each shifted out of the
+// two aligned staged vectors around its units; a run's ends store only their bytes inside it.
 constexpr int LEAD_A = SKEW_STORE ? VEC_A : 0;  // A indices a tile loads before a0
 constexpr int STEP_A = TILE_A - LEAD_A;          // A indices a tile stores per destination row
 static_assert(!SKEW_STORE || (DIMS_A == 1 && VEC_A * UNIT_BYTES == 16 && !STORE_LINEAR && !LOAD_LINEAR &&
@@ -41,6 +43,12 @@ constexpr int LOAD_VEC = LOAD_LINEAR > 0 ? LOAD_LINEAR : 1;
 constexpr int LOADS_LINEAR_PER_THREAD = (TILE_A * TILE_B / LOAD_VEC + THREADS - 1) / THREADS;
 constexpr int STORE_VEC = STORE_LINEAR > 0 ? STORE_LINEAR : 1;
 constexpr int STORES_LINEAR_PER_THREAD = (TILE_A * TILE_B / STORE_VEC + THREADS - 1) / THREADS;
+// Linear stores' destination runs: STORE_RUN B indices of TILE_A units each, RUNS_PER_TILE per tile.
+constexpr int STORE_RUN_UNITS = (STORE_RUN > 0 ? STORE_RUN : 1) * TILE_A;
+constexpr int RUNS_PER_TILE = TILE_B / (STORE_RUN > 0 ? STORE_RUN : 1);
+static_assert(!SKEW_RUNS || (STORE_VEC * UNIT_BYTES == 16 && !SKEW_STORE && !LOAD_LINEAR && ROTATE_SPAN == 0 &&
+                             TILE_B % STORE_RUN == 0),
+              "skewed runs: linear 16-byte stores over whole runs of micro-tile loads");
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 // The low-register variant (-DSJ_LOW_REGISTERS=1, compiled where ptxas spills this source): the
 // store pass reads the thread index afresh in every tile and gathers its vectors four at a time.
@@ -53,6 +61,10 @@ constexpr int STORE_BATCH = LOW_REGISTERS ? 4 : STORES_PER_THREAD;
 constexpr bool MICRO_RAGGED = MICRO % THREADS != 0;
 constexpr bool STORES_RAGGED = STORE_VECTORS % THREADS != 0;
 constexpr bool ROWS_BY_A = LOAD_LINEAR > 0;  // shared memory in source order: row a holds B indices
+// Shared memory: the staged rows (skewed runs: and the aligned vector after them, which the last
+// store may read).
+constexpr int SMEM_UNITS = SKEW_RUNS ? (TILE_A * TILE_B + STORE_VEC - 1) / STORE_VEC * STORE_VEC + STORE_VEC
+                                     : (ROWS_BY_A ? TILE_A : TILE_B) * PITCH;
 // Tables that change per tile are double-buffered: the next tile's are filled during this one.
 constexpr bool TABLE_A = DIMS_A > 1, TABLE_B = DIMS_B > 1;
 constexpr int SETS_A = FIXED_A ? 1 : 2, SETS_B = FIXED_B ? 1 : 2;
@@ -442,7 +454,32 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     const Index count = (BOUNDS ? min((Index)TILE_B, sj_extent_b(args) - tile.b0) : (Index)TILE_B) * TILE_A;
     // The destination offset of the tile's B index b (B's stride is TILE_A when B is one dim).
     auto dst_b = [&](int b) { return DIMS_B > 1 ? table.b[b] : (tile.b0 + b) * (Index)TILE_A; };
-    if (STORE_RUN == TILE_B) {
+    if constexpr (SKEW_RUNS) {
+      // Aligned vector j of a run whose misalignment is s holds its units [j * STORE_VEC - s, +
+      // STORE_VEC), staged from `place` on: in the aligned staged vector at or before it and the next.
+      constexpr int RUN_VECTORS = (STORE_RUN_UNITS + 2 * STORE_VEC - 2) / STORE_VEC;  // the most a run touches
+      constexpr int ITEMS = RUNS_PER_TILE * RUN_VECTORS;
+      // A tile of one run may end early (bounds along B); shorter runs span whole B dims.
+      const int runs = (int)((count + STORE_RUN_UNITS - 1) / STORE_RUN_UNITS);
+      const int run_units = STORE_RUN == TILE_B ? (int)count : STORE_RUN_UNITS;
+#pragma unroll
+      for (int r = 0; r < (ITEMS + THREADS - 1) / THREADS; ++r) {
+        const int item = threadIdx.x + r * THREADS;
+        const int run = item / RUN_VECTORS, j = item % RUN_VECTORS;
+        if ((ITEMS % THREADS != 0 && item >= ITEMS) || run >= runs) continue;
+        const Index at = dst_base + dst_b(run * STORE_RUN);
+        const int shift = sj_misalignment(dst_address, at, STORE_VEC);
+        const int first = j * STORE_VEC - shift;
+        if (first >= run_units) continue;
+        const int place = run * STORE_RUN_UNITS + first;  // above -STORE_VEC
+        const int aligned = (place + STORE_VEC) / STORE_VEC * STORE_VEC - STORE_VEC, skew = place - aligned;
+        // Before the tile (the first run's first vector), the low vector's units are not stored.
+        const sj_bytes<16> low = *reinterpret_cast<const sj_bytes<16>*>(smem + max(aligned, 0));
+        const sj_bytes<16> high = *reinterpret_cast<const sj_bytes<16>*>(smem + (aligned + STORE_VEC));
+        const sj_bytes<16> out = skew == 0 ? low : sj_shifted_vector(low, high, skew * UNIT_BYTES);
+        sj_store_in_run(reinterpret_cast<unsigned char*>(d + at), first * UNIT_BYTES, run_units * UNIT_BYTES, out);
+      }
+    } else if (STORE_RUN == TILE_B) {
       Unit* run = d + (dst_base + dst_b(0));
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
           count,
@@ -451,13 +488,12 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
           },
           [&](int i) { run[i] = smem[sj_rotated(i)]; });
     } else {
-      // Shorter runs span whole B dims, so count is a multiple of RUN_UNITS and of STORE_VEC: no
+      // Shorter runs span whole B dims, so count is a multiple of STORE_RUN_UNITS and of STORE_VEC: no
       // piece is ragged.
-      constexpr int RUN_UNITS = (STORE_RUN > 0 ? STORE_RUN : 1) * TILE_A;
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
           count,
           [&](int, int l) {
-            Unit* at = d + (dst_base + dst_b(l / RUN_UNITS * STORE_RUN) + l % RUN_UNITS);
+            Unit* at = d + (dst_base + dst_b(l / STORE_RUN_UNITS * STORE_RUN) + l % STORE_RUN_UNITS);
             *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[sj_rotated(l)]);
           },
           [](int) {});
@@ -518,7 +554,7 @@ __device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t)
 // parity, unless they are fixed.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
-  __shared__ __align__(16) Unit smem[(ROWS_BY_A ? TILE_A : TILE_B) * PITCH];
+  __shared__ __align__(16) Unit smem[SMEM_UNITS];
   __shared__ Index table_a[SETS_A][TABLE_A ? TILE_A : 1];
   __shared__ Index table_b[SETS_B][TABLE_B ? TILE_B : 1];
   __shared__ Index table_b_src[SETS_B][B_CHAIN > 0 ? TILE_B : 1];

@@ -203,7 +203,11 @@ struct SharedTile {
   std::vector<std::uint8_t> bytes;
   explicit SharedTile(const RearrangeSpec& spec)
       : s(spec),
-        bytes(static_cast<std::size_t>((spec.load_linear ? spec.tile_a : spec.tile_b) * spec.pitch * spec.unit_bytes), 0xee) {}
+        bytes(static_cast<std::size_t>(staged_units(spec) * spec.unit_bytes), 0xee) {}
+  static int staged_units(const RearrangeSpec& spec) {
+    if (spec.skew_runs) return plan::skewed_runs_staged_units(spec);
+    return (spec.load_linear ? spec.tile_a : spec.tile_b) * spec.pitch;
+  }
   std::uint8_t* at(int position, int units) {
     if (position < 0 || static_cast<std::size_t>(position + units) * s.unit_bytes > bytes.size())
       throw std::logic_error("tiled: shared-memory access out of range");
@@ -409,6 +413,36 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
       // the passed one, which the tile spans whole (only dst_b(0) is used).
       if (s.dims_b == 1 && (s.a_pass == 0 ? a.dim[s.dims_a].dst_stride != s.tile_a : s.tile_b != eb))
         throw std::logic_error("tiled: linear stores of one B dim whose stride is not TILE_A");
+      if (s.skew_runs) {
+        // Aligned vector j of a run misaligned by `shift` units holds its units [j * vec - shift, +
+        // vec), staged from `place` on: the aligned staged vector at or before it (vector 0 where that
+        // lies before the tile) and the next, shifted.
+        const int vec = s.store_linear;
+        if (vec * u != 16 || s.rotate_span != 0 || s.skew_store)
+          throw std::logic_error("tiled: skewed runs need 16-byte stores from a tile staged in destination order");
+        // A tile of one run may end early; shorter runs span whole B dims.
+        const int length = s.store_run == s.tile_b ? static_cast<int>(count) : run_units;
+        for (int run = 0; run * run_units < count; ++run) {
+          std::uint8_t* to = dst + at(run * run_units) * u;
+          const int shift = misalignment_at(to, u, vec);
+          for (int j = 0; j * vec - shift < length; ++j) {
+            std::vector<std::uint8_t> pair(static_cast<std::size_t>(2 * vec * u));
+            const int first = j * vec - shift, place = run * run_units + first;
+            const int aligned = (place + vec) / vec * vec - vec;
+            std::memcpy(pair.data(), tile.at(std::max(aligned, 0), vec), static_cast<std::size_t>(vec * u));
+            std::memcpy(pair.data() + vec * u, tile.at(aligned + vec, vec), static_cast<std::size_t>(vec * u));
+            const std::uint8_t* units = pair.data() + (place - aligned) * u;
+            if (first >= 0 && first + vec <= length) {
+              check_vector(to + first * u, vec * u);
+              copy_units(to + first * u, units, vec, u);
+            } else {
+              for (int i = 0; i < vec; ++i)
+                if (first + i >= 0 && first + i < length) copy_units(to + (first + i) * u, units + i * u, 1, u);
+            }
+          }
+        }
+        continue;
+      }
       const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
       for (int k = 0; k < vectors; ++k) {
         const int l = k * s.store_linear;

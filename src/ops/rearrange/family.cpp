@@ -719,6 +719,8 @@ void rotate_store_vectors(RearrangeSpec& s) {
 // step spreads over the banks); one that takes more shared memory only where as many blocks fit.
 void spread_rows(RearrangeSpec& s) {
   const bool tiled = is_tiled(s.family);
+  // Skewed runs read their staged vectors in order, and keep them in order.
+  if (tiled && s.skew_runs) return;
   if (tiled && s.store_linear && !s.load_linear) return rotate_store_vectors(s);
   // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
   if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
@@ -781,15 +783,44 @@ std::int64_t tile_volume(std::int64_t unit) {
   }
 }
 
+// Destination runs of at least this many 16-byte vectors whose starts allow only stores narrower
+// than a word are stored skewed (take_skewed_runs).
+constexpr std::int64_t kSkewedRunMinVectors = 8;
+
+// Linear stores over runs of `run_units` units that `vector`-unit stores (all their starts allow)
+// would move in pieces narrower than a word: aligned 16-byte vectors instead, each shifted out of
+// the two staged vectors around it (skew_runs), where the runs hold several of them and the tile's
+// loads move a word or more. Whether it took them. (H200. Skewing every such run of 4 vectors or
+// more, on the 64 u8/f16 lines of seeds 4899-4938 whose plans changed: 43.8% -> 47.3% of copy, 26 up
+// and 25 down by 3 points or more, the falls where the tile loaded single units or 2-byte vectors or
+// stored runs under 128 bytes. With both guards (and plan_tiled's passing guard, tuned on seeds
+// 4999-5118), on the 84 lines of seeds 5119-5238 whose plans change, drawn after: 46.0% -> 59.8%,
+// u8 (54) 44.0% -> 57.5%, f16 (30) 49.7% -> 64.2%, 65 up and 12 down; u8 [28,39,49,336,9] 3,0,2,4,1,
+// runs of 39 x 9 bytes, 29% -> 59%.)
+bool take_skewed_runs(RearrangeSpec& s, std::int64_t vector, std::int64_t run_units) {
+  const std::int64_t full = 16 / s.unit_bytes;
+  if (s.unit_bytes > 8 || vector * s.unit_bytes >= 4 || run_units < kSkewedRunMinVectors * full || s.load_linear ||
+      s.vec_b * s.unit_bytes < 4)
+    return false;
+  s.store_linear = static_cast<int>(full);
+  s.skew_runs = true;
+  return true;
+}
+
 // Linear stores for a tile that spans A whole (and does not load linearly): runs of A and B's first
 // dims that continue it in the destination, in vectors wider than its A vectors, where those are
-// narrower than the widest micro-tile vector.
+// narrower than the widest micro-tile vector, or skewed (take_skewed_runs).
 void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align) {
   const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
   const TileRun run = run_over(form.dims, g.extent_a, g.b, s.tile_b, false);
   if (s.vec_a >= max_vec || run.indices == 0) return;
-  const std::int64_t v = widest_vector(16 / unit, std::int64_t{s.tile_a} * run.indices,
-                                       strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
+  const std::int64_t run_units = std::int64_t{s.tile_a} * run.indices;
+  const std::int64_t v =
+      widest_vector(16 / unit, run_units, strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
+  if (std::max<std::int64_t>(v, s.vec_a) * unit < 4 && take_skewed_runs(s, v, run_units)) {
+    s.store_run = static_cast<int>(run.indices);
+    return;
+  }
   if (v <= s.vec_a) return;
   s.store_linear = static_cast<int>(v);
   s.store_run = static_cast<int>(run.indices);
@@ -810,8 +841,9 @@ void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSp
   for (std::size_t i = 0; i < form.dims.size(); ++i)
     if (!in_groups(g, i)) starts.push_back(form.dims[i].dst_stride);
   s.store_run = static_cast<int>(s.a_pass * std::max<std::int64_t>(1, run.indices));
-  s.store_linear = static_cast<int>(
-      widest_vector(16 / form.unit_bytes, std::int64_t{s.tile_a} * s.store_run, starts, dst_align / form.unit_bytes));
+  const std::int64_t run_units = std::int64_t{s.tile_a} * s.store_run;
+  const std::int64_t v = widest_vector(16 / form.unit_bytes, run_units, starts, dst_align / form.unit_bytes);
+  if (!take_skewed_runs(s, v, run_units)) s.store_linear = static_cast<int>(v);
 }
 
 // Whether a tile of 1- or 2-byte units loads single units beside A vectors of at most a word: its
@@ -883,6 +915,12 @@ std::int64_t passing_tile_a(std::int64_t extent, std::int64_t chain, std::int64_
   return chosen > 0 ? chosen : std::max(largest, chain);
 }
 
+// A's side of a square tile of `volume` units, or `aspect` doublings (halvings where negative) of it.
+std::int64_t tile_side_a(std::int64_t volume, int aspect) {
+  const std::int64_t square = pow2_floor(static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume))));
+  return aspect >= 0 ? square << aspect : std::max<std::int64_t>(1, square >> -aspect);
+}
+
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
                          bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
                          bool load_runs, int aspect, bool skewed_loads, bool skewed_stores) {
@@ -895,9 +933,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   g.extent_a = dims[a_dim].extent;
   g.extent_b = dims[b_dim].extent;
 
-  // A's side of a square tile, or `aspect` doublings (halvings where negative) of it.
-  const std::int64_t square = pow2_floor(static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume))));
-  const std::int64_t side = aspect >= 0 ? square << aspect : std::max<std::int64_t>(1, square >> -aspect);
+  const std::int64_t side = tile_side_a(volume, aspect);
   // A's chain may pass B's first dims of up to a tile side, and B's chain A's; tiles along the other
   // group then span them whole.
   const std::int64_t pass_b = passing == Passing::a_through_b ? side : 1;
@@ -1158,6 +1194,12 @@ std::int64_t thread_registers(std::int64_t threads, std::int64_t min_blocks) {
   return kRegistersPerSm / (min_blocks * threads);
 }
 
+// Units per load of a tile: its linear loads' vectors, else its micro-tiles'.
+int load_vector(const RearrangeSpec& s) { return s.load_linear > 0 ? s.load_linear : s.vec_b; }
+
+// Units per store of a tile: its linear stores' vectors, else its A vectors.
+int store_vector(const RearrangeSpec& s) { return s.store_linear > 0 ? s.store_linear : s.vec_a; }
+
 // Whether a tile's linear loads read it as one source run (else runs of load_run A indices).
 bool loads_one_run(const RearrangeSpec& s) { return s.load_linear && s.load_run == s.tile_a; }
 
@@ -1357,6 +1399,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
     RearrangeSpec grown = s;
     grown.store_linear = 0;
     grown.store_run = 0;
+    grown.skew_runs = false;
     grown.load_linear = 0;
     grown.load_run = 0;
     if (s.load_linear) grown.vec_b = c.micro_vec_b;
@@ -1508,11 +1551,26 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
   TiledChoice best = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
                                   load_runs, aspect, narrow_micro_tiles);
   const DimList<TileDim> plain_dims = tile_group_dims(form, best);
+  // A tile storing vectors narrower than a word tries A's chain through B's first dims even over long
+  // destination runs, and takes it where it then stores words or wider vectors (skewed runs among
+  // them) beside loads of a word or more. (H200, the lines of seeds 4999-5118 that took passing tiles
+  // without skewed runs: 19 that stored or loaded under a word 47.8% -> 40.8% of copy, 13 down, f16
+  // [580,5,1075,13,3] 2,0,1,4,3 56% -> 35%; 28 that moved words or more 48.6% -> 61.1%, 18 up and 5
+  // down, u8 [85,21,3,4,2,2,21,92] 4,3,5,6,2,0,7,1 28% -> 64%.)
+  // (Searched only where B loads words and the chain meets B's first dim, short enough to pass.)
+  const std::optional<std::size_t> after_a =
+      dst_dim_with_stride(form.dims, destination_run_units(form.dims, best.g.a));
+  const bool narrow_stores_meet_b = store_vector(best.spec) * form.unit_bytes < 4 &&
+                                    load_vector(best.spec) * form.unit_bytes >= 4 && after_a &&
+                                    *after_a == best.g.b.front() &&
+                                    form.dims[*after_a].extent <= tile_side_a(max_volume, aspect);
   for (const Passing passing : {Passing::b_through_a, Passing::a_through_b}) {
     const std::int64_t run = tile_run_units(plain_dims, passing == Passing::b_through_a);
-    if (run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes) continue;
+    const bool long_runs = run >= kPassingMinRunUnits && run * form.unit_bytes >= kPassingMinRunBytes;
+    if (long_runs && !(passing == Passing::a_through_b && narrow_stores_meet_b)) continue;
     TiledChoice passed = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
                                       load_runs, aspect, narrow_micro_tiles);
+    if (long_runs && std::min(store_vector(passed.spec), load_vector(passed.spec)) * form.unit_bytes < 4) continue;
     if (tile_footprint_score(form, passed) > tile_footprint_score(form, best)) best = std::move(passed);
   }
   return tiled_variant(form, best);
@@ -1562,8 +1620,6 @@ int narrow_store_aspect(const RearrangeVariant& v) {
   return 2 * planned.vec_a == widest ? 1 : 2;
 }
 
-// Units per load of a tile: its linear loads' vectors, else its micro-tiles'.
-int load_vector(const RearrangeSpec& s) { return s.load_linear > 0 ? s.load_linear : s.vec_b; }
 
 // Whether a tile planned with narrow_store_aspect replaces the default: it loads vectors as wide; for
 // 1-byte units that stored the widest vectors, its A grows and keeps them; for 8-byte units its B
@@ -1738,7 +1794,6 @@ bool moves_single_units_of_two_bytes(const RearrangeSpec& s) {
          !s.store_linear;
 }
 
-int store_vector(const RearrangeSpec& s) { return s.store_linear > 0 ? s.store_linear : s.vec_a; }
 
 bool takes_larger_tile(const RearrangeSpec& larger, const RearrangeSpec& planned) {
   return larger.threads == kThreads && larger.dims_a >= planned.dims_a && larger.dims_b >= planned.dims_b &&
@@ -2788,8 +2843,9 @@ std::string kernel_label(const RearrangeSpec& s, const RearrangeKernelArgs& args
                                                  s.swizzle_step > 1 ? fmt::format("x{}", s.swizzle_step) : "")
                                    : "",
                          s.load_linear ? fmt::format(".ll{}r{}", s.load_linear, s.load_run) : "",
-                         s.store_linear ? fmt::format(".sl{}r{}{}", s.store_linear, s.store_run,
-                                                      s.rotate_span ? fmt::format("t{}", s.rotate_span) : "")
+                         s.store_linear ? fmt::format(".sl{}r{}{}{}", s.store_linear, s.store_run,
+                                                      s.rotate_span ? fmt::format("t{}", s.rotate_span) : "",
+                                                      s.skew_runs ? "k" : "")
                                         : "",
                          s.a_first ? ".af" : "",
                          s.fixed_a || s.fixed_b ? fmt::format(".f{}{}", s.fixed_a ? "a" : "", s.fixed_b ? "b" : "") : "");
@@ -2829,6 +2885,10 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec) {
 
 int segment_store_bytes(const RearrangeSpec& s) { return s.segment * s.unit_bytes >= 8 ? 16 : 4; }
 
+int skewed_runs_staged_units(const RearrangeSpec& s) {
+  return (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear * s.store_linear + s.store_linear;
+}
+
 int shared_bytes(const RearrangeSpec& s) {
   if (s.family == RearrangeFamily::skewed) return s.tile_a * s.tile_b * s.unit_bytes;
   const int index_bytes = s.index64 ? 8 : 4;
@@ -2855,7 +2915,8 @@ int shared_bytes(const RearrangeSpec& s) {
   // Composite-group offset tables are double-buffered (the next tile's are filled during this one)
   // unless they are the same for every tile.
   const int sets_a = s.fixed_a ? 1 : 2, sets_b = s.fixed_b ? 1 : 2;
-  return rows * s.pitch * s.unit_bytes + sets_a * (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
+  const int staged = s.skew_runs ? skewed_runs_staged_units(s) : rows * s.pitch;
+  return staged * s.unit_bytes + sets_a * (s.dims_a > 1 ? s.tile_a * index_bytes : 0) +
          sets_b * ((s.dims_b > 1 ? s.tile_b * index_bytes : 0) + (s.b_chain > 0 ? s.tile_b * index_bytes : 0));
 }
 

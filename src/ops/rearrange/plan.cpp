@@ -57,11 +57,12 @@ std::string variant_text(const RearrangeVariant& v) {
                          s.load_linear ? fmt::format("linear, {} units, runs of {} A indices", s.load_linear, s.load_run)
                                        : fmt::format("{} x {} micro-tiles{}", s.vec_a, s.vec_b,
                                                      s.skew_load ? ", rows funnel-shifted out of aligned vectors" : ""),
-                         s.store_linear ? fmt::format("linear, {} units, runs of {} B indices{}", s.store_linear,
+                         s.store_linear ? fmt::format("linear, {} units, runs of {} B indices{}{}", s.store_linear,
                                                       s.store_run,
                                                       s.rotate_span ? fmt::format(", vectors of every {} units rotated",
                                                                                   s.rotate_span)
-                                                                    : "")
+                                                                    : "",
+                                                      s.skew_runs ? ", aligned vectors shifted out of each run" : "")
                                         : fmt::format("{} units along A{}", s.vec_a,
                                                       s.skew_store ? ", destination rows skewed" : ""),
                          shared_bytes(s), s.pitch, s.swizzle ? fmt::format(", XOR swizzle over {} vectors, step {}", s.swizzle_period, s.swizzle_step) : "");

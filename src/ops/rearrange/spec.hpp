@@ -42,7 +42,9 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
 // passes; with a_pass, A holds a_chain destination-contiguous units and then dims past B's first
 // a_pass units), then the outer dims, each innermost first; with skew_load, micro-tile rows of vec_b
 // units sit at any alignment and vec_b need not divide B's extent; with skew_store (one A dim,
-// 16-byte A vectors), a tile loads tile_a A units and stores tile_a - vec_a of each destination row.
+// 16-byte A vectors), a tile loads tile_a A units and stores tile_a - vec_a of each destination row;
+// with skew_runs (store_linear of 16 bytes), runs of store_run B indices at any alignment are stored
+// in aligned vectors, each shifted out of the two aligned staged vectors around its units.
 // skewed: one dim in each group, tile_a and tile_b, and vec_a = vec_b = units per 16-byte vector.
 // words: 1- or 2-byte units, dims_a and dims_b dims, tile_a and tile_b in units (tile_a a multiple of
 // the units per store vector, tile_b of the units per word), pitch in words, skew_load, skew_store
@@ -89,6 +91,7 @@ inline std::string_view field_text(RearrangeFamily family) { return family_name(
   X(bool, a_first, false)      /* tiled, skewed, words: tiles counted along A first, else B */   \
   X(bool, skew_load, false)    /* words, tiled: source rows may be misaligned (loads funnel-shifted) */ \
   X(bool, skew_store, false)   /* words, tiled: destination rows may be misaligned (owned ranges skewed) */ \
+  X(bool, skew_runs, false)    /* tiled, linear stores: runs at any alignment, in aligned 16-byte vectors shifted out of the staged tile */ \
   X(int, store_words, 1)       /* words, runs: 32-bit words per destination store vector (1, 2 or 4) */ \
   X(int, tile_dims, 0)         /* runs: dims the tile spans (dim[0, tile_dims), destination order) */ \
   X(int, dst_run_dims, 0)      /* runs: leading tile dims contiguous in dst */                     \
@@ -172,6 +175,10 @@ std::size_t kernel_args_bytes(const RearrangeSpec& spec);
 
 /// Shared memory a tiled kernel declares (0 for the other families).
 int shared_bytes(const RearrangeSpec& spec);
+
+/// Units of shared memory a tiled kernel of skewed runs stages (rearrange_tiled.cu's SMEM_UNITS): the
+/// tile, rounded up to its 16-byte store vectors, and one vector more, which its last store may read.
+int skewed_runs_staged_units(const RearrangeSpec& spec);
 
 /// Bytes per destination store of a segment tile (rearrange_segments.cu's STORE_BYTES): 16-byte
 /// vectors for rows of 8 bytes or more, which a vector may cut at up to two row starts, 32-bit words
