@@ -278,11 +278,11 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     if (shuffled) CHECK(v.spec.dims_b > 1);
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
-  // Rows of 8 micro-tiles over a composite B of 7 x 13 units that tiles of 64 split, beside a one-dim
-  // A, in blocks of 128 threads: u8 [38, 13, 5, 17, 2, 17, 13, 7], permuted. The GPU case of skewed
+  // Rows of 8 micro-tiles over a composite B of 3 x 221 units that tiles of 64 split, beside a one-dim
+  // A, in blocks of 128 threads: u8 [38, 13, 5, 17, 2, 17, 13, 3], permuted. The GPU case of skewed
   // loads launches it and the two shapes above.
   {
-    const plan::RearrangePlanData p = permute({38, 13, 5, 17, 2, 17, 13, 7}, {5, 6, 2, 3, 4, 1, 7, 0}, 1);
+    const plan::RearrangePlanData p = permute({38, 13, 5, 17, 2, 17, 13, 3}, {5, 6, 2, 3, 4, 1, 7, 0}, 1);
     const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
     INFO(plan::describe(p));
     CHECK(v.spec.skew_load);
@@ -440,6 +440,25 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     CHECK(v.spec.exact);
     variants.emplace(plan::kernel_label(v.spec, v.args), v);
   }
+  // Tiles of skewed runs (destination runs at odd places stored in aligned 16-byte vectors): a u8
+  // tile spanning A whose runs continue into B, an f16 tile whose A chain passes B's first dim; both
+  // index widths (an outer dim grown past 32-bit indices) and exact mode.
+  for (bool big : {false, true})
+    for (bool exact : {false, true})
+      for (const auto& [shape, perm, elem] :
+           {std::tuple{std::vector<std::int64_t>{28, 39, 49, 336, 9}, std::vector<int>{3, 0, 2, 4, 1}, 1},
+            std::tuple{std::vector<std::int64_t>{16, 21, 400, 13}, std::vector<int>{2, 0, 3, 1}, 2}}) {
+        if (big && exact) continue;
+        std::vector<std::int64_t> sized = shape;
+        if (big) sized[0] *= 1024;
+        const TensorDesc view = permuted({sized, {}, DType::u8, elem}, perm);
+        const plan::RearrangePlanData p = make(view.shape, view.strides, elem, exact);
+        const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+        INFO(plan::describe(p));
+        CHECK(v.spec.skew_runs);
+        CHECK(v.spec.index64 == big);
+        variants.emplace(plan::kernel_label(v.spec, v.args), v);
+      }
   for (const auto& p : {swap_first_two({4096, 4096}, 4), swap_first_two({4096, 4096}, 1),
                         swap_first_two({8, 3, 64 * 64}, 2), swap_first_two({8, 64 * 64, 3}, 1)})
     for (const plan::RearrangeVariant& v : p.variants)
