@@ -62,6 +62,19 @@ void check_vector(const std::uint8_t* address, int bytes) {
     throw std::logic_error("misaligned global vector access");
 }
 
+// Stores the `vec` units at `units` as units [first, first + vec) of the run of `length` units at
+// `run`: one aligned vector where they lie inside it, else only the units inside.
+void store_in_run(std::uint8_t* run, std::int64_t first, int vec, std::int64_t length, const std::uint8_t* units,
+                  int unit) {
+  if (first >= 0 && first + vec <= length) {
+    check_vector(run + first * unit, vec * unit);
+    copy_units(run + first * unit, units, vec, unit);
+  } else {
+    for (int i = 0; i < vec; ++i)
+      if (first + i >= 0 && first + i < length) copy_units(run + (first + i) * unit, units + i * unit, 1, unit);
+  }
+}
+
 void execute_rows(const plan::RearrangeVariant& v, std::uint8_t* dst, const std::uint8_t* src) {
   const RearrangeSpec& s = v.spec;
   const RearrangeKernelArgs& a = v.args;
@@ -431,14 +444,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
             const int aligned = (place + vec) / vec * vec - vec;
             std::memcpy(pair.data(), tile.at(std::max(aligned, 0), vec), static_cast<std::size_t>(vec * u));
             std::memcpy(pair.data() + vec * u, tile.at(aligned + vec, vec), static_cast<std::size_t>(vec * u));
-            const std::uint8_t* units = pair.data() + (place - aligned) * u;
-            if (first >= 0 && first + vec <= length) {
-              check_vector(to + first * u, vec * u);
-              copy_units(to + first * u, units, vec, u);
-            } else {
-              for (int i = 0; i < vec; ++i)
-                if (first + i >= 0 && first + i < length) copy_units(to + (first + i) * u, units + i * u, 1, u);
-            }
+            store_in_run(to, first, vec, length, pair.data() + (place - aligned) * u, u);
           }
         }
         continue;
@@ -473,13 +479,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         std::memcpy(pair.data() + s.vec_a * u, tile.at(tiled_smem_pos(s, la + s.vec_a, lb), s.vec_a),
                     static_cast<std::size_t>(s.vec_a * u));
         const std::uint8_t* units = pair.data() + (s.vec_a - shift) * u;
-        if (x >= 0 && x + s.vec_a <= ea) {
-          check_vector(dst + (row + x) * u, s.vec_a * u);
-          copy_units(dst + (row + x) * u, units, s.vec_a, u);
-        } else {
-          for (int i = 0; i < s.vec_a; ++i)
-            if (x + i >= 0 && x + i < ea) copy_units(dst + (row + x + i) * u, units + i * u, 1, u);
-        }
+        store_in_run(dst + row * u, x, s.vec_a, ea, units, u);
       }
     } else {
       for (int k = 0; k < s.tile_b * micro_a; ++k) {
@@ -826,13 +826,7 @@ void execute_runs_scatter(const plan::RearrangeVariant& v, std::uint8_t* dst, co
       staged((high - 1) * w);
       staged(high * w + w - 1);
       const std::uint8_t* value = staged(start + first);
-      if (first >= 0 && first + w <= dst_length) {
-        check_vector(run + first * u, w * u);
-        copy_units(run + first * u, value, w, u);
-      } else {
-        for (int unit = 0; unit < w; ++unit)
-          if (first + unit >= 0 && first + unit < dst_length) copy_units(run + (first + unit) * u, value + unit * u, 1, u);
-      }
+      store_in_run(run, first, w, dst_length, value, u);
     }
   }
 }
