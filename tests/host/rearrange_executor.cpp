@@ -431,7 +431,7 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
         // vec), staged from `place` on: the aligned staged vector at or before it (vector 0 where that
         // lies before the tile) and the next, shifted.
         const int vec = s.store_linear;
-        if (vec * u != 16 || s.rotate_span != 0 || s.skew_store)
+        if (vec * u != 16 || s.rotate_span != 0 || s.skew_store || s.swizzle || s.pitch != s.tile_a)
           throw std::logic_error("tiled: skewed runs need 16-byte stores from a tile staged in destination order");
         // A tile of one run may end early; shorter runs span whole B dims.
         const int length = s.store_run == s.tile_b ? static_cast<int>(count) : run_units;

@@ -798,10 +798,8 @@ constexpr std::int64_t kSkewedRunMinVectors = 8;
 // u8 (54) 44.0% -> 57.5%, f16 (30) 49.7% -> 64.2%, 65 up and 12 down; u8 [28,39,49,336,9] 3,0,2,4,1,
 // runs of 39 x 9 bytes, 29% -> 59%.)
 bool take_skewed_runs(RearrangeSpec& s, std::int64_t vector, std::int64_t run_units) {
-  const std::int64_t full = 16 / s.unit_bytes;
-  if (s.unit_bytes > 8 || vector * s.unit_bytes >= 4 || run_units < kSkewedRunMinVectors * full || s.load_linear ||
-      s.vec_b * s.unit_bytes < 4)
-    return false;
+  const std::int64_t full = 16 / s.unit_bytes;  // units of 4 bytes or more store words at any start
+  if (vector * s.unit_bytes >= 4 || run_units < kSkewedRunMinVectors * full || s.vec_b * s.unit_bytes < 4) return false;
   s.store_linear = static_cast<int>(full);
   s.skew_runs = true;
   return true;
@@ -828,7 +826,8 @@ void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpe
 
 // Stores of a tile whose A chain passes B's first dims (s.a_pass units in `passed_dims` dims): runs
 // of the passed units times the A tile, continued by B's next dims where the tile spans A whole, in
-// the widest vectors those runs and their starts (A tiles start a_pass * tile_a apart) allow.
+// the widest vectors those runs and their starts (A tiles start a_pass * tile_a apart) allow, or
+// skewed (take_skewed_runs).
 void take_passing_stores(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t dst_align,
                          std::size_t passed_dims) {
   DimList<DimIndex> rest;
@@ -1557,7 +1556,7 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
   // without skewed runs: 19 that stored or loaded under a word 47.8% -> 40.8% of copy, 13 down, f16
   // [580,5,1075,13,3] 2,0,1,4,3 56% -> 35%; 28 that moved words or more 48.6% -> 61.1%, 18 up and 5
   // down, u8 [85,21,3,4,2,2,21,92] 4,3,5,6,2,0,7,1 28% -> 64%.)
-  // (Searched only where B loads words and the chain meets B's first dim, short enough to pass.)
+  // (Searched only where the tile loads words and its chain meets B's first dim, short enough to pass.)
   const std::optional<std::size_t> after_a =
       dst_dim_with_stride(form.dims, destination_run_units(form.dims, best.g.a));
   const bool narrow_stores_meet_b = store_vector(best.spec) * form.unit_bytes < 4 &&
@@ -1619,7 +1618,6 @@ int narrow_store_aspect(const RearrangeVariant& v) {
   if (planned.vec_a >= widest) return 0;
   return 2 * planned.vec_a == widest ? 1 : 2;
 }
-
 
 // Whether a tile planned with narrow_store_aspect replaces the default: it loads vectors as wide; for
 // 1-byte units that stored the widest vectors, its A grows and keeps them; for 8-byte units its B
@@ -1793,7 +1791,6 @@ bool moves_single_units_of_two_bytes(const RearrangeSpec& s) {
   return is_tiled(s.family) && s.unit_bytes == 2 && s.vec_a == 1 && s.vec_b == 1 && !s.load_linear &&
          !s.store_linear;
 }
-
 
 bool takes_larger_tile(const RearrangeSpec& larger, const RearrangeSpec& planned) {
   return larger.threads == kThreads && larger.dims_a >= planned.dims_a && larger.dims_b >= planned.dims_b &&
