@@ -447,21 +447,21 @@ void execute_tiled(const plan::RearrangeVariant& v, std::uint8_t* dst, const std
             store_in_run(to, first, vec, length, pair.data() + (place - aligned) * u, u);
           }
         }
-        continue;
-      }
-      const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
-      for (int k = 0; k < vectors; ++k) {
-        const int l = k * s.store_linear;
-        if (l + s.store_linear <= count) {
-          if ((l + s.store_linear - 1) / run_units != l / run_units)
-            throw std::logic_error("tiled: a linear store crosses the end of its run");
-          check_vector(dst + at(l) * u, s.store_linear * u);
-          copy_units(dst + at(l) * u, tile.at(tiled_rotated(s, l), s.store_linear), s.store_linear, u);
-        } else if (l < count) {
-          // The kernel stores a ragged end unit by unit only where the tile is one run.
-          if (s.store_run != s.tile_b) throw std::logic_error("tiled: a ragged linear store over short runs");
-          for (int x = 0; x < s.store_linear; ++x)
-            if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(tiled_rotated(s, l + x), 1), 1, u);
+      } else {
+        const int vectors = (s.tile_a * s.tile_b + s.store_linear - 1) / s.store_linear;
+        for (int k = 0; k < vectors; ++k) {
+          const int l = k * s.store_linear;
+          if (l + s.store_linear <= count) {
+            if ((l + s.store_linear - 1) / run_units != l / run_units)
+              throw std::logic_error("tiled: a linear store crosses the end of its run");
+            check_vector(dst + at(l) * u, s.store_linear * u);
+            copy_units(dst + at(l) * u, tile.at(tiled_rotated(s, l), s.store_linear), s.store_linear, u);
+          } else if (l < count) {
+            // The kernel stores a ragged end unit by unit only where the tile is one run.
+            if (s.store_run != s.tile_b) throw std::logic_error("tiled: a ragged linear store over short runs");
+            for (int x = 0; x < s.store_linear; ++x)
+              if (l + x < count) copy_units(dst + at(l + x) * u, tile.at(tiled_rotated(s, l + x), 1), 1, u);
+          }
         }
       }
     } else if (s.skew_store) {

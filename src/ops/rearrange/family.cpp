@@ -794,9 +794,9 @@ constexpr std::int64_t kSkewedRunMinVectors = 8;
 // more, on the 64 u8/f16 lines of seeds 4899-4938 whose plans changed: 43.8% -> 47.3% of copy, 26 up
 // and 25 down by 3 points or more, the falls where the tile loaded single units or 2-byte vectors or
 // stored runs under 128 bytes. With both guards (and plan_tiled's passing guard, tuned on seeds
-// 4999-5118), on the 84 lines of seeds 5119-5238 whose plans change, drawn after: 46.0% -> 59.8%,
-// u8 (54) 44.0% -> 57.5%, f16 (30) 49.7% -> 64.2%, 65 up and 12 down; u8 [28,39,49,336,9] 3,0,2,4,1,
-// runs of 39 x 9 bytes, 29% -> 59%.)
+// 4999-5118), on the 84 lines of seeds 5119-5238 whose plans changed (83 with plan_tiled's search
+// filter), drawn after: 46.0% -> 59.8%, u8 (54) 44.0% -> 57.5%, f16 (30) 49.7% -> 64.2%, 65 up and 12
+// down; u8 [28,39,49,336,9] 3,0,2,4,1, runs of 39 x 9 bytes, 29% -> 59%.)
 bool take_skewed_runs(RearrangeSpec& s, std::int64_t vector, std::int64_t run_units) {
   const std::int64_t full = 16 / s.unit_bytes;  // units of 4 bytes or more store words at any start
   if (vector * s.unit_bytes >= 4 || run_units < kSkewedRunMinVectors * full || s.vec_b * s.unit_bytes < 4) return false;
@@ -815,7 +815,7 @@ void take_linear_stores(const CanonicalForm& form, const Groups& g, RearrangeSpe
   const std::int64_t run_units = std::int64_t{s.tile_a} * run.indices;
   const std::int64_t v =
       widest_vector(16 / unit, run_units, strides_past_run(form.dims, g.a, g.b, run, false), dst_align / unit);
-  if (std::max<std::int64_t>(v, s.vec_a) * unit < 4 && take_skewed_runs(s, v, run_units)) {
+  if (take_skewed_runs(s, std::max<std::int64_t>(v, s.vec_a), run_units)) {
     s.store_run = static_cast<int>(run.indices);
     return;
   }
