@@ -869,10 +869,13 @@ bool may_skew_stores(const RearrangeSpec& s) { return is_tiled(s.family) && stor
 // A tile of may_skew_stores that splits A into several tiles of 8 or more whole 16-byte vectors stores
 // aligned 16-byte vectors instead: each destination row's range in the tile is skewed by the row's
 // misalignment, so the tile loads a vector's units more along A (skew_store).
-void take_skewed_stores(const Groups& g, RearrangeSpec& s) {
+bool skews_stores(const Groups& g, const RearrangeSpec& s) {
   const int full = 16 / s.unit_bytes;
-  if (!stores_narrow_rows(s) || s.tile_a >= g.extent_a || s.tile_a % full != 0 || s.tile_a < 8 * full) return;
-  s.vec_a = full;
+  return stores_narrow_rows(s) && s.tile_a < g.extent_a && s.tile_a % full == 0 && s.tile_a >= 8 * full;
+}
+void take_skewed_stores(const Groups& g, RearrangeSpec& s) {
+  if (!skews_stores(g, s)) return;
+  s.vec_a = 16 / s.unit_bytes;
   s.skew_store = true;
   s.bounds = true;
 }
@@ -1078,6 +1081,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 // choose_tiles's results for one form, by their arguments. A plan searches the same tile volumes
 // again at the 16-micro-tile bound, and its quarter-volume search revisits the full search's smaller
 // volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
+// A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
+// f16 [27,367,13,71,18] 0,3,1,4,2, 18.7 -> 12.9 us on the build machine).
 class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
@@ -1116,6 +1121,13 @@ class TileChoices {
       Arguments plain = a;
       plain.skewed_loads = false;
       if (const TiledChoice* seen = find(plain); seen && !may_skew_loads(seen->spec)) return *seen;
+    }
+    if (a.skewed_stores) {
+      // So is one whose stores would not be (take_skewed_stores comes before the stores that leave
+      // a tile's rows wide: linear ones span A whole, passing ones pass B).
+      Arguments plain = a;
+      plain.skewed_stores = false;
+      if (const TiledChoice* seen = find(plain); seen && !skews_stores(seen->g, seen->spec)) return *seen;
     }
     TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
                                  a.passing, a.load_runs, a.aspect, a.skewed_loads, a.skewed_stores);
