@@ -51,7 +51,8 @@ static_assert(!SKEW_RUNS || (STORE_VEC * UNIT_BYTES == 16 && !SKEW_STORE && !LOA
               "skewed runs: linear 16-byte stores over whole runs of micro-tile loads");
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 // The low-register variant (-DSJ_LOW_REGISTERS=1, compiled where ptxas spills this source): the
-// store pass reads the thread index afresh in every tile and gathers its vectors four at a time.
+// store pass and linear passes read the thread index afresh in every tile, and the store pass
+// gathers its vectors four at a time.
 #ifndef SJ_LOW_REGISTERS
 #define SJ_LOW_REGISTERS 0
 #endif
@@ -128,9 +129,10 @@ __device__ __forceinline__ int sj_thread_fresh() {
 // whole(pass, first unit), the ragged end unit by unit to part(unit).
 template <int VEC, int PASSES, typename Whole, typename Part>
 __device__ __forceinline__ void sj_run_pass(Index count, Whole whole, Part part) {
+  const unsigned thread = LOW_REGISTERS ? sj_thread_fresh() : threadIdx.x;
 #pragma unroll
   for (int r = 0; r < PASSES; ++r) {
-    const int l = (threadIdx.x + r * THREADS) * VEC;
+    const int l = (thread + r * THREADS) * VEC;
     if (l + VEC <= count) {
       whole(r, l);
     } else {
