@@ -51,7 +51,7 @@ static_assert(!SKEW_RUNS || (STORE_VEC * UNIT_BYTES == 16 && !SKEW_STORE && !LOA
               "skewed runs: linear 16-byte stores over whole runs of micro-tile loads");
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 // The low-register variant (-DSJ_LOW_REGISTERS=1, compiled where ptxas spills this source): the
-// store pass and linear passes read the thread index afresh in every tile, and the store pass
+// store pass, linear or not (skewed runs aside), reads the thread index afresh in every tile, and
 // gathers its vectors four at a time.
 #ifndef SJ_LOW_REGISTERS
 #define SJ_LOW_REGISTERS 0
@@ -128,8 +128,7 @@ __device__ __forceinline__ int sj_thread_fresh() {
 // One thread-strided pass over a run of `count` units in VEC-unit pieces: whole pieces go to
 // whole(pass, first unit), the ragged end unit by unit to part(unit).
 template <int VEC, int PASSES, typename Whole, typename Part>
-__device__ __forceinline__ void sj_run_pass(Index count, Whole whole, Part part) {
-  const unsigned thread = LOW_REGISTERS ? sj_thread_fresh() : threadIdx.x;
+__device__ __forceinline__ void sj_run_pass(unsigned thread, Index count, Whole whole, Part part) {
 #pragma unroll
   for (int r = 0; r < PASSES; ++r) {
     const int l = (thread + r * THREADS) * VEC;
@@ -293,14 +292,15 @@ __device__ __forceinline__ void sj_load(const SjArgs& args, const Unit* __restri
     // The tile's rows are back to back in src (A continues B): one run.
     const Unit* run = s + (tile.src_base + sj_linear_src_a(tile, table, 0));
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
-        sj_linear_count(args, tile), [&](int r, int l) { in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l); },
+        threadIdx.x, sj_linear_count(args, tile),
+        [&](int r, int l) { in.linear[r] = *reinterpret_cast<const VecLoad*>(run + l); },
         [](int) {});  // the ragged end is read in sj_stage
   } else if (LOAD_LINEAR) {
     // Runs of LOAD_RUN rows span whole A dims, so the count is a multiple of RUN_UNITS and of
     // LOAD_VEC: no piece is ragged.
     constexpr int RUN_UNITS = (LOAD_RUN > 0 ? LOAD_RUN : 1) * TILE_B;
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
-        sj_linear_count(args, tile),
+        threadIdx.x, sj_linear_count(args, tile),
         [&](int r, int l) {
           const Index at = tile.src_base + sj_linear_src_a(tile, table, l / RUN_UNITS * LOAD_RUN) + l % RUN_UNITS;
           in.linear[r] = *reinterpret_cast<const VecLoad*>(s + at);
@@ -388,7 +388,8 @@ __device__ __forceinline__ void sj_stage(const SjArgs& args, const Unit* __restr
   if (LOAD_LINEAR) {
     const Unit* run = s + (tile.src_base + sj_linear_src_a(tile, table, 0));
     sj_run_pass<LOAD_VEC, LOADS_LINEAR_PER_THREAD>(
-        sj_linear_count(args, tile), [&](int r, int l) { *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r]; },
+        threadIdx.x, sj_linear_count(args, tile),
+        [&](int r, int l) { *reinterpret_cast<VecLoad*>(&smem[l]) = in.linear[r]; },
         [&](int i) {
           if (LOAD_RUN == TILE_A) smem[i] = run[i];
         });
@@ -484,7 +485,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
     } else if (STORE_RUN == TILE_B) {
       Unit* run = d + (dst_base + dst_b(0));
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
-          count,
+          LOW_REGISTERS ? sj_thread_fresh() : threadIdx.x, count,
           [&](int, int l) {
             *reinterpret_cast<VecStore*>(run + l) = *reinterpret_cast<const VecStore*>(&smem[sj_rotated(l)]);
           },
@@ -493,7 +494,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
       // Shorter runs span whole B dims, so count is a multiple of STORE_RUN_UNITS and of STORE_VEC: no
       // piece is ragged.
       sj_run_pass<STORE_VEC, STORES_LINEAR_PER_THREAD>(
-          count,
+          LOW_REGISTERS ? sj_thread_fresh() : threadIdx.x, count,
           [&](int, int l) {
             Unit* at = d + (dst_base + dst_b(l / STORE_RUN_UNITS * STORE_RUN) + l % STORE_RUN_UNITS);
             *reinterpret_cast<VecStore*>(at) = *reinterpret_cast<const VecStore*>(&smem[sj_rotated(l)]);
