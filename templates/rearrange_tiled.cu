@@ -51,8 +51,8 @@ static_assert(!SKEW_RUNS || (STORE_VEC * UNIT_BYTES == 16 && !SKEW_STORE && !LOA
               "skewed runs: linear 16-byte stores over whole runs of micro-tile loads");
 constexpr int FIRST_OUTER = DIMS_A + DIMS_B;
 // The low-register variant (-DSJ_LOW_REGISTERS=1, compiled where ptxas spills this source): the
-// store pass, linear or not (skewed runs aside), reads the thread index afresh in every tile, and
-// gathers its vectors four at a time.
+// store pass of micro-tile vectors reads the thread index afresh in every tile and gathers its
+// vectors four at a time; linear store passes read it afresh too.
 #ifndef SJ_LOW_REGISTERS
 #define SJ_LOW_REGISTERS 0
 #endif
@@ -125,8 +125,8 @@ __device__ __forceinline__ int sj_thread_fresh() {
   return thread;
 }
 
-// One thread-strided pass over a run of `count` units in VEC-unit pieces: whole pieces go to
-// whole(pass, first unit), the ragged end unit by unit to part(unit).
+// One pass of the block's threads (this one is `thread`) over a run of `count` units in VEC-unit
+// pieces: whole pieces go to whole(pass, first unit), the ragged end unit by unit to part(unit).
 template <int VEC, int PASSES, typename Whole, typename Part>
 __device__ __forceinline__ void sj_run_pass(unsigned thread, Index count, Whole whole, Part part) {
 #pragma unroll

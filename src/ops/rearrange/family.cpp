@@ -1082,7 +1082,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 // again at the 16-micro-tile bound, and its quarter-volume search revisits the full search's smaller
 // volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
 // A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
-// f16 [27,367,13,71,18] 0,3,1,4,2, 18.7 -> 12.9 us on the build machine).
+// f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine).
 class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
