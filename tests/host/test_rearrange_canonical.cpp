@@ -534,6 +534,18 @@ TEST_CASE("tiles: 8-byte units storing single units take A twice as long where B
   CHECK((wide.vec_a == 2 && wide.tile_a == wide.tile_b));
 }
 
+TEST_CASE("tiles: A's chain passes B's first dim over destination runs under 128 bytes in 1- and 2-byte units, "
+          "under 64 bytes in wider units") {
+  // [13, 40, 2, 2, 24, 35, 6, X] 6,4,1,3,5,0,7,2: a 2-unit A, then B's first dim (X units) in dst.
+  auto a_pass = [](std::int64_t x, DType dtype) {
+    return aligned(permute_plan({13, 40, 2, 2, 24, 35, 6, x}, {6, 4, 1, 3, 5, 0, 7, 2}, dtype)).spec.a_pass;
+  };
+  CHECK(a_pass(17, DType::f16) == 17);  // 68-byte runs
+  CHECK(a_pass(40, DType::u8) == 40);   // 80 bytes
+  CHECK(a_pass(40, DType::f16) == 0);   // 160 bytes
+  CHECK(a_pass(12, DType::f32) == 0);   // 96 bytes
+}
+
 TEST_CASE("families: f32 transposes with odd pitches take tiles of skewed 16-byte stores; skewed tiles are a "
           "tuning candidate") {
   // Odd pitches on both sides ([195, 1025641], [1021, 1029]) or in the destination ([1025641, 195],
