@@ -1557,7 +1557,10 @@ constexpr std::int64_t kPassingMinRunBytes = 64;
 // sectors at any alignment, apart from the runs beside it, which other tiles write. (H200, the lines
 // of seeds 5239-5242 and 5267-5276 whose plans a 128-byte bound changes: on the destination side 6
 // lines, all up, 1.6x geomean, f16 [13,40,2,2,24,35,6,17] 6,4,1,3,5,0,7,2 37% -> 69% of copy; on the
-// source side 10 lines, 7 down, so source runs keep 64 bytes.)
+// source side 10 lines, 7 down, so source runs keep 64 bytes. On the 38 u8/f16 lines of seeds
+// 5277-5356 it changes, drawn after: 52.8% -> 62.5%, 24 up and 10 down by 3 points or more; u8
+// [22,24,3,2,3,2,20,3,2,2,18,2] 15% -> 78%, f16 [30,2,9,3,38,14,24,5] 63% -> 37% on a passing tile
+// that loads 5-unit rows unit by unit.)
 constexpr std::int64_t kNarrowPassingMinDstRunBytes = 128;
 
 RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
