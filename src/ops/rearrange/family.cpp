@@ -80,6 +80,7 @@ class DimList {
   const T* end() const { return items_ + size_; }
   T front() const { return items_[0]; }
   T back() const { return items_[size_ - 1]; }
+  bool operator==(const DimList& other) const { return std::equal(begin(), end(), other.begin(), other.end()); }
 
  private:
   static constexpr std::size_t kCapacity = kMaxRearrangeRank + 1;
@@ -1110,6 +1111,9 @@ class TileChoices {
   void set_skewed_loads(bool allowed) { skewed_loads_ = allowed; }
   // Whether later searches may take skewed stores (take_skewed_stores).
   void set_skewed_stores(bool allowed) { skewed_stores_ = allowed; }
+  // Whether tiled_groups halves lopsided tiles into 128-thread blocks (plan_fixed_tiles).
+  void set_halves_lopsided(bool halves) { halves_lopsided_ = halves; }
+  bool halves_lopsided() const { return halves_lopsided_; }
   // The choice for `asked`, valid until the next call.
   const TiledChoice& choose(const Arguments& asked) {
     Arguments a = asked;
@@ -1151,7 +1155,7 @@ class TileChoices {
 
   const CanonicalForm& form_;
   bool index64_;
-  bool skewed_loads_ = false, skewed_stores_ = false;
+  bool skewed_loads_ = false, skewed_stores_ = false, halves_lopsided_ = false;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
 
@@ -1355,6 +1359,27 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
                             [&](std::int64_t piece) { return piece < 2 || grow(*not_whole, piece); });
 }
 
+// Tiles whose long side holds kLopsidedAspect times the units of the short side or more: in blocks of
+// 256 threads they lose to the tile of half the long side in blocks of 128, at twice the blocks per
+// SM (plan_fixed_tiles). (H200, measured planning's timings of every candidate on 218 u8/f16 lines
+// of earlier seeds: where that candidate was timed, tiles of 480 to 1024 units over 5 to 22 won, 7
+// of 7 lines by 1.06x to 1.24x; shorter aspects, up to 7.5, lost or tied. On 64 lines of seeds
+// 5267-5276 and 5277-5356 it changed: 75.8% -> 77.0% of copy, 21 up and 5 down by 3 points or more,
+// two of the falls where the halved 16 KiB tile no longer gave way to the 32 KiB tile, which is now
+// weighed first.)
+constexpr std::int64_t kLopsidedAspect = 16;
+bool is_lopsided(const RearrangeSpec& s) {
+  return std::max(s.tile_a, s.tile_b) >= kLopsidedAspect * std::min(s.tile_a, s.tile_b);
+}
+
+// Whether tile `h` is tile `t` with its long side halved: the same short side and vectors (groups
+// compared by the caller).
+bool halves_long_side(const RearrangeSpec& t, const RearrangeSpec& h) {
+  const bool long_a = t.tile_a >= t.tile_b;
+  return t.dims_a == h.dims_a && t.dims_b == h.dims_b && t.vec_a == h.vec_a && t.vec_b == h.vec_b &&
+         (long_a ? h.tile_b == t.tile_b && 2 * h.tile_a == t.tile_a : h.tile_a == t.tile_a && 2 * h.tile_b == t.tile_b);
+}
+
 // The tile of a transpose or packed plan, its spec final (the variant is built by tiled_variant).
 TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                          std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume, Passing passing,
@@ -1366,6 +1391,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   // 96-unit groups lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit
   // tiles.)
   bool found = false;
+  TileChoices::Arguments asked;  // the search that found the tile
   for (std::int64_t volume = max_volume; !found; volume /= 2)
     for (bool whole : {true, false}) {
       if (whole && form.unit_bytes >= 4) continue;
@@ -1373,9 +1399,9 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       // gather units from columns: where the tile does not fit with them it keeps its micro-tiles.
       bool whole_taken = false;
       for (bool runs : {load_runs, false}) {
-        chosen = &choices.choose({.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs,
-                                  .whole_groups = whole, .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align,
-                                  .dst_align = dst_align});
+        asked = {.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs, .whole_groups = whole,
+                 .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align, .dst_align = dst_align};
+        chosen = &choices.choose(asked);
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
@@ -1397,6 +1423,16 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   if (spans_a_group && tile_fits(s, kSmallBlockThreads, small_min_blocks, true, narrow_micro_tiles)) {
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
+  } else if (choices.halves_lopsided() && is_lopsided(s)) {
+    asked.volume /= 2;
+    const TiledChoice& half = choices.choose(asked);
+    if (c.g.a == half.g.a && c.g.b == half.g.b && halves_long_side(s, half.spec) &&
+        tile_fits(half.spec, kSmallBlockThreads, small_min_blocks, true, narrow_micro_tiles)) {
+      c = half;
+      s.exact = exact;
+      s.threads = kSmallBlockThreads;
+      s.min_blocks = small_min_blocks;
+    }
   }
   if (s.tile_a == g.extent_a && s.tile_b == g.extent_b && s.a_pass == 0) {
     // Slab dims before linear stores or loads where the tile holds under kSlabOverLinearUnits units
@@ -1822,6 +1858,16 @@ bool takes_larger_tile(const RearrangeSpec& larger, const RearrangeSpec& planned
          store_vector(larger) >= store_vector(planned) && load_vector(larger) >= load_vector(planned);
 }
 
+// Whether two tiled variants' groups hold the same dims (their first dims_a + dims_b kernel dims).
+bool same_group_dims(const RearrangeVariant& x, const RearrangeVariant& y) {
+  if (x.spec.dims_a != y.spec.dims_a || x.spec.dims_b != y.spec.dims_b) return false;
+  for (int k = 0; k < x.spec.dims_a + x.spec.dims_b; ++k) {
+    const KernelDim &p = x.args.dim[k], &q = y.args.dim[k];
+    if (p.extent.value != q.extent.value || p.src_stride != q.src_stride || p.dst_stride != q.dst_stride) return false;
+  }
+  return true;
+}
+
 RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align,
                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
@@ -1830,16 +1876,26 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   RearrangeVariant v =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
   const bool groups_hold_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
-  if (volume >= large_volume || v.spec.threads != kThreads || groups_hold_every_dim) return v;
-  // A tile that stores single bytes is weighed against the plain larger tile only: with its longer
-  // and quarter forms too, every plan of 8,762 lines was the same, and the 66 runs lines of rank 8 or
-  // less planned in 8.6 us (median, build machine) rather than 6.9.
-  RearrangeVariant larger =
-      stores_single_bytes(v)
-          ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, true, 0, narrow_micro_tiles)
-          : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume,
-                                  narrow_micro_tiles);
-  return takes_larger_tile(larger.spec, v.spec) ? larger : v;
+  if (volume < large_volume && v.spec.threads == kThreads && !groups_hold_every_dim) {
+    // A tile that stores single bytes is weighed against the plain larger tile only: with its longer
+    // and quarter forms too, every plan of 8,762 lines was the same, and the 66 runs lines of rank 8
+    // or less planned in 8.6 us (median, build machine) rather than 6.9.
+    RearrangeVariant larger =
+        stores_single_bytes(v)
+            ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, true, 0, narrow_micro_tiles)
+            : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume,
+                                    narrow_micro_tiles);
+    if (takes_larger_tile(larger.spec, v.spec)) return larger;
+  }
+  if (v.spec.threads != kThreads || !is_lopsided(v.spec)) return v;
+  choices.set_halves_lopsided(true);
+  RearrangeVariant halved =
+      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
+  choices.set_halves_lopsided(false);
+  return halved.spec.threads == kSmallBlockThreads && same_group_dims(v, halved) &&
+                 halves_long_side(v.spec, halved.spec)
+             ? halved
+             : v;
 }
 
 // ---- skewed ----------------------------------------------------------------------------------
