@@ -288,11 +288,11 @@ TEST_CASE("tiles: blocks count tiles along A first unless A's rows are many time
   REQUIRE(rect.spec.family == RearrangeFamily::packed);
   CHECK((rect.spec.tile_a == 64 && rect.spec.tile_b == 32));
   CHECK(rect.spec.a_first);
-  // f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0: 128 x 16 tiles, 105 along A's 13405 units to 35 along B's
+  // f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0: 256 x 16 tiles, 53 along A's 13405 units to 35 along B's
   // 552: under 8 times the tiles, yet A's rows are 24 times longer, so B goes first.
   const auto& wide = aligned(permute_plan({5, 7, 383, 27, 4, 138}, {4, 5, 3, 2, 1, 0}, DType::f32));
   REQUIRE(wide.spec.family == RearrangeFamily::packed);
-  CHECK((wide.spec.tile_a == 128 && wide.spec.tile_b == 16));
+  CHECK((wide.spec.tile_a == 256 && wide.spec.tile_b == 16));
   CHECK_FALSE(wide.spec.a_first);
   // f32 [65424, 3057] 1,0: square tiles, A's rows 21 times longer: B first.
   const auto& tall = aligned(permute_plan({65424, 3057}, {1, 0}, DType::f32));
@@ -372,7 +372,8 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);
 }
 
-TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that side in 128-thread blocks") {
+TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that side in 128-thread blocks, "
+          "but in 4-byte units") {
   // u8 [4, 79, 57, 2, 194, 2, 11] 2,3,6,5,0,1,4: a 512 x 22 tile of 256 threads becomes 256 x 22 in
   // 128 threads, at twice the blocks per SM.
   const plan::RearrangeSpec halved =
@@ -387,6 +388,10 @@ TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that s
   const plan::RearrangeSpec larger =
       aligned(permute_plan({21, 11, 8, 50, 5, 7, 2, 16}, {3, 1, 7, 6, 2, 5, 4, 0}, DType::u8)).spec;
   CHECK((larger.tile_a == 1024 && larger.tile_b == 32 && larger.threads == 256));
+  // 4-byte units keep their tile: f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0 stays 256 x 16.
+  const plan::RearrangeSpec f32 =
+      aligned(permute_plan({5, 7, 383, 27, 4, 138}, {4, 5, 3, 2, 1, 0}, DType::f32)).spec;
+  CHECK((f32.tile_a == 256 && f32.tile_b == 16 && f32.threads == 256));
 }
 
 TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three blocks per SM, others keep theirs") {

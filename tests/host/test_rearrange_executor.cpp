@@ -1292,7 +1292,7 @@ TEST_CASE("small whole tiles that would load as one run grow by slab dims with m
   std::mt19937_64 rng(29);
   const PermuteCase cases[] = {
       {{12, 10, 10, 3}, {2, 0, 3, 1}, 1},                 // 10 x 30 tile, 2-unit loads
-      {{7, 12, 12, 4, 23, 3}, {2, 4, 1, 0, 5, 3}, 1},     // 4 x 483 tile: an odd chain of 69, 1-unit loads
+      {{7, 12, 12, 6, 23, 3}, {2, 4, 1, 0, 5, 3}, 1},     // 6 x 483 tile: an odd chain of 69, 1-unit loads
       {{3, 30, 7, 10, 7, 3, 3}, {4, 1, 0, 5, 2, 6, 3}, 2},  // f16, 10 x 63 tile
   };
   for (const PermuteCase& c : cases) {

@@ -1111,9 +1111,9 @@ class TileChoices {
   void set_skewed_loads(bool allowed) { skewed_loads_ = allowed; }
   // Whether later searches may take skewed stores (take_skewed_stores).
   void set_skewed_stores(bool allowed) { skewed_stores_ = allowed; }
-  // Whether tiled_groups halves lopsided tiles into 128-thread blocks (plan_fixed_tiles).
-  void set_halves_lopsided(bool halves) { halves_lopsided_ = halves; }
-  bool halves_lopsided() const { return halves_lopsided_; }
+  // The lopsided tile that tiled_groups halves into 128-thread blocks, or none (plan_fixed_tiles).
+  void set_lopsided_tile(const RearrangeSpec* tile) { lopsided_tile_ = tile; }
+  const RearrangeSpec* lopsided_tile() const { return lopsided_tile_; }
   // The choice for `asked`, valid until the next call.
   const TiledChoice& choose(const Arguments& asked) {
     Arguments a = asked;
@@ -1155,7 +1155,8 @@ class TileChoices {
 
   const CanonicalForm& form_;
   bool index64_;
-  bool skewed_loads_ = false, skewed_stores_ = false, halves_lopsided_ = false;
+  bool skewed_loads_ = false, skewed_stores_ = false;
+  const RearrangeSpec* lopsided_tile_ = nullptr;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
 };
 
@@ -1366,7 +1367,9 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
 // of 7 lines by 1.06x to 1.24x; shorter aspects, up to 7.5, lost or tied. On 64 lines of seeds
 // 5267-5276 and 5277-5356 it changed: 75.8% -> 77.0% of copy, 21 up and 5 down by 3 points or more,
 // two of the falls where the halved 16 KiB tile no longer gave way to the 32 KiB tile, which is now
-// weighed first.)
+// weighed first. On 52 lines of seeds 5357-5396, drawn after: u8 (16) 74.5% -> 78.1%, f16 (16)
+// 80.1% -> 82.8%, f64 (10) 91.3% -> 93.6%, 17 up and 2 down; f32 fell on both sets, 11 lines 85.3%
+// -> 84.9% and 10 lines 86.7% -> 84.3%, so 4-byte units keep their tile.)
 constexpr std::int64_t kLopsidedAspect = 16;
 bool is_lopsided(const RearrangeSpec& s) {
   return std::max(s.tile_a, s.tile_b) >= kLopsidedAspect * std::min(s.tile_a, s.tile_b);
@@ -1423,7 +1426,8 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   if (spans_a_group && tile_fits(s, kSmallBlockThreads, small_min_blocks, true, narrow_micro_tiles)) {
     s.threads = kSmallBlockThreads;
     s.min_blocks = small_min_blocks;
-  } else if (choices.halves_lopsided() && is_lopsided(s)) {
+  } else if (const RearrangeSpec* lopsided = choices.lopsided_tile();
+             lopsided && s.tile_a == lopsided->tile_a && s.tile_b == lopsided->tile_b) {
     asked.volume /= 2;
     const TiledChoice& half = choices.choose(asked);
     if (c.g.a == half.g.a && c.g.b == half.g.b && halves_long_side(s, half.spec) &&
@@ -1746,6 +1750,13 @@ bool narrow_short_side(const RearrangeSpec& s) {
   return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
 }
 
+// The plan_tiled search behind a fixed-tile variant: its volume, load runs and aspect.
+struct TiledSearch {
+  std::int64_t volume;
+  bool load_runs;
+  int aspect;
+};
+
 // The fixed tiles of a transpose of `volume` units, or of a quarter of it where that keeps both
 // groups and their vectors, for two shapes of tile (measured at the unit's default volume). A long
 // A over a short B: the smaller tile then fits blocks of 128 threads, more of them per SM. (H200,
@@ -1764,7 +1775,7 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // and 1-2 down.)
 RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                        std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
-                                       std::int64_t narrow_micro_tiles) {
+                                       std::int64_t narrow_micro_tiles, TiledSearch* found = nullptr) {
   RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
   int aspect = narrow_store_aspect(v);
   std::optional<RearrangeVariant> refused_twice_as_long;  // planned with aspect 1 and refused
@@ -1801,6 +1812,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
       aspect = 1;
     }
   }
+  if (found) *found = {volume, true, aspect};
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
@@ -1820,6 +1832,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
   const bool takes_quarter = long_over_short ? same || b_lengthened
                                              : same && q.threads == kSmallBlockThreads && half_or_more;
+  if (found && takes_quarter) *found = {volume / 4, short_load_runs, aspect};
   return takes_quarter ? quarter : v;
 }
 
@@ -1873,8 +1886,9 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
                                   std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const std::int64_t unit = choices.form().unit_bytes;
   const std::int64_t volume = tile_volume(unit), large_volume = kLargeTileBytes / unit;
+  TiledSearch search{};
   RearrangeVariant v =
-      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
+      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles, &search);
   const bool groups_hold_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
   if (volume < large_volume && v.spec.threads == kThreads && !groups_hold_every_dim) {
     // A tile that stores single bytes is weighed against the plain larger tile only: with its longer
@@ -1887,11 +1901,12 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
                                     narrow_micro_tiles);
     if (takes_larger_tile(larger.spec, v.spec)) return larger;
   }
-  if (v.spec.threads != kThreads || !is_lopsided(v.spec)) return v;
-  choices.set_halves_lopsided(true);
-  RearrangeVariant halved =
-      fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles);
-  choices.set_halves_lopsided(false);
+  if (v.spec.threads != kThreads || v.spec.unit_bytes == 4 || !is_lopsided(v.spec)) return v;
+  // The search that found the tile, again, halving it where it finds it.
+  choices.set_lopsided_tile(&v.spec);
+  RearrangeVariant halved = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, search.volume,
+                                       search.load_runs, search.aspect, narrow_micro_tiles);
+  choices.set_lopsided_tile(nullptr);
   return halved.spec.threads == kSmallBlockThreads && same_group_dims(v, halved) &&
                  halves_long_side(v.spec, halved.spec)
              ? halved
