@@ -642,7 +642,7 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
       {{13, 31, 790, 53}, {0, 3, 2, 1}, DType::f16},
       {{37, 47, 46, 5, 21, 21}, {1, 0, 5, 3, 2, 4}, DType::f16},
       // Composite groups whose last pass of micro-tiles leaves lanes idle: rows of 3 micro-tiles
-      // along B (both aligned vectors loaded), and of 8 over a composite B that tiles split (the next
+      // along B (both aligned vectors loaded), and of 16 over a composite B that tiles split (the next
       // vector taken from the next lane, or read late at a row's or a warp's end).
       {{7, 33, 2, 16, 2, 46, 7, 35}, {2, 6, 3, 0, 7, 4, 1, 5}, DType::f16},
       {{40, 2, 36, 35, 5, 4, 33, 3}, {4, 0, 1, 7, 2, 6, 5, 3}, DType::u8},
