@@ -372,8 +372,8 @@ TEST_CASE("blocks: tiles that span a whole group and fit 128 threads run there a
   check_words(aligned(permute_plan({13, 4, 60, 49, 19, 37}, {0, 1, 2, 5, 4, 3}, DType::f16)), 128, 20, 6);
 }
 
-TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that side in 128-thread blocks, "
-          "but in 4-byte units") {
+TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that side in 128-thread blocks, in "
+          "1-, 2- and 8-byte units") {
   // u8 [4, 79, 57, 2, 194, 2, 11] 2,3,6,5,0,1,4: a 512 x 22 tile of 256 threads becomes 256 x 22 in
   // 128 threads, at twice the blocks per SM.
   const plan::RearrangeSpec halved =
@@ -388,10 +388,14 @@ TEST_CASE("blocks: tiles 16 times longer on one side than the other halve that s
   const plan::RearrangeSpec larger =
       aligned(permute_plan({21, 11, 8, 50, 5, 7, 2, 16}, {3, 1, 7, 6, 2, 5, 4, 0}, DType::u8)).spec;
   CHECK((larger.tile_a == 1024 && larger.tile_b == 32 && larger.threads == 256));
-  // 4-byte units keep their tile: f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0 stays 256 x 16.
+  // 4-byte units keep their tile: f32 [5, 7, 383, 27, 4, 138] 4,5,3,2,1,0 stays 256 x 16; so do
+  // 16-byte units: f32 [2, 110, 291, 4] 1,2,0,3 (units of 4 elements) stays 2 x 512.
   const plan::RearrangeSpec f32 =
       aligned(permute_plan({5, 7, 383, 27, 4, 138}, {4, 5, 3, 2, 1, 0}, DType::f32)).spec;
   CHECK((f32.tile_a == 256 && f32.tile_b == 16 && f32.threads == 256));
+  const plan::RearrangeSpec wide =
+      aligned(permute_plan({2, 110, 291, 4}, {1, 2, 0, 3}, DType::f32)).spec;
+  CHECK((wide.unit_bytes == 16 && wide.tile_a == 2 && wide.tile_b == 512 && wide.threads == 256));
 }
 
 TEST_CASE("blocks: 8-byte tiles of 16-byte vectors on both sides take three blocks per SM, others keep theirs") {

@@ -1367,19 +1367,24 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
 // of 7 lines by 1.06x to 1.24x; shorter aspects, up to 7.5, lost or tied. On 64 lines of seeds
 // 5267-5276 and 5277-5356 it changed: 75.8% -> 77.0% of copy, 21 up and 5 down by 3 points or more,
 // two of the falls where the halved 16 KiB tile no longer gave way to the 32 KiB tile, which is now
-// weighed first. On 52 lines of seeds 5357-5396, drawn after: u8 (16) 74.5% -> 78.1%, f16 (16)
-// 80.1% -> 82.8%, f64 (10) 91.3% -> 93.6%, 17 up and 2 down; f32 fell on both sets, 11 lines 85.3%
-// -> 84.9% and 10 lines 86.7% -> 84.3%, so 4-byte units keep their tile.)
+// weighed first. On the 42 lines of 1-, 2- and 8-byte units among 52 drawn after from seeds
+// 5357-5396: u8 (16) 74.5% -> 78.1%, f16 (16) 80.1% -> 82.8%, f64 (10) 91.3% -> 93.6%, 17 up and 2
+// down. f32 fell on both sets, 11 lines 85.3% -> 84.9% and 10 lines 86.7% -> 84.3%, so 4-byte units
+// keep their tile, as do 16-byte units, which were not measured.)
 constexpr std::int64_t kLopsidedAspect = 16;
 bool is_lopsided(const RearrangeSpec& s) {
   return std::max(s.tile_a, s.tile_b) >= kLopsidedAspect * std::min(s.tile_a, s.tile_b);
 }
 
-// Whether tile `h` is tile `t` with its long side halved: the same short side and vectors (groups
-// compared by the caller).
+// Whether tile `h` is tile `t` with its long side halved: the same short side, vectors, chains and
+// kinds of loads and stores (groups compared by the caller).
 bool halves_long_side(const RearrangeSpec& t, const RearrangeSpec& h) {
   const bool long_a = t.tile_a >= t.tile_b;
-  return t.dims_a == h.dims_a && t.dims_b == h.dims_b && t.vec_a == h.vec_a && t.vec_b == h.vec_b &&
+  const bool same_moves = t.vec_a == h.vec_a && t.vec_b == h.vec_b && t.load_linear == h.load_linear &&
+                          t.store_linear == h.store_linear && t.skew_load == h.skew_load &&
+                          t.skew_store == h.skew_store && t.skew_runs == h.skew_runs;
+  const bool same_chains = t.a_chain == h.a_chain && t.a_pass == h.a_pass && t.b_chain == h.b_chain;
+  return t.dims_a == h.dims_a && t.dims_b == h.dims_b && same_moves && same_chains &&
          (long_a ? h.tile_b == t.tile_b && 2 * h.tile_a == t.tile_a : h.tile_a == t.tile_a && 2 * h.tile_b == t.tile_b);
 }
 
@@ -1773,6 +1778,7 @@ struct TiledSearch {
 // of copy, the four largest falls, by 9 to 12 points, on quarters of a quarter the units. With it,
 // on 16 lines of seeds 66-85, drawn after: 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up
 // and 1-2 down.)
+// `found`, where given, receives the plan_tiled search behind the returned variant.
 RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                        std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
                                        std::int64_t narrow_micro_tiles, TiledSearch* found = nullptr) {
@@ -1901,8 +1907,10 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
                                     narrow_micro_tiles);
     if (takes_larger_tile(larger.spec, v.spec)) return larger;
   }
-  if (v.spec.threads != kThreads || v.spec.unit_bytes == 4 || !is_lopsided(v.spec)) return v;
-  // The search that found the tile, again, halving it where it finds it.
+  const bool measured_unit = v.spec.unit_bytes == 1 || v.spec.unit_bytes == 2 || v.spec.unit_bytes == 8;
+  if (v.spec.threads != kThreads || !measured_unit || !is_lopsided(v.spec)) return v;
+  // The search that found the tile, again, halving the tiles of its size that it finds (the pointer
+  // lives as long as this plan's TileChoices needs it: cleared below).
   choices.set_lopsided_tile(&v.spec);
   RearrangeVariant halved = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, search.volume,
                                        search.load_runs, search.aspect, narrow_micro_tiles);
