@@ -1253,6 +1253,36 @@ TEST_CASE("a destination chain passes B's first dims only in B's order, at every
   CHECK(passing_candidates > 0);
 }
 
+TEST_CASE("lopsided tiles halved into 128-thread blocks and passing tiles over destination runs under 128 bytes "
+          "match the naive copy at every alignment, default and exact") {
+  std::mt19937_64 rng(20261201);
+  const std::vector<PermuteCase> halved = {
+      {{2100, 3, 10}, {2, 1, 0}, 1},   // u8 512 x 30 -> 256 x 30, linear loads
+      {{7, 22, 1100}, {0, 2, 1}, 1},   // u8 22 x 512 -> 22 x 256, linear stores
+      {{4200, 3, 10}, {2, 1, 0}, 2},   // f16 512 x 30 -> 256 x 30, micro-tiles both ways
+      {{3, 22, 4200}, {0, 2, 1}, 2},   // f16 22 x 512, linear stores of rotated spans
+      {{1100, 3, 5}, {2, 1, 0}, 8},    // f64 256 x 15 -> 128 x 15
+      {{3, 10, 1100}, {0, 2, 1}, 8},   // f64 transpose 10 x 256 -> 10 x 128
+  };
+  for (const PermuteCase& c : halved) {
+    const plan::RearrangeSpec s = aligned_spec(c);
+    INFO("elem " << c.elem << ", shape " << c.shape[0] << " x " << c.shape[1] << " x " << c.shape[2]);
+    CHECK(s.threads == 128);
+    CHECK(std::max(s.tile_a, s.tile_b) >= 8 * std::min(s.tile_a, s.tile_b));
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+  // A 2-unit A, then B's first dim of 17 f16 (68 bytes) or 40 u8 units (80 bytes) in dst.
+  const std::vector<PermuteCase> passing = {
+      {{3, 5, 2, 2, 9, 35, 6, 17}, {6, 4, 1, 3, 5, 0, 7, 2}, 2},
+      {{3, 5, 2, 2, 9, 35, 6, 40}, {6, 4, 1, 3, 5, 0, 7, 2}, 1},
+  };
+  for (const PermuteCase& c : passing) {
+    INFO("elem " << c.elem);
+    CHECK(aligned_spec(c).a_pass == c.shape.back());
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("tiles whose destination runs sit at odd places store aligned 16-byte vectors shifted out of the staged "
           "tile, at every destination alignment") {
   std::mt19937_64 rng(20261202);
