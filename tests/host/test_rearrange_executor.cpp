@@ -1260,7 +1260,7 @@ TEST_CASE("lopsided tiles halved into 128-thread blocks and passing tiles over d
       {{2100, 3, 10}, {2, 1, 0}, 1},   // u8 512 x 30 -> 256 x 30, linear loads
       {{7, 22, 1100}, {0, 2, 1}, 1},   // u8 22 x 512 -> 22 x 256, linear stores
       {{4200, 3, 10}, {2, 1, 0}, 2},   // f16 512 x 30 -> 256 x 30, micro-tiles both ways
-      {{3, 22, 4200}, {0, 2, 1}, 2},   // f16 22 x 512, linear stores of rotated spans
+      {{3, 22, 4200}, {0, 2, 1}, 2},   // f16 22 x 512 -> 22 x 256, linear stores of rotated spans
       {{1100, 3, 5}, {2, 1, 0}, 8},    // f64 256 x 15 -> 128 x 15
       {{3, 10, 1100}, {0, 2, 1}, 8},   // f64 transpose 10 x 256 -> 10 x 128
   };
