@@ -572,6 +572,24 @@ TEST_CASE("tiles: A's chain passes B's first dim over destination runs under 128
   CHECK(a_pass(12, DType::f32) == 0);   // 96 bytes
 }
 
+TEST_CASE("tiles: B's chain passes A's second dim where B's first dim is short, in units of up to 4 bytes") {
+  // [4, 50, 44, 18, 11, 11, 5, 2] 5,7,2,4,0,1,6,3: B's first dim holds 2 units, and A's second dim (5
+  // units, after A's first of 18) continues it in the source. A tile holds 90 A units per B index.
+  auto plan_of = [](DType dtype) {
+    return aligned(permute_plan({4, 50, 44, 18, 11, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, dtype)).spec;
+  };
+  for (DType dtype : {DType::u8, DType::f16, DType::f32}) {
+    const plan::RearrangeSpec s = plan_of(dtype);
+    INFO("unit " << s.unit_bytes);
+    CHECK(s.b_chain == 2);
+    CHECK(s.dims_b == 3);
+  }
+  // 8-byte units keep B's one dim (and its 2-unit loads).
+  const plan::RearrangeSpec wide = plan_of(DType::f64);
+  CHECK(wide.b_chain == 0);
+  CHECK(wide.dims_b == 1);
+}
+
 TEST_CASE("families: f32 transposes with odd pitches take tiles of skewed 16-byte stores; skewed tiles are a "
           "tuning candidate") {
   // Odd pitches on both sides ([195, 1025641], [1021, 1029]) or in the destination ([1025641, 195],

@@ -935,7 +935,7 @@ TEST_CASE("small whole tiles of many small dims take slab dims and fixed tables,
       {{3, 4, 2, 5, 5, 7, 5, 4}, {6, 3, 1, 4, 2, 7, 5, 0}, 1},
       {{2, 5, 6, 4, 2, 4, 2, 2, 4}, {5, 1, 0, 6, 4, 7, 8, 3, 2}, 2},
       {{3, 3, 3, 6, 7, 3, 2, 4, 4}, {7, 0, 3, 1, 5, 6, 2, 8, 4}, 2},
-      {{5, 2, 6, 6, 2, 6, 2, 5}, {5, 0, 4, 1, 7, 6, 2, 3}, 4},
+      {{2, 5, 6, 2, 4, 2, 4, 6}, {0, 3, 5, 2, 7, 4, 6, 1}, 4},
   };
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
@@ -1279,6 +1279,23 @@ TEST_CASE("lopsided tiles halved into 128-thread blocks and passing tiles over d
   for (const PermuteCase& c : passing) {
     INFO("elem " << c.elem);
     CHECK(aligned_spec(c).a_pass == c.shape.back());
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
+TEST_CASE("tiles whose B chain passes A's second dim past a short first B dim match the naive copy at every "
+          "alignment, default and exact") {
+  std::mt19937_64 rng(20261203);
+  // B's first dim of 2 units, continued in the source by A's second dim (5 units) past A's first (18).
+  const std::vector<PermuteCase> cases = {
+      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 1},
+      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 2},
+      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 4},
+      {{5, 3, 9, 75, 8, 5}, {3, 2, 5, 0, 4, 1}, 1},  // B's first dim of 5 units, A's second of 8
+  };
+  for (const PermuteCase& c : cases) {
+    INFO("elem " << c.elem << ", rank " << c.shape.size());
+    CHECK(aligned_spec(c).b_chain == c.shape.back());
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
 }

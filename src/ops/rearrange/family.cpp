@@ -924,6 +924,19 @@ std::int64_t tile_side_a(std::int64_t volume, int aspect) {
   return aspect >= 0 ? square << aspect : std::max<std::int64_t>(1, square >> -aspect);
 }
 
+// Units of A's first dims that B's chain may pass (Passing::b_through_a): a tile side, or in units of
+// up to 4 bytes, where B's first dim is shorter, the units a tile holds per index of that dim. Such
+// a tile gives A the rest of its volume anyway (2048 x 2 units), and a side of 64 or 128 units kept
+// B's chain from A's second dim, which continued B in the source: loads of one unit or pair per
+// row. (H200, the 25 lines of seeds 5399-5418 it changed in 1- to 16-byte units: u8 (12) 49.7% ->
+// 52.9% of copy, f16 (6) 67.1% -> 69.2%, 8-byte units (4) 77.1% -> 65.6%, 1 up and 3 down. On the 44
+// lines of seeds 5419-5458 it changed, drawn after: u8 (15) 42.6% -> 48.9%, f16 (14) 66.9% -> 75.5%,
+// f32 (6) 71.6% -> 78.1%, 21 up and 7 down by 3 points or more; f16 [3,40,36,4,35,33,5,2]
+// 2,5,0,4,7,3,6,1 46% -> 81%. f64 (9) fell again, 87.8% -> 79.0%: 8- and 16-byte units keep a side.)
+std::int64_t b_through_a_bound(std::int64_t volume, std::int64_t side, std::int64_t b_extent, std::int64_t unit) {
+  return unit <= 4 ? std::max(side, volume / b_extent) : side;
+}
+
 TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
                          bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
                          bool load_runs, int aspect, bool skewed_loads, bool skewed_stores) {
@@ -937,8 +950,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   g.extent_b = dims[b_dim].extent;
 
   const std::int64_t side = tile_side_a(volume, aspect);
-  // A's chain may pass B's first dims of up to a tile side, and B's chain A's; tiles along the other
-  // group then span them whole.
+  // A's chain may pass B's first dims of up to a tile side, and B's chain A's (b_through_a_bound);
+  // tiles along the other group then span them whole.
   const std::int64_t pass_b = passing == Passing::a_through_b ? side : 1;
   const std::int64_t passing_b = grow_a(dims, g, side, pass_b);
   // A passing tile balances its runs: destination runs of tile_a times the passed units against
@@ -948,7 +961,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
                           1, static_cast<std::int64_t>(std::sqrt(static_cast<double>(volume / passing_b)))))
                     : side;
   const std::int64_t target_b = volume / std::min(g.extent_a, a_side);
-  const std::int64_t passed_a = grow_b(dims, g, target_b, passing == Passing::b_through_a ? side : 1);
+  const std::int64_t pass_a =
+      passing == Passing::b_through_a ? b_through_a_bound(volume, side, g.extent_b, unit) : 1;
+  const std::int64_t passed_a = grow_b(dims, g, target_b, pass_a);
   // With `whole_groups`, a group up to twice its target is one whole tile (no partial tiles);
   // otherwise tiles are powers of two, shrunk in whole 16-byte vectors to split the group evenly
   // where they would leave 30% of its tiles' slots idle (even_tile).
