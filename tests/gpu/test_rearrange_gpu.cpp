@@ -615,10 +615,11 @@ TEST_CASE("rearrange: tiles whose source chain passes A's first dims, at every p
       {{4, 5, 5, 2, 2, 3, 6, 2, 4, 9, 2, 13, 3, 2, 2}, {4, 1, 7, 6, 3, 8, 11, 0, 14, 5, 9, 10, 2, 13, 12}, DType::bf16},
       {{3, 13, 4, 7, 18, 5, 2, 2}, {5, 4, 7, 1, 0, 2, 6, 3}, DType::u8},
       {{2, 2, 24, 18, 22, 3, 3, 2, 3, 20, 2, 2}, {9, 7, 0, 3, 8, 11, 1, 4, 2, 5, 10, 6}, DType::u8},
-      // B's first dim of 2 or 5 units, continued in the source by A's second dim.
-      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, DType::f16},
-      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, DType::f32},
-      {{5, 3, 9, 75, 8, 5}, {3, 2, 5, 0, 4, 1}, DType::u8},
+      // B's first dim of 2 or 3 units, its chain passing more A units than a tile side.
+      {{7, 18, 4, 9, 3, 2}, {5, 2, 0, 4, 1, 3}, DType::u8},
+      {{20, 5, 7, 9, 11, 3}, {5, 2, 3, 1, 4, 0}, DType::u8},
+      {{6, 5, 18, 8, 11, 2}, {3, 0, 5, 1, 4, 2}, DType::f16},
+      {{4, 18, 5, 20, 6, 2}, {5, 2, 3, 0, 4, 1}, DType::f32},
   };
   for (const PermuteCase& c : cases) {
     const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);

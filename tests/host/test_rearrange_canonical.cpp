@@ -574,7 +574,8 @@ TEST_CASE("tiles: A's chain passes B's first dim over destination runs under 128
 
 TEST_CASE("tiles: B's chain passes A's second dim where B's first dim is short, in units of up to 4 bytes") {
   // [4, 50, 44, 18, 11, 11, 5, 2] 5,7,2,4,0,1,6,3: B's first dim holds 2 units, and A's second dim (5
-  // units, after A's first of 18) continues it in the source. A tile holds 90 A units per B index.
+  // units, after A's first of 18) continues it in the source: B's chain passes 18 x 5 = 90 A units,
+  // more than the side (64 units) of the volume the tile fits in.
   auto plan_of = [](DType dtype) {
     return aligned(permute_plan({4, 50, 44, 18, 11, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, dtype)).spec;
   };

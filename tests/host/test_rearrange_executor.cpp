@@ -1283,19 +1283,23 @@ TEST_CASE("lopsided tiles halved into 128-thread blocks and passing tiles over d
   }
 }
 
-TEST_CASE("tiles whose B chain passes A's second dim past a short first B dim match the naive copy at every "
+TEST_CASE("tiles whose B chain passes A's first dims past a short first B dim match the naive copy at every "
           "alignment, default and exact") {
   std::mt19937_64 rng(20261203);
-  // B's first dim of 2 units, continued in the source by A's second dim (5 units) past A's first (18).
+  // B's first dim of 2 or 3 units, continued in the source by an A dim past A's first: the chain
+  // passes more A units than a tile side, which kept these tiles to a one-dim B before.
   const std::vector<PermuteCase> cases = {
-      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 1},
-      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 2},
-      {{2, 3, 5, 18, 3, 11, 5, 2}, {5, 7, 2, 4, 0, 1, 6, 3}, 4},
-      {{5, 3, 9, 75, 8, 5}, {3, 2, 5, 0, 4, 1}, 1},  // B's first dim of 5 units, A's second of 8
+      {{7, 18, 4, 9, 3, 2}, {5, 2, 0, 4, 1, 3}, 1},
+      {{20, 5, 7, 9, 11, 3}, {5, 2, 3, 1, 4, 0}, 1},
+      {{6, 5, 18, 8, 11, 2}, {3, 0, 5, 1, 4, 2}, 2},
+      {{4, 18, 5, 20, 6, 2}, {5, 2, 3, 0, 4, 1}, 4},
   };
   for (const PermuteCase& c : cases) {
-    INFO("elem " << c.elem << ", rank " << c.shape.size());
-    CHECK(aligned_spec(c).b_chain == c.shape.back());
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO("elem " << c.elem << ", " << plan::candidate_name(v) << ", passes " << passed_a_units(v));
+    CHECK(v.spec.b_chain == c.shape.back());  // the source's innermost dim
+    CHECK(passed_a_units(v) > 64);
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
 }

@@ -925,13 +925,15 @@ std::int64_t tile_side_a(std::int64_t volume, int aspect) {
 }
 
 // Units of A's first dims that B's chain may pass (Passing::b_through_a): a tile side, or in units of
-// up to 4 bytes, where B's first dim is shorter, the units a tile holds per index of that dim. Such
-// a tile gives A the rest of its volume anyway (2048 x 2 units), and a side of 64 or 128 units kept
-// B's chain from A's second dim, which continued B in the source: loads of one unit or pair per
-// row. (H200, the 25 lines of seeds 5399-5418 it changed in 1- to 16-byte units: u8 (12) 49.7% ->
-// 52.9% of copy, f16 (6) 67.1% -> 69.2%, 8-byte units (4) 77.1% -> 65.6%, 1 up and 3 down. On the 44
-// lines of seeds 5419-5458 it changed, drawn after: u8 (15) 42.6% -> 48.9%, f16 (14) 66.9% -> 75.5%,
-// f32 (6) 71.6% -> 78.1%, 21 up and 7 down by 3 points or more; f16 [3,40,36,4,35,33,5,2]
+// up to 4 bytes the units a tile holds per index of B's first dim, where that is more. A tile whose
+// B is one short dim gives A the rest of its volume anyway (2048 x 2 units of 1 or 2 bytes), and the
+// side kept B's chain from an A dim that continued B in the source after A dims of more than a side:
+// loads of one unit or pair per source row. A passing search may now aim at tiles too large to fit;
+// at the smaller volumes it then tries it may pass nothing and return that volume's plain tile.
+// (H200, the 25 lines of seeds 5399-5418 it changed: u8 (12) 49.7% -> 52.9% of copy, f16 (6) 67.1%
+// -> 69.2%, 4- and 16-byte units (3) 79.6% -> 75.4%, 8-byte units (4) 77.1% -> 65.6%. On the 44 lines
+// of seeds 5419-5458 it changed, drawn after: u8 (15) 42.6% -> 48.9%, f16 (14) 66.9% -> 75.5%, f32
+// (6) 71.6% -> 78.1%, 21 up and 7 down by 3 points or more; f16 [3,40,36,4,35,33,5,2]
 // 2,5,0,4,7,3,6,1 46% -> 81%. f64 (9) fell again, 87.8% -> 79.0%: 8- and 16-byte units keep a side.
 // On the 64 lines of seeds 5459-5518 that this rule changes, drawn after: 56.2% -> 63.6%, 36 up and 19
 // down; the falls mostly where B already held several dims.)
