@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares two builds of rearrange_bench on the same lines, as ratios to the copy of their own run.
 
-Each build's logs (`rearrange_bench --cases-dir DIR ... > LOG`) are rounds of the same lines, best taken
+Each build's logs (`rearrange_bench --cases-dir DIR ... > LOG`) are rounds of the same lines, best run
 alternating with the other build's in one device call. A line's ratio is the mean of its rounds. Prints,
 per element size and for all lines, the geometric means before and after and the lines that moved by
 `--points` points of copy or more each way, then the copy bandwidth range of both builds. Lines that a
