@@ -661,34 +661,51 @@ bool keeps_blocks(int bytes, int current_bytes, int threads) {
          });
 }
 
-// Where linear stores read tile offset l in shared memory: sj_rotated in the tiled template.
+// Where linear stores read tile offset l in shared memory: sj_rotated in the tiled template. Spans
+// and store vectors are powers of two (rotate_store_vectors), so shifts and masks place it.
 int rotated_place(const RearrangeSpec& s, int l) {
   if (s.rotate_span == 0) return l;
-  const int vectors = s.rotate_span / s.store_linear, span = l / s.rotate_span;
-  return span * s.rotate_span + (l % s.rotate_span / s.store_linear + span) % vectors * s.store_linear +
-         l % s.store_linear;
+  const int span_shift = std::countr_zero(static_cast<unsigned>(s.rotate_span));
+  const int vector_shift = std::countr_zero(static_cast<unsigned>(s.store_linear));
+  const int span = l >> span_shift, vector_in_span = (l & (s.rotate_span - 1)) >> vector_shift;
+  const int vectors_mask = (s.rotate_span >> vector_shift) - 1;
+  return (span << span_shift) + (((vector_in_span + span) & vectors_mask) << vector_shift) +
+         (l & (s.store_linear - 1));
 }
 
-// Shared-memory position of tile unit (a, b) in a tile of linear stores: rows back to back, A's
-// chain passing B's first units where a_pass is set (sj_smem_pos).
-int linear_staged_position(const RearrangeSpec& s, int a, int b) {
-  if (s.a_pass == 0) return rotated_place(s, b * s.pitch + a);
+// Tile offset of unit (a, b) in a tile of linear stores, before rotate_span's rotation: rows back to
+// back, A's chain passing B's first units where a_pass is set (sj_smem_pos).
+int linear_staged_offset(const RearrangeSpec& s, int a, int b) {
+  if (s.a_pass == 0) return b * s.pitch + a;
   const int a_low = a % s.a_chain, b_low = b % s.a_pass;
-  return rotated_place(s, a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low));
+  return a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low);
 }
 
-// Wavefronts of a linear-store tile's first warp: its staging writes (each micro-tile's first row)
-// and its stores' reads.
-int linear_store_wavefronts(const RearrangeSpec& s) {
-  const int micro_b = s.tile_b / s.vec_b, micro = s.tile_a / s.vec_a * micro_b;
+// A linear-store tile's first warp, as tile offsets before rotation: its staging writes (each
+// micro-tile's first row) and its stores' reads. They do not depend on rotate_span, which
+// rotate_store_vectors searches.
+struct LinearStoreWarp {
   int writes[32], reads[32];
-  const int write_lanes = std::min(32, micro);
-  for (int m = 0; m < write_lanes; ++m)
-    writes[m] = linear_staged_position(s, m / micro_b * s.vec_a, m % micro_b * s.vec_b) * s.unit_bytes;
-  const int read_lanes = std::min(32, s.tile_a * s.tile_b / s.store_linear);
-  for (int k = 0; k < read_lanes; ++k) reads[k] = rotated_place(s, k * s.store_linear) * s.unit_bytes;
-  return warp_wavefronts(writes, write_lanes, s.vec_a * s.unit_bytes) +
-         warp_wavefronts(reads, read_lanes, s.store_linear * s.unit_bytes);
+  int write_lanes, read_lanes;
+};
+LinearStoreWarp linear_store_warp(const RearrangeSpec& s) {
+  const int micro_b = s.tile_b / s.vec_b, micro = s.tile_a / s.vec_a * micro_b;
+  LinearStoreWarp w;
+  w.write_lanes = std::min(32, micro);
+  for (int m = 0; m < w.write_lanes; ++m)
+    w.writes[m] = linear_staged_offset(s, m / micro_b * s.vec_a, m % micro_b * s.vec_b);
+  w.read_lanes = std::min(32, s.tile_a * s.tile_b / s.store_linear);
+  for (int k = 0; k < w.read_lanes; ++k) w.reads[k] = k * s.store_linear;
+  return w;
+}
+
+// Wavefronts of that warp's shared-memory accesses at s's rotation.
+int linear_store_wavefronts(const RearrangeSpec& s, const LinearStoreWarp& warp) {
+  int writes[32], reads[32];
+  for (int m = 0; m < warp.write_lanes; ++m) writes[m] = rotated_place(s, warp.writes[m]) * s.unit_bytes;
+  for (int k = 0; k < warp.read_lanes; ++k) reads[k] = rotated_place(s, warp.reads[k]) * s.unit_bytes;
+  return warp_wavefronts(writes, warp.write_lanes, s.vec_a * s.unit_bytes) +
+         warp_wavefronts(reads, warp.read_lanes, s.store_linear * s.unit_bytes);
 }
 
 // Tiles of linear stores keep their rows back to back, so a warp's staging writes may fall a multiple
@@ -701,12 +718,13 @@ int linear_store_wavefronts(const RearrangeSpec& s) {
 void rotate_store_vectors(RearrangeSpec& s) {
   s.rotate_span = 0;
   if (s.store_linear % s.vec_a != 0 || !std::has_single_bit(static_cast<unsigned>(s.store_linear))) return;
-  int best = linear_store_wavefronts(s);
+  const LinearStoreWarp warp = linear_store_warp(s);
+  int best = linear_store_wavefronts(s, warp);
   RearrangeSpec candidate = s;
   for (int span = 2 * s.store_linear; span <= 64 * s.store_linear; span *= 2) {
     if (s.tile_a * s.tile_b % span != 0) continue;
     candidate.rotate_span = span;
-    if (const int w = linear_store_wavefronts(candidate); w < best) {
+    if (const int w = linear_store_wavefronts(candidate, warp); w < best) {
       best = w;
       s.rotate_span = span;
     }
