@@ -112,6 +112,32 @@ TEST_CASE("tiles whose registers spill compile to their low-register variant whe
   CHECK(relieved >= 1);  // the second compile ran
 }
 
+TEST_CASE("gathering runs tiles of more than 8 KiB compile for sm_80 and sm_90 without spilling") {
+  // Twice the loads and stores per thread of an 8 KiB tile, at three blocks per SM: u8 tiles of 11,842
+  // and 14,268 bytes, an f16 tile of 13,608 bytes.
+  const std::vector<std::tuple<std::vector<std::int64_t>, std::vector<int>, int>> cases = {
+      {{3, 5921, 2}, {0, 2, 1}, 1},
+      {{4, 37, 3567, 4}, {3, 1, 0, 2}, 1},
+      {{2, 6, 11, 189, 9}, {0, 2, 1, 4, 3}, 2},
+  };
+  for (const auto& [shape, perm, elem] : cases) {
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(permute(shape, perm, elem), 0);
+    INFO(plan::kernel_label(v.spec, v.args));
+    REQUIRE(v.spec.family == RearrangeFamily::runs);
+    std::int64_t bytes = v.spec.unit_bytes;
+    for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
+    CHECK(v.spec.gather_stores);
+    CHECK(bytes > 8192);
+    const jit::Program program = codegen::rearrange_program(v, "test");
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      INFO(arch);
+      int spilled = -1;
+      jit::compile_to_cubin(program.source, arch, program.options, program.label, &spilled);
+      CHECK(spilled == 0);
+    }
+  }
+}
+
 TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 and sm_90") {
   std::map<std::string, plan::RearrangeVariant> variants;  // by specialization key
   std::set<std::tuple<RearrangeFamily, int, bool>> covered;

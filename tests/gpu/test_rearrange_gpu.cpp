@@ -978,6 +978,26 @@ TEST_CASE("rearrange: runs tiles that gather their stores from staged source run
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5113, "runs");
 }
 
+TEST_CASE("rearrange: gathering runs tiles of more than 8 KiB, at every pointer misalignment" * test::gpu_only()) {
+  // Lines of seeds 5539-5618, scaled down: a source run of one long dim over a short destination dim,
+  // a destination run of one dim inside a source run of two, f16 runs of a long and a short dim.
+  const std::vector<PermuteCase> cases = {
+      {{300, 5921, 2}, {0, 2, 1}, DType::u8},
+      {{20, 7, 265, 43}, {3, 1, 0, 2}, DType::u8},
+      {{6, 6, 11, 189, 9}, {0, 2, 1, 4, 3}, DType::f16},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    std::int64_t bytes = v.spec.unit_bytes;
+    for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
+    CHECK(v.spec.family == plan::RearrangeFamily::runs);
+    CHECK(v.spec.gather_stores);
+    CHECK(bytes > 8192);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::runs}, 5539, "runs tiles of more than 8 KiB");
+}
+
 TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a store vector, exact at every pointer "
           "misalignment" *
           test::gpu_only()) {

@@ -351,6 +351,52 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
   CHECK(launches - gathering >= 20);
 }
 
+// Bytes of a runs tile: its unit times its dims' tile extents.
+std::int64_t runs_tile_bytes(const plan::RearrangeVariant& v) {
+  std::int64_t bytes = v.spec.unit_bytes;
+  for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
+  return bytes;
+}
+
+TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that scatter their loads up to 8 KiB; both "
+          "match the naive copy at every alignment") {
+  std::mt19937_64 rng(20261202);
+  // Scaled-down lines of seeds 5539-5618 whose gathering tiles pass 8 KiB: a source run of one long dim
+  // over a short destination dim ([3, 5921, 2]), a destination run of one dim inside a source run of
+  // two ([2, 7, 265, 43]), and f16 runs of a long and a short dim on each side.
+  const std::vector<PermuteCase> gathering = {
+      {{3, 5921, 2}, {0, 2, 1}, 1},
+      {{2, 7, 265, 43}, {3, 1, 0, 2}, 1},
+      {{2, 6, 11, 189, 9}, {0, 2, 1, 4, 3}, 2},
+  };
+  // A scattering tile that 16 KiB would take to 45 x 276 units.
+  const PermuteCase scattering = {{2, 45, 1101}, {0, 2, 1}, 1};
+  for (const PermuteCase& c : gathering) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(p, 16);
+    INFO("candidate " << plan::candidate_name(v));
+    REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
+    CHECK(v.spec.gather_stores);
+    CHECK(runs_tile_bytes(v) > 8192);
+    CHECK(runs_tile_bytes(v) <= 16384);
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    for (std::size_t src_align : {16, 1, 2, 3})
+      for (std::size_t dst_align : {16, 1, 2, 3}) {
+        if ((src_align % c.elem != 0 && src_align != 16) || (dst_align % c.elem != 0 && dst_align != 16)) continue;
+        INFO("source aligned to " << src_align << ", destination to " << dst_align);
+        check_variant_at(p, v, dst, view, src_align, dst_align, rng);
+      }
+    check_permute(c, rng, true);
+  }
+  const plan::RearrangeVariant& v = plan::variant_for_pointers(plan_of(scattering), 16);
+  INFO("candidate " << plan::candidate_name(v));
+  REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
+  CHECK(!v.spec.gather_stores);
+  CHECK(runs_tile_bytes(v) <= 8192);
+  check_permute(scattering, rng, false);
+}
+
 TEST_CASE("gathering runs tiles of destination rows shorter than a store vector step to each unit's staged place, "
           "at every alignment") {
   std::mt19937_64 rng(20261201);

@@ -2339,6 +2339,13 @@ RearrangeVariant plan_words(const CanonicalForm& form, const Groups& g, bool exa
 // ---- runs -----------------------------------------------------------------------------------
 
 constexpr std::int64_t kRunsTileBytes = 8192;
+// Runs tiles that gather their stores may hold twice as much: their runs on both sides lengthen, a
+// source run often by a whole dim, where tiles whose loads scatter lost. (H200, the 49 u8/f16 lines of
+// seeds 5519-5538 whose plans 16 KiB runs tiles change: the 41 that gather 46.2% -> 53.7% of copy, 32
+// up and 2 down by 3 points or more; the 8 whose loads scatter 30.8% -> 23.1%, 7 down. On the 62 lines of
+// seeds 5539-5618 it changes, drawn after: u8 (44) 41.4% -> 51.4%, f16 (18) 56.5% -> 64.4%, 56 up and
+// 1 down; u8 [12,23,4,7,40,27,21] 3,6,0,4,2,5,1 23% -> 54%.)
+constexpr std::int64_t kGatheringRunsTileBytes = 16384;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
 
 // The dims contiguous on one side starting at its unit-stride dim, innermost first.
@@ -2478,9 +2485,10 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
   const std::int64_t unit = form.unit_bytes;
   if (unit > kWordBytes) return std::nullopt;
   const Chains chains = {contiguous_chain(dims, false), contiguous_chain(dims, true)};
-  for (std::int64_t budget = kRunsTileBytes / unit; budget >= 256; budget /= 2) {
+  for (std::int64_t budget = kGatheringRunsTileBytes / unit; budget >= 256; budget /= 2) {
     const RunsTile tile = choose_runs(dims, chains, unit, budget);
     if (tile.dst_run.empty() || tile.src_run.empty()) return std::nullopt;
+    if (budget * unit > kRunsTileBytes && !runs_gather_stores(tile)) continue;
 
     std::vector<std::size_t> order;  // kernel order of the tile dims
     for (std::size_t i = 0; i < dims.size(); ++i)
