@@ -1039,7 +1039,8 @@ TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scatt
   // 1-byte units. Gathering tiles whose destination rows hold a store vector or more (one crossing
   // per vector: [5, 3, 116, 71, 11], rows of 51 with carries over four dims, f16 rows of 13 and 12,
   // 4-byte units of two f16) or fewer (rows of 9 bytes, f16 rows of 7 and 3), and
-  // scattering tiles in 1-, 2- and 4-byte units.
+  // scattering tiles in 1-, 2- and 4-byte units ([13, 19, 8, 133, 65] in u8, [2, 45, 1101] in f16
+  // and f32, whose tiles of up to 16 KiB would scatter too).
   const std::vector<PermuteCase> cases = {
       {{5, 3, 116, 71, 11}, {2, 4, 1, 0, 3}, DType::u8},
       {{4, 2, 4, 10, 5, 51, 13}, {3, 0, 4, 2, 1, 6, 5}, DType::u8},
@@ -1052,6 +1053,8 @@ TEST_CASE("rearrange: runs tiles among the tuning candidates, gathering or scatt
       {{16, 39, 5, 38}, {1, 2, 0, 3}, DType::f16},
       {{63, 12, 6, 57, 57}, {2, 3, 1, 4, 0}, DType::f16},
       {{40, 2, 35, 3, 4, 5, 3, 36}, {6, 3, 4, 5, 1, 0, 7, 2}, DType::f32},
+      {{2, 45, 1101}, {0, 2, 1}, DType::f16},
+      {{2, 45, 1101}, {0, 2, 1}, DType::f32},
   };
   std::uint64_t seed = 5119;
   std::set<std::pair<int, bool>> kinds;  // (unit bytes, gathering) of the runs tiles launched

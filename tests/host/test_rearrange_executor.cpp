@@ -478,8 +478,11 @@ TEST_CASE("tiles of 2-byte units that load and store single units take runs tile
     check_permute(c, rng, false);
     check_permute(c, rng, true);
   }
-  // f16 [6, 15, 4, 65, 7] 4,2,0,3,1: its runs tile would scatter its loads, so it keeps the tile.
-  const plan::RearrangeSpec kept = aligned_spec({{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2});
+  // f16 [6, 15, 4, 165, 7] 4,2,0,3,1: its runs tile would scatter its loads, so it keeps the tile.
+  // ([6, 15, 4, 65, 7], whose runs tile of up to 16 KiB gathers, takes it.)
+  const plan::RearrangeSpec taken = aligned_spec({{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2});
+  CHECK((taken.family == plan::RearrangeFamily::runs && taken.gather_stores));
+  const plan::RearrangeSpec kept = aligned_spec({{6, 15, 4, 165, 7}, {4, 2, 0, 3, 1}, 2});
   CHECK((kept.family == plan::RearrangeFamily::packed && kept.vec_a == 1 && kept.vec_b == 1));
 }
 
