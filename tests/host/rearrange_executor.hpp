@@ -25,6 +25,13 @@ int tiled_smem_pos(const plan::RearrangeSpec& s, int a, int b);
 /// The shared-memory place of the unit a tiled kernel's linear stores read at tile offset l.
 int tiled_rotated(const plan::RearrangeSpec& s, int l);
 
+/// Bytes of a runs variant's tile: its unit times its dims' tile extents.
+inline std::int64_t runs_tile_bytes(const plan::RearrangeVariant& v) {
+  std::int64_t bytes = v.spec.unit_bytes;
+  for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
+  return bytes;
+}
+
 /// Launches the plan on the CPU as RearrangePlan::launch does on the GPU, for base pointers
 /// whose addresses OR'ed together are `address_bits` (this picks the alignment variant).
 void execute_plan(const plan::RearrangePlanData& plan, std::uint8_t* dst, const std::uint8_t* src,

@@ -351,13 +351,6 @@ TEST_CASE("runs tiles, gathering stores or scattering loads, match the naive cop
   CHECK(launches - gathering >= 20);
 }
 
-// Bytes of a runs tile: its unit times its dims' tile extents.
-std::int64_t runs_tile_bytes(const plan::RearrangeVariant& v) {
-  std::int64_t bytes = v.spec.unit_bytes;
-  for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
-  return bytes;
-}
-
 TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that scatter their loads up to 8 KiB; both "
           "match the naive copy at every alignment") {
   std::mt19937_64 rng(20261202);
@@ -377,8 +370,8 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
     INFO("candidate " << plan::candidate_name(v));
     REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
     CHECK(v.spec.gather_stores);
-    CHECK(runs_tile_bytes(v) > 8192);
-    CHECK(runs_tile_bytes(v) <= 16384);
+    CHECK(test::runs_tile_bytes(v) > 8192);
+    CHECK(test::runs_tile_bytes(v) <= 16384);
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
     for (std::size_t src_align : {16, 1, 2, 3})
@@ -393,7 +386,7 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
   INFO("candidate " << plan::candidate_name(v));
   REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
   CHECK(!v.spec.gather_stores);
-  CHECK(runs_tile_bytes(v) <= 8192);
+  CHECK(test::runs_tile_bytes(v) <= 8192);
   check_permute(scattering, rng, false);
 }
 

@@ -681,13 +681,14 @@ int linear_staged_offset(const RearrangeSpec& s, int a, int b) {
   return a_low + s.a_chain * b_low + s.a_pass * (a - a_low) + s.tile_a * (b - b_low);
 }
 
-// A linear-store tile's first warp, as tile offsets before rotation: its staging writes (each
-// micro-tile's first row) and its stores' reads. They do not depend on rotate_span, which
-// rotate_store_vectors searches.
+// A linear-store tile's first warp: the tile offsets of its staging writes (each micro-tile's first
+// row) before rotation, which do not depend on rotate_span (rotate_store_vectors searches it), and
+// its stores' lanes.
 struct LinearStoreWarp {
-  int writes[32], reads[32];
+  int writes[32];
   int write_lanes, read_lanes;
 };
+
 LinearStoreWarp linear_store_warp(const RearrangeSpec& s) {
   const int micro_b = s.tile_b / s.vec_b, micro = s.tile_a / s.vec_a * micro_b;
   LinearStoreWarp w;
@@ -695,15 +696,15 @@ LinearStoreWarp linear_store_warp(const RearrangeSpec& s) {
   for (int m = 0; m < w.write_lanes; ++m)
     w.writes[m] = linear_staged_offset(s, m / micro_b * s.vec_a, m % micro_b * s.vec_b);
   w.read_lanes = std::min(32, s.tile_a * s.tile_b / s.store_linear);
-  for (int k = 0; k < w.read_lanes; ++k) w.reads[k] = k * s.store_linear;
   return w;
 }
 
-// Wavefronts of that warp's shared-memory accesses at s's rotation.
+// Wavefronts of that warp's staging writes and its stores' reads (lane k reads tile offset k *
+// store_linear) at s's rotation.
 int linear_store_wavefronts(const RearrangeSpec& s, const LinearStoreWarp& warp) {
   int writes[32], reads[32];
   for (int m = 0; m < warp.write_lanes; ++m) writes[m] = rotated_place(s, warp.writes[m]) * s.unit_bytes;
-  for (int k = 0; k < warp.read_lanes; ++k) reads[k] = rotated_place(s, warp.reads[k]) * s.unit_bytes;
+  for (int k = 0; k < warp.read_lanes; ++k) reads[k] = rotated_place(s, k * s.store_linear) * s.unit_bytes;
   return warp_wavefronts(writes, warp.write_lanes, s.vec_a * s.unit_bytes) +
          warp_wavefronts(reads, warp.read_lanes, s.store_linear * s.unit_bytes);
 }
@@ -2344,7 +2345,10 @@ constexpr std::int64_t kRunsTileBytes = 8192;
 // seeds 5519-5538 whose plans 16 KiB runs tiles change: the 41 that gather 46.2% -> 53.7% of copy, 32
 // up and 2 down by 3 points or more; the 8 whose loads scatter 30.8% -> 23.1%, 7 down. On the 62 lines of
 // seeds 5539-5618 it changes, drawn after: u8 (44) 41.4% -> 51.4%, f16 (18) 56.5% -> 64.4%, 56 up and
-// 1 down; u8 [12,23,4,7,40,27,21] 3,6,0,4,2,5,1 23% -> 54%.)
+// 1 down; u8 [12,23,4,7,40,27,21] 3,6,0,4,2,5,1 23% -> 54%. Measured at 16-byte aligned pointers.
+// Unmeasured: tiles of 4-byte units (of 628 f32 lines, it changes the plan of 2 for pointers aligned
+// to 4 bytes, none at 16), and the plans of wider elements at pointers that fold them into 1- or
+// 2-byte units, which change as u8 and f16 plans do.)
 constexpr std::int64_t kGatheringRunsTileBytes = 16384;
 constexpr int kRunsMaxTileDims = 8;  // src_order holds 4 bits per tile dim
 
