@@ -2343,9 +2343,9 @@ constexpr std::int64_t kRunsTileBytes = 8192;
 // Runs tiles that gather their stores may hold twice as much: their runs on both sides lengthen, a
 // source run often by a whole dim, where tiles whose loads scatter lost. (H200, the 49 u8/f16 lines of
 // seeds 5519-5538 whose plans 16 KiB runs tiles change: the 41 that gather 46.2% -> 53.7% of copy, 32
-// up and 2 down by 3 points or more; the 8 whose loads scatter 30.8% -> 23.1%, 7 down. On the 62 lines of
-// seeds 5539-5618 it changes, drawn after: u8 (44) 41.4% -> 51.4%, f16 (18) 56.5% -> 64.4%, 56 up and
-// 1 down; u8 [12,23,4,7,40,27,21] 3,6,0,4,2,5,1 23% -> 54%. Measured at 16-byte aligned pointers.
+// up and 2 down by 3 points or more; the 8 whose loads scatter 30.8% -> 23.1%, 7 down. On the 62 lines
+// of seeds 5539-5618 it changes, drawn after: u8 (44) 41.4% -> 51.4%, f16 (18) 56.5% -> 64.4%, 56 up
+// and 1 down; u8 [12,23,4,7,40,27,21] 3,6,0,4,2,5,1 23% -> 54%. Measured at 16-byte aligned pointers.
 // Unmeasured: tiles of 4-byte units (of 628 f32 lines, it changes the plan of 2 for pointers aligned
 // to 4 bytes, none at 16), and the plans of wider elements at pointers that fold them into 1- or
 // 2-byte units, which change as u8 and f16 plans do.)
