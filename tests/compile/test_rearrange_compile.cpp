@@ -114,7 +114,7 @@ TEST_CASE("tiles whose registers spill compile to their low-register variant whe
 }
 
 TEST_CASE("gathering runs tiles of more than 8 KiB compile for sm_80 and sm_90 without spilling") {
-  // Twice the loads and stores per thread of an 8 KiB tile, at three blocks per SM: u8 tiles of 11,842
+  // Up to twice the loads and stores per thread of an 8 KiB tile, at three blocks per SM: u8 tiles of 11,842
   // and 14,268 bytes, an f16 tile of 13,608 bytes.
   const std::vector<std::tuple<std::vector<std::int64_t>, std::vector<int>, int>> cases = {
       {{3, 5921, 2}, {0, 2, 1}, 1},
