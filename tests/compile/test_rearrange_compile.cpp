@@ -256,6 +256,19 @@ TEST_CASE("every rearrange family, unit size and index width compiles for sm_80 
     REQUIRE(v != candidates.end());
     variants.emplace(plan::kernel_label(v->spec, v->args), *v);
   }
+  // Runs tiles whose two runs end on one dim tiled alike (tuning candidates): u8 [17, 151, 75, 12]
+  // 3,1,2,0 (one dim before it on each side), f16 with two before it in the destination.
+  for (const auto& [shape, perm, elem] :
+       {std::tuple{std::vector<std::int64_t>{17, 151, 75, 12}, std::vector<int>{3, 1, 2, 0}, 1},
+        std::tuple{std::vector<std::int64_t>{2, 7, 4, 3, 18, 24, 45}, std::vector<int>{0, 4, 6, 2, 5, 1, 3}, 2}}) {
+    const plan::RearrangePlanData p = permute(shape, perm, elem);
+    const std::vector<plan::RearrangeVariant> candidates = plan::tuning_candidates(p);
+    const auto v = std::find_if(candidates.begin(), candidates.end(),
+                                [](const plan::RearrangeVariant& c) { return test::runs_share_their_end(c.spec); });
+    INFO(plan::describe(p));
+    REQUIRE(v != candidates.end());
+    variants.emplace(plan::kernel_label(v->spec, v->args), *v);
+  }
   // Runs tiles that gather their stores: [outer, 3, 116, 171, 11] -> [116, 11, 3, outer, 171],
   // destination runs inside the source run of two dims, for 1-, 2- and 4-byte units, both index widths
   // and exact mode.

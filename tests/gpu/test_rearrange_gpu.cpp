@@ -996,6 +996,36 @@ TEST_CASE("rearrange: gathering runs tiles of more than 8 KiB, at every pointer 
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5539, "runs tiles");
 }
 
+TEST_CASE("rearrange: runs tiles whose two runs end on one dim tiled alike (a tuning candidate), exact at every "
+          "pointer misalignment" *
+          test::gpu_only()) {
+  // Lines of seeds 5519-5538 and 5619-5620, some scaled down: one dim before the shared one on each
+  // side (u8, f16, f32), several (u8 rank 8).
+  const std::vector<PermuteCase> cases = {
+      {{17, 651, 75, 12}, {3, 1, 2, 0}, DType::u8},
+      {{5, 11, 17, 10, 3, 2, 16, 3}, {3, 6, 5, 7, 1, 0, 4, 2}, DType::u8},
+      {{8, 7, 44, 3, 18, 24, 45}, {0, 4, 6, 2, 5, 1, 3}, DType::f16},
+      {{32, 62, 14, 2, 49, 37, 2}, {1, 3, 0, 6, 2, 5, 4}, DType::f32},
+  };
+  std::uint64_t seed = 5619;
+  int launches = 0;
+  for_each_candidate(cases, test::runs_share_their_end,
+                     [&](const auto& p, const auto& v, const TensorDesc& dst, const TensorDesc& view) {
+                       const std::size_t unit = static_cast<std::size_t>(v.spec.unit_bytes);
+                       for (std::size_t src_align : {16, 1, 2, 3})
+                         for (std::size_t dst_align : {16, 1, 2, 3}) {
+                           if ((src_align % unit != 0 && src_align != 16) || (dst_align % unit != 0 && dst_align != 16))
+                             continue;
+                           const std::string failure =
+                               check_variant_on_gpu(p, v, dst, view, src_align % 16, dst_align % 16, ++seed);
+                           CHECK_MESSAGE(failure.empty(), failure);
+                           ++launches;
+                         }
+                     });
+  MESSAGE(launches << " launches of runs tiles whose runs share their end");
+  CHECK(launches >= 16 + 16 + 4 + 4);
+}
+
 TEST_CASE("rearrange: gathering runs tiles of destination rows shorter than a store vector, exact at every pointer "
           "misalignment" *
           test::gpu_only()) {

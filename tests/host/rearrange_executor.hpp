@@ -32,6 +32,12 @@ inline std::int64_t runs_tile_bytes(const plan::RearrangeVariant& v) {
   return bytes;
 }
 
+/// Whether a runs spec's two runs end on one tile dim (tiled alike, along B only).
+inline bool runs_share_their_end(const plan::RearrangeSpec& s) {
+  return s.family == plan::RearrangeFamily::runs &&
+         s.dst_run_dims - 1 == ((s.src_order >> (4 * (s.src_run_dims - 1))) & 15);
+}
+
 /// Launches the plan on the CPU as RearrangePlan::launch does on the GPU, for base pointers
 /// whose addresses OR'ed together are `address_bits` (this picks the alignment variant).
 void execute_plan(const plan::RearrangePlanData& plan, std::uint8_t* dst, const std::uint8_t* src,

@@ -390,6 +390,46 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
   check_permute(scattering, rng, false);
 }
 
+TEST_CASE("runs tiles whose two runs end on one dim tiled alike (a tuning candidate) match the naive copy at every "
+          "alignment") {
+  std::mt19937_64 rng(20261203);
+  // Lines of seeds 5519-5538 and 5619-5620, scaled down, whose destination chain reaches a dim M after
+  // dims X.. and whose source chain reaches M after other dims Y..: one dim each before M (u8 [17,
+  // 151, 75, 12], M of 151 x 75 merged; f32; f16), several (u8 ranks 8 and 12: up to five before M).
+  const std::vector<PermuteCase> cases = {
+      {{17, 151, 75, 12}, {3, 1, 2, 0}, 1},
+      {{5, 11, 17, 10, 3, 2, 16, 3}, {3, 6, 5, 7, 1, 0, 4, 2}, 1},
+      {{2, 3, 2, 2, 18, 2, 3, 3, 3, 22, 2, 2}, {0, 2, 9, 5, 11, 6, 8, 1, 10, 3, 7, 4}, 1},
+      {{2, 7, 4, 3, 18, 24, 45}, {0, 4, 6, 2, 5, 1, 3}, 2},
+      {{5, 55, 12, 2, 125, 30}, {1, 3, 2, 5, 4, 0}, 2},
+      {{2, 6, 14, 2, 49, 37, 2}, {1, 3, 0, 6, 2, 5, 4}, 4},
+  };
+  int launches = 0;
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
+    const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
+    const plan::RearrangePlanData p = plan::plan_rearrange_data(dst, view, {});
+    int found = 0;
+    for (const plan::RearrangeVariant& v : plan::tuning_candidates(p)) {
+      if (!test::runs_share_their_end(v.spec)) continue;
+      ++found;
+      INFO("shape " << c.shape.size() << " dims, elem " << c.elem << ", candidate " << plan::candidate_name(v));
+      CHECK(v.spec.tile_a == v.spec.tile_b);
+      CHECK(!v.spec.bounds);
+      CHECK(v.args.tiles_y.value == 1);
+      CHECK(test::runs_tile_bytes(v) <= 16384);
+      for (std::size_t src_align : {16, 1, 2, 3})
+        for (std::size_t dst_align : {16, 1, 2, 3}) {
+          if ((src_align % c.elem != 0 && src_align != 16) || (dst_align % c.elem != 0 && dst_align != 16)) continue;
+          INFO("source aligned to " << src_align << ", destination to " << dst_align);
+          launches += check_variant_at(p, v, dst, view, src_align, dst_align, rng);
+        }
+    }
+    CHECK(found > 0);
+  }
+  MESSAGE(launches << " launches of runs tiles whose runs share their end");
+}
+
 TEST_CASE("gathering runs tiles of destination rows shorter than a store vector step to each unit's staged place, "
           "at every alignment") {
   std::mt19937_64 rng(20261201);

@@ -2483,7 +2483,89 @@ bool runs_gather_stores(const RunsTile& tile) {
   return in_source_run || (tile.dst_run.size() > 1 && tile.src_run.size() > 1);
 }
 
-// dim[0, tile_dims) = the tile's dims by destination stride, then the outer dims innermost first.
+// The variant of a runs tile: dim[0, tile_dims) = the tile's dims by destination stride, then the
+// outer dims innermost first. Where both runs end on one dim (shared_end_runs_tile), the kernels tile
+// it along B only: A's extent is its tile, one tile long.
+RearrangeVariant runs_variant(const CanonicalForm& form, bool exact, const RunsTile& tile) {
+  const RearrangeDims& dims = form.dims;
+  const std::int64_t unit = form.unit_bytes;
+  std::vector<std::size_t> order;  // kernel order of the tile dims
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (tile.extent[i] != 0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return dims[x].dst_stride < dims[y].dst_stride; });
+  std::vector<std::size_t> by_src(tile.src_run.begin(), tile.src_run.end());
+  std::vector<std::size_t> rest;
+  for (std::size_t i : order)
+    if (std::find(by_src.begin(), by_src.end(), i) == by_src.end()) rest.push_back(i);
+  std::stable_sort(rest.begin(), rest.end(), [&](std::size_t x, std::size_t y) {
+    return std::llabs(dims[x].src_stride) < std::llabs(dims[y].src_stride);
+  });
+  by_src.insert(by_src.end(), rest.begin(), rest.end());
+  int src_order = 0;
+  for (std::size_t o = 0; o < by_src.size(); ++o) {
+    const auto k = std::find(order.begin(), order.end(), by_src[o]) - order.begin();
+    src_order |= static_cast<int>(k) << (4 * o);
+  }
+
+  std::int64_t src_length = 1, dst_length = 1, volume = 1;
+  for (std::size_t i : tile.src_run) src_length *= tile.extent[i];
+  for (std::size_t i : tile.dst_run) dst_length *= tile.extent[i];
+  for (std::size_t i : order) volume *= tile.extent[i];
+  const std::size_t a = tile.dst_run.back(), b = tile.src_run.back();
+
+  RearrangeSpec s;
+  s.family = RearrangeFamily::runs;
+  s.unit_bytes = static_cast<int>(unit);
+  s.threads = kThreads;
+  s.num_dims = static_cast<int>(dims.size());
+  s.index64 = needs_index64(dims);
+  s.exact = exact;
+  s.tile_dims = static_cast<int>(order.size());
+  s.dst_run_dims = static_cast<int>(tile.dst_run.size());
+  s.src_run_dims = static_cast<int>(tile.src_run.size());
+  s.src_order = src_order;
+  s.tile_a = static_cast<int>(tile.extent[a]);
+  s.tile_b = static_cast<int>(tile.extent[b]);
+  s.bounds = !divides(tile.extent[a], dims[a].extent) || !divides(tile.extent[b], dims[b].extent);
+  s.gather_stores = runs_gather_stores(tile);
+  // Staged rows start in different banks: an odd number of 16-byte vectors for staged source runs,
+  // of words for staged destination runs (which hold a word more than the run: a misaligned run's
+  // words straddle it).
+  const std::int64_t step = s.gather_stores ? 16 / unit : units_per_word(unit);
+  const std::int64_t staged_length = s.gather_stores ? src_length : dst_length + step;
+  std::int64_t pitch = ceil_div(staged_length, step) * step;
+  if (step > 1 && (pitch / step) % 2 == 0) pitch += step;
+  s.pitch = static_cast<int>(pitch);
+  s.tile_runs = static_cast<int>(volume / (s.gather_stores ? src_length : dst_length));
+  if (s.gather_stores) s.store_words = runs_store_words(dst_length * unit);
+  s.min_blocks = 3;
+
+  RearrangeVariant v{form, s, {}, 0, 0};
+  RearrangeKernelArgs& args = v.args;
+  const bool shared_end = a == b;
+  args.extent_a = shared_end ? s.tile_a : dims[a].extent;
+  args.extent_b = dims[b].extent;
+  args.tiles_x = make_kernel_divisor(ceil_div(dims[b].extent, s.tile_b));
+  args.tiles_y = make_kernel_divisor(ceil_div(args.extent_a, s.tile_a));
+  std::int64_t tiled_units = 1;
+  for (std::size_t i : order) tiled_units *= dims[i].extent;
+  args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / tiled_units);
+  int k = 0;
+  for (std::size_t i : order) args.dim[k++] = kernel_dim(dims[i]);
+  for (std::size_t i = dims.size(); i-- > 0;)
+    if (tile.extent[i] == 0) args.dim[k++] = kernel_dim(dims[i]);
+  v.grid = grid_for(args.num_tiles);
+  return v;
+}
+
+// Units a runs tile holds.
+std::int64_t runs_tile_volume(const RunsTile& tile) {
+  std::int64_t volume = 1;
+  for (std::int64_t e : tile.extent) volume *= std::max<std::int64_t>(e, 1);
+  return volume;
+}
+
 std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
@@ -2493,78 +2575,61 @@ std::optional<RearrangeVariant> plan_runs(const CanonicalForm& form, bool exact)
     const RunsTile tile = choose_runs(dims, chains, unit, budget);
     if (tile.dst_run.empty() || tile.src_run.empty()) return std::nullopt;
     if (budget * unit > kRunsTileBytes && !runs_gather_stores(tile)) continue;
-
-    std::vector<std::size_t> order;  // kernel order of the tile dims
-    for (std::size_t i = 0; i < dims.size(); ++i)
-      if (tile.extent[i] != 0) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t x, std::size_t y) { return dims[x].dst_stride < dims[y].dst_stride; });
-    std::vector<std::size_t> by_src(tile.src_run.begin(), tile.src_run.end());
-    std::vector<std::size_t> rest;
-    for (std::size_t i : order)
-      if (std::find(by_src.begin(), by_src.end(), i) == by_src.end()) rest.push_back(i);
-    std::stable_sort(rest.begin(), rest.end(), [&](std::size_t x, std::size_t y) {
-      return std::llabs(dims[x].src_stride) < std::llabs(dims[y].src_stride);
-    });
-    by_src.insert(by_src.end(), rest.begin(), rest.end());
-    int src_order = 0;
-    for (std::size_t o = 0; o < by_src.size(); ++o) {
-      const auto k = std::find(order.begin(), order.end(), by_src[o]) - order.begin();
-      src_order |= static_cast<int>(k) << (4 * o);
-    }
-
-    std::int64_t src_length = 1, dst_length = 1, volume = 1;
-    for (std::size_t i : tile.src_run) src_length *= tile.extent[i];
-    for (std::size_t i : tile.dst_run) dst_length *= tile.extent[i];
-    for (std::size_t i : order) volume *= tile.extent[i];
-    if (volume < kThreads) return std::nullopt;
-    const std::size_t a = tile.dst_run.back(), b = tile.src_run.back();
-
-    RearrangeSpec s;
-    s.family = RearrangeFamily::runs;
-    s.unit_bytes = static_cast<int>(unit);
-    s.threads = kThreads;
-    s.num_dims = static_cast<int>(dims.size());
-    s.index64 = needs_index64(dims);
-    s.exact = exact;
-    s.tile_dims = static_cast<int>(order.size());
-    s.dst_run_dims = static_cast<int>(tile.dst_run.size());
-    s.src_run_dims = static_cast<int>(tile.src_run.size());
-    s.src_order = src_order;
-    s.tile_a = static_cast<int>(tile.extent[a]);
-    s.tile_b = static_cast<int>(tile.extent[b]);
-    s.bounds = !divides(tile.extent[a], dims[a].extent) || !divides(tile.extent[b], dims[b].extent);
-    s.gather_stores = runs_gather_stores(tile);
-    // Staged rows start in different banks: an odd number of 16-byte vectors for staged source runs,
-    // of words for staged destination runs (which hold a word more than the run: a misaligned run's
-    // words straddle it).
-    const std::int64_t step = s.gather_stores ? 16 / unit : units_per_word(unit);
-    const std::int64_t staged_length = s.gather_stores ? src_length : dst_length + step;
-    std::int64_t pitch = ceil_div(staged_length, step) * step;
-    if (step > 1 && (pitch / step) % 2 == 0) pitch += step;
-    s.pitch = static_cast<int>(pitch);
-    s.tile_runs = static_cast<int>(volume / (s.gather_stores ? src_length : dst_length));
-    if (s.gather_stores) s.store_words = runs_store_words(dst_length * unit);
-    s.min_blocks = 3;
-    if (shared_bytes(s) > kMaxStaticShared) continue;
-
-    RearrangeVariant v{form, s, {}, 0, 0};
-    RearrangeKernelArgs& args = v.args;
-    args.extent_a = dims[a].extent;
-    args.extent_b = dims[b].extent;
-    args.tiles_x = make_kernel_divisor(ceil_div(dims[b].extent, s.tile_b));
-    args.tiles_y = make_kernel_divisor(ceil_div(dims[a].extent, s.tile_a));
-    std::int64_t tiled_units = 1;
-    for (std::size_t i : order) tiled_units *= dims[i].extent;
-    args.num_tiles = args.tiles_x.value * args.tiles_y.value * (unit_count(dims) / tiled_units);
-    int k = 0;
-    for (std::size_t i : order) args.dim[k++] = kernel_dim(dims[i]);
-    for (std::size_t i = dims.size(); i-- > 0;)
-      if (tile.extent[i] == 0) args.dim[k++] = kernel_dim(dims[i]);
-    v.grid = grid_for(args.num_tiles);
+    if (runs_tile_volume(tile) < kThreads) return std::nullopt;
+    RearrangeVariant v = runs_variant(form, exact, tile);
+    if (shared_bytes(v.spec) > kMaxStaticShared) continue;
     return v;
   }
   return std::nullopt;
+}
+
+// A runs tile whose two runs end on one dim M, tiled alike: where each side's contiguous chain
+// reaches M after whole dims of its own (dst [X.., M], src [Y.., M]), a tile of X.. x Y.. x a piece of
+// M reads source runs and writes destination runs both as long as the piece. grow_runs never ends
+// both runs on one tiled dim, so where X.. and Y.. are short it stops at runs of them alone (u8
+// [17,6551,75,12] 3,1,2,0: destination runs of 17 bytes). The piece is the largest divisor of M's
+// extent that keeps the tile within `budget` units: the kernels tile M once, along B, so its tiles
+// must not be partial. None where M's piece would be under 2 or the tile under a unit per thread.
+std::optional<RunsTile> shared_end_runs_tile(const RearrangeDims& dims, const Chains& chains, std::int64_t budget) {
+  const DimList<DimIndex>&dst = chains[0], &src = chains[1];
+  // M's places in the two chains: the first destination dim past the first whose source place is
+  // past the first too, with no dim before it in both chains.
+  auto src_place = [&](std::size_t i) {
+    return static_cast<std::size_t>(std::find(src.begin(), src.end(), i) - src.begin());
+  };
+  std::size_t p = 1, q = 0;
+  for (; p < dst.size(); ++p) {
+    q = src_place(dst[p]);
+    bool apart = q > 0 && q < src.size();
+    for (std::size_t k = 0; k < p && apart; ++k) apart = src_place(dst[k]) >= q;
+    if (apart) break;
+  }
+  if (p >= dst.size() || p + q + 1 > static_cast<std::size_t>(kRunsMaxTileDims)) return std::nullopt;
+  RunsTile tile;
+  for (std::size_t i = 0; i < dims.size(); ++i) tile.extent.push_back(0);
+  std::int64_t whole = 1;
+  for (std::size_t k = 0; k < p; ++k) add_to_run(tile, tile.dst_run, dst[k], dims[dst[k]].extent);
+  for (std::size_t k = 0; k < q; ++k) add_to_run(tile, tile.src_run, src[k], dims[src[k]].extent);
+  for (std::int64_t e : tile.extent) whole *= std::max<std::int64_t>(e, 1);
+  const std::size_t m = dst[p];
+  const std::int64_t piece = largest_divisor_at_most(dims[m].extent, budget / whole);
+  if (piece < 2 || whole * piece < kThreads) return std::nullopt;
+  tile.extent[m] = piece;
+  tile.dst_run.push_back(m);
+  tile.src_run.push_back(m);
+  return tile;
+}
+
+// The runs tile of shared_end_runs_tile, a tuning candidate (not measured as a default).
+std::optional<RearrangeVariant> plan_shared_end_runs(const CanonicalForm& form, bool exact) {
+  const std::int64_t unit = form.unit_bytes;
+  if (unit > kWordBytes) return std::nullopt;
+  const Chains chains = {contiguous_chain(form.dims, false), contiguous_chain(form.dims, true)};
+  const std::optional<RunsTile> tile = shared_end_runs_tile(form.dims, chains, kGatheringRunsTileBytes / unit);
+  if (!tile) return std::nullopt;
+  RearrangeVariant v = runs_variant(form, exact, *tile);
+  if (shared_bytes(v.spec) > kMaxStaticShared) return std::nullopt;
+  return v;
 }
 
 // ---- segments -------------------------------------------------------------------------------
@@ -2925,6 +2990,7 @@ std::vector<RearrangeVariant> candidate_variants(const CanonicalForm& units, boo
   if (unaligned_row_bytes(units) > kShortRowBytes) add(plan_vector_rows(units, exact));
   add(plan_fixed_family(units, exact, src_align, dst_align));
   if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) add(*runs);
+  if (std::optional<RearrangeVariant> runs = plan_shared_end_runs(units, exact)) add(*runs);
   for (bool composite : {false, true})
     if (std::optional<RearrangeVariant> segments = plan_segments(units, exact, composite)) add(*segments);
   // The other tile order, where it is another walk (several tiles on both sides).
