@@ -996,6 +996,24 @@ TEST_CASE("rearrange: gathering runs tiles of more than 8 KiB, at every pointer 
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5539, "runs tiles");
 }
 
+TEST_CASE("rearrange: runs tiles with a run under a sector give way to tiles whose runs share their end, or to "
+          "tiles of vector loads storing single bytes, at every pointer misalignment" *
+          test::gpu_only()) {
+  // u8 lines of seeds 5619-5620 and 5861-6560, some scaled down.
+  const std::vector<PermuteCase> shared = {
+      {{17, 651, 75, 12}, {3, 1, 2, 0}, DType::u8},
+      {{36, 11, 12, 405, 5}, {2, 0, 4, 3, 1}, DType::u8},
+      {{24, 3, 51, 187, 22}, {0, 4, 2, 3, 1}, DType::u8},
+      {{77, 5, 31, 75, 3, 4}, {0, 5, 1, 4, 3, 2}, DType::u8},
+  };
+  check_aligned_launches(shared, 5861, test::runs_share_their_end, "runs tiles whose runs share their end");
+  const std::vector<PermuteCase> single_byte_stores = {{{60, 3, 9, 437, 12}, {4, 0, 3, 2, 1}, DType::u8}};
+  check_aligned_launches(
+      single_byte_stores, 5619,
+      [](const plan::RearrangeSpec& s) { return s.family == plan::RearrangeFamily::packed && s.vec_a == 1 && s.vec_b > 1; },
+      "packed tiles of single-byte stores");
+}
+
 TEST_CASE("rearrange: runs tiles whose two runs end on one dim tiled alike (a tuning candidate), exact at every "
           "pointer misalignment" *
           test::gpu_only()) {

@@ -430,6 +430,40 @@ TEST_CASE("runs tiles whose two runs end on one dim tiled alike (a tuning candid
   MESSAGE(launches << " launches of runs tiles whose runs share their end");
 }
 
+TEST_CASE("runs tiles with a run under a sector give way to tiles whose runs share their end, or to tiles of "
+          "vector loads that store single bytes; both match the naive copy at every alignment") {
+  std::mt19937_64 rng(20261204);
+  // Scaled-down u8 lines of seeds 5539-6560 and 5619-5620 whose runs tiles held destination runs of
+  // 3 to 31 bytes: the tiles whose runs share their end hold 4 KiB or more.
+  const std::vector<PermuteCase> shared = {
+      {{17, 51, 75, 12}, {3, 1, 2, 0}, 1},  {{36, 11, 2, 405, 5}, {2, 0, 4, 3, 1}, 1},
+      {{2, 3, 51, 187, 22}, {0, 4, 2, 3, 1}, 1}, {{7, 5, 31, 75, 3, 4}, {0, 5, 1, 4, 3, 2}, 1},
+      {{15, 23, 3, 39, 20}, {4, 2, 0, 3, 1}, 1},
+  };
+  // No such tile; a 128 x 12 tile of 4-byte loads in its place.
+  const PermuteCase single_byte_stores = {{6, 3, 9, 437, 12}, {4, 0, 3, 2, 1}, 1};
+  // That tile would hold under 4 KiB (27 x 11 x 13 bytes): the runs tile stays.
+  const PermuteCase small_shared = {{2, 10, 27, 50, 55, 13}, {0, 3, 1, 5, 4, 2}, 1};
+  for (const PermuteCase& c : shared) {
+    const plan::RearrangeVariant& v = plan::variant_for_pointers(plan_of(c), 16);
+    INFO("candidate " << plan::candidate_name(v));
+    CHECK(test::runs_share_their_end(v.spec));
+    CHECK(test::runs_tile_bytes(v) >= 4096);
+    check_permute(c, rng, true);
+  }
+  const plan::RearrangeVariant& packed = plan::variant_for_pointers(plan_of(single_byte_stores), 16);
+  INFO("candidate " << plan::candidate_name(packed));
+  CHECK(packed.spec.family == plan::RearrangeFamily::packed);
+  CHECK(packed.spec.vec_a == 1);
+  CHECK(packed.spec.vec_b > 1);
+  check_permute(single_byte_stores, rng, true);
+  const plan::RearrangeVariant& runs = plan::variant_for_pointers(plan_of(small_shared), 16);
+  INFO("candidate " << plan::candidate_name(runs));
+  CHECK(runs.spec.family == plan::RearrangeFamily::runs);
+  CHECK(!test::runs_share_their_end(runs.spec));
+  check_permute(small_shared, rng, false);
+}
+
 TEST_CASE("gathering runs tiles of destination rows shorter than a store vector step to each unit's staged place, "
           "at every alignment") {
   std::mt19937_64 rng(20261201);

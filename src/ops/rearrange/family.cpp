@@ -2632,6 +2632,48 @@ std::optional<RearrangeVariant> plan_shared_end_runs(const CanonicalForm& form, 
   return v;
 }
 
+// Bytes of a runs variant's destination runs, or source runs, and of its tile.
+std::int64_t runs_run_bytes(const RearrangeVariant& v, bool source) {
+  const std::vector<std::int64_t> tile = runs_tile_extents(v.spec, v.args);
+  std::int64_t bytes = v.spec.unit_bytes;
+  for (int o = 0; o < (source ? v.spec.src_run_dims : v.spec.dst_run_dims); ++o)
+    bytes *= tile[static_cast<std::size_t>(source ? (v.spec.src_order >> (4 * o)) & 15 : o)];
+  return bytes;
+}
+std::int64_t runs_tile_bytes(const RearrangeVariant& v) {
+  std::int64_t bytes = v.spec.unit_bytes;
+  for (std::int64_t e : runs_tile_extents(v.spec, v.args)) bytes *= e;
+  return bytes;
+}
+bool has_run_under_a_sector(const RearrangeVariant& runs) {
+  return std::min(runs_run_bytes(runs, false), runs_run_bytes(runs, true)) < kSectorBytes;
+}
+
+// A runs tile with a run under a sector gives way to the tile whose runs share their end
+// (plan_shared_end_runs) where that tile's runs are a sector or longer and it holds
+// kSharedEndMinTileBytes. (H200, u8: on the 14 lines of seeds 5539-5618 and 5621-5860 and the
+// slowest two of seeds 5619-5620 where it applied, 1.08x to 2.7x faster on 12 and 5% slower on one
+// ([19,27,36,5,75,2,2,7] 2,0,3,7,5,6,4,1); u8 [17,6551,75,12] 3,1,2,0 24% of copy -> 2.5x. Tiles of
+// 693 and 3,740 bytes were 2.9x and 1.2x slower.)
+constexpr std::int64_t kSharedEndMinTileBytes = 4096;
+RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, RearrangeVariant runs) {
+  if (!has_run_under_a_sector(runs)) return runs;
+  std::optional<RearrangeVariant> shared = plan_shared_end_runs(form, exact);
+  if (shared && !has_run_under_a_sector(*shared) && runs_tile_bytes(*shared) >= kSharedEndMinTileBytes)
+    return std::move(*shared);
+  return runs;
+}
+
+// Whether a tile that stores single bytes (stores_single_bytes) along an A of a sector or more, from
+// loads of 2- or 4-byte vectors, goes faster than a runs tile whose destination runs are under a
+// sector. (H200, u8 [760,3,9,437,12] 4,0,3,2,1: 24% -> 51% of copy on a 128 x 12 tile; three lines of
+// seeds 5539-5860 rose from 30% to 41-53% on such tiles, and one that loaded single bytes fell from
+// 29% to 20%.)
+bool beats_short_runs(const RearrangeVariant& tile, const RearrangeVariant& runs) {
+  return tile.spec.tile_a * tile.spec.unit_bytes >= kSectorBytes && tile.spec.vec_b > 1 &&
+         runs_run_bytes(runs, false) < kSectorBytes;
+}
+
 // ---- segments -------------------------------------------------------------------------------
 
 // Segment tiles hold about kSegmentTileBytes of rows. (H200, against 8 KiB: on 31 lines, the 25
@@ -2923,7 +2965,10 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
     }
   }
   if (stores_single_bytes(v)) {
-    if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
+    if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) {
+      RearrangeVariant taken = lengthen_short_runs(units, exact, std::move(*runs));
+      if (!beats_short_runs(v, taken)) return taken;
+    }
   }
   // Measured at 16-byte aligned pointers only. Pointers off 4 bytes make most 2-byte tiles single
   // units, so those keep their tiles; pointers aligned to 4 or 8 bytes take the rule, unmeasured.
@@ -2939,6 +2984,7 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
 RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
                               std::int64_t dst_align) {
   RearrangeVariant v = plan_unspread_variant(units, exact, src_align, dst_align);
+  if (v.spec.family == RearrangeFamily::runs) v = lengthen_short_runs(units, exact, std::move(v));
   spread_rows(v.spec);
   return v;
 }
