@@ -2620,7 +2620,7 @@ std::optional<RunsTile> shared_end_runs_tile(const RearrangeDims& dims, const Ch
   return tile;
 }
 
-// The runs tile of shared_end_runs_tile, a tuning candidate (not measured as a default).
+// The runs tile of shared_end_runs_tile: a tuning candidate, and the plan where lengthen_short_runs takes it.
 std::optional<RearrangeVariant> plan_shared_end_runs(const CanonicalForm& form, bool exact) {
   const std::int64_t unit = form.unit_bytes;
   if (unit > kWordBytes) return std::nullopt;
@@ -2651,10 +2651,11 @@ bool has_run_under_a_sector(const RearrangeVariant& runs) {
 
 // A runs tile with a run under a sector gives way to the tile whose runs share their end
 // (plan_shared_end_runs) where that tile's runs are a sector or longer and it holds
-// kSharedEndMinTileBytes. (H200, u8: on the 14 lines of seeds 5539-5618 and 5621-5860 and the
-// slowest two of seeds 5619-5620 where it applied, 1.08x to 2.7x faster on 12 and 5% slower on one
-// ([19,27,36,5,75,2,2,7] 2,0,3,7,5,6,4,1); u8 [17,6551,75,12] 3,1,2,0 24% of copy -> 2.5x. Tiles of
-// 693 and 3,740 bytes were 2.9x and 1.2x slower.)
+// kSharedEndMinTileBytes. (H200, measured planning's timings, u8: on the 9 lines of seeds 5539-5860
+// where it applies, 1.24x to 2.46x faster on 8 (u8 [17,6551,75,12] 3,1,2,0 at 24% of copy: 2.46x)
+// and 5% slower on [19,27,36,5,75,2,2,7] 2,0,3,7,5,6,4,1; tiles of 693 and 3,740 bytes were 2.9x and
+// 1.2x slower. With beats_short_runs, on the 14 lines of 39,200 u8/f16 lines of seeds 5861-6560 that
+// the two change, drawn after: 31.2% -> 52.0% of copy, every line up, 11 on these tiles.)
 constexpr std::int64_t kSharedEndMinTileBytes = 4096;
 RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, RearrangeVariant runs) {
   if (!has_run_under_a_sector(runs)) return runs;
@@ -2666,9 +2667,9 @@ RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, Rear
 
 // Whether a tile that stores single bytes (stores_single_bytes) along an A of a sector or more, from
 // loads of 2- or 4-byte vectors, goes faster than a runs tile whose destination runs are under a
-// sector. (H200, u8 [760,3,9,437,12] 4,0,3,2,1: 24% -> 51% of copy on a 128 x 12 tile; three lines of
-// seeds 5539-5860 rose from 30% to 41-53% on such tiles, and one that loaded single bytes fell from
-// 29% to 20%.)
+// sector. (H200, u8 [760,3,9,437,12] 4,0,3,2,1: 24% -> 51% of copy on a 128 x 12 tile; measured
+// planning found such tiles 1.17x to 2.14x faster on three more lines of seeds 5539-5860, and one that
+// loaded single bytes 1.55x slower. Drawn after, seeds 5861-6560: 3 lines, 29-32% -> 36-46%.)
 bool beats_short_runs(const RearrangeVariant& tile, const RearrangeVariant& runs) {
   return tile.spec.tile_a * tile.spec.unit_bytes >= kSectorBytes && tile.spec.vec_b > 1 &&
          runs_run_bytes(runs, false) < kSectorBytes;
