@@ -2645,24 +2645,30 @@ std::int64_t runs_tile_bytes(const RearrangeVariant& v) {
   for (std::int64_t e : runs_tile_extents(v.spec, v.args)) bytes *= e;
   return bytes;
 }
-bool has_run_under_a_sector(const RearrangeVariant& runs) {
-  return std::min(runs_run_bytes(runs, false), runs_run_bytes(runs, true)) < kSectorBytes;
+// Bytes of a runs variant's shorter run.
+std::int64_t shorter_run_bytes(const RearrangeVariant& runs) {
+  return std::min(runs_run_bytes(runs, false), runs_run_bytes(runs, true));
 }
 
-// A runs tile with a run under a sector gives way to the tile whose runs share their end
-// (plan_shared_end_runs) where that tile's runs are a sector or longer and it holds
-// kSharedEndMinTileBytes. (H200, measured planning's timings, u8: on the 9 lines of seeds 5539-5860
-// where it applies, 1.24x to 2.46x faster on 8 (u8 [17,6551,75,12] 3,1,2,0 at 24% of copy: 2.46x)
-// and 5% slower on [19,27,36,5,75,2,2,7] 2,0,3,7,5,6,4,1; tiles of 693 and 3,740 bytes were 2.9x and
-// 1.2x slower. With beats_short_runs, on the 14 lines of 39,200 u8/f16 lines of seeds 5861-6560 that
-// the two change, drawn after: 31.2% -> 52.0% of copy, every line up, 11 on these tiles.)
+// A runs tile whose shorter run is under kShortRunBytes gives way to the tile whose runs share their
+// end (plan_shared_end_runs) where that tile's shorter run is longer, a sector at least, and the tile
+// holds kSharedEndMinTileBytes. (H200, u8. Runs under a sector first: measured planning's timings on
+// the 9 lines of seeds 5539-5860 where that applies, 1.24x to 2.46x faster on 8 (u8
+// [17,6551,75,12] 3,1,2,0 at 24% of copy: 2.46x) and 5% slower on [19,27,36,5,75,2,2,7]
+// 2,0,3,7,5,6,4,1; tiles of 693 and 3,740 bytes were 2.9x and 1.2x slower. With beats_short_runs,
+// drawn after: on the 14 of 39,200 u8/f16 lines of seeds 5861-6560 that the two change, 31.2% ->
+// 52.0% of copy, and on the 10 of seeds 6561-7260, 32.9% -> 48.9%, every line up. Then runs under
+// two sectors, on the lines that bound adds, drawn after: 20 of seeds 5861-6560, 31.1% -> 47.0%, 20
+// up; 23 of seeds 6561-7260, 30.1% -> 45.7%, 20 up and 1 down.)
+constexpr std::int64_t kShortRunBytes = 2 * kSectorBytes;
 constexpr std::int64_t kSharedEndMinTileBytes = 4096;
 RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, RearrangeVariant runs) {
-  if (!has_run_under_a_sector(runs)) return runs;
+  const std::int64_t run = shorter_run_bytes(runs);
+  if (run >= kShortRunBytes) return runs;
   std::optional<RearrangeVariant> shared = plan_shared_end_runs(form, exact);
-  if (shared && !has_run_under_a_sector(*shared) && runs_tile_bytes(*shared) >= kSharedEndMinTileBytes)
-    return std::move(*shared);
-  return runs;
+  if (!shared || runs_tile_bytes(*shared) < kSharedEndMinTileBytes) return runs;
+  const std::int64_t shared_run = shorter_run_bytes(*shared);
+  return shared_run > run && shared_run >= kSectorBytes ? std::move(*shared) : std::move(runs);
 }
 
 // Whether a tile that stores single bytes (stores_single_bytes) along an A of a sector or more, from
