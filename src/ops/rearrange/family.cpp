@@ -553,17 +553,24 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
     const int last = std::min(lanes, first + group);
     std::uint8_t per_slot[32] = {};  // counts of at most 32 lanes: bytes, cheap to zero per group
     int most = 0;
-    int slot_words[32][32];  // the distinct words of each bank (narrow accesses only)
-    for (int lane = first; lane < last; ++lane) {
-      if (access_bytes < 4) {
+    if (access_bytes < 4) {
+      // A word counts once in its bank, on the first lane that touches it. The words seen are kept
+      // in an open-addressed table of twice a group's lanes, hashed so that one bank's many words
+      // do not collide (words are never negative: -1 marks a free entry).
+      int seen[64];
+      std::fill(std::begin(seen), std::end(seen), -1);
+      for (int lane = first; lane < last; ++lane) {
         const int word = offsets[lane] / 4;
-        int* seen = slot_words[word & 31];
-        std::uint8_t& count = per_slot[word & 31];
-        if (std::find(seen, seen + count, word) == seen + count) seen[count++] = word;
-        most = std::max<int>(most, count);
-      } else {
-        most = std::max<int>(most, ++per_slot[(offsets[lane] >> shift) & (group - 1)]);
+        unsigned h = static_cast<unsigned>(word) * 0x9E3779B1u >> 26;
+        while (seen[h] != -1 && seen[h] != word) h = (h + 1) & 63;
+        if (seen[h] == -1) {
+          seen[h] = word;
+          most = std::max<int>(most, ++per_slot[word & 31]);
+        }
       }
+    } else {
+      for (int lane = first; lane < last; ++lane)
+        most = std::max<int>(most, ++per_slot[(offsets[lane] >> shift) & (group - 1)]);
     }
     total += most;
   }
@@ -763,6 +770,7 @@ void spread_rows(RearrangeSpec& s) {
   // More padding takes more shared memory: the first pad that loses blocks ends the search.
   for (int pad = 0; pad <= 8 && current.taken > current.fewest; ++pad) {
     padded.pitch = s.tile_a + pad * s.vec_a;
+    if (!s.swizzle && padded.pitch == s.pitch) continue;  // s's own layout, counted above
     if (!consider(padded)) break;
   }
   int period = vectors_per_128_bytes(s);
