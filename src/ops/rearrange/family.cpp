@@ -349,8 +349,8 @@ std::optional<std::size_t> dst_dim_with_stride(const RearrangeDims& dims, std::i
 std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
   std::int64_t next = 1, passed = 1, passing = 1;
   for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i; i = dst_dim_with_stride(dims, next)) {
-    const bool in_a = prefix_through(dims, g.a, *i) > 0;
-    if (!in_a && !in_groups(g, *i) && g.extent_a < target) {
+    const bool in_a = std::find(g.a.begin(), g.a.end(), *i) != g.a.end();
+    if (!in_a && g.extent_a < target && !in_groups(g, *i)) {
       g.a.push_back(*i);
       g.extent_a *= dims[*i].extent;
     }
