@@ -382,7 +382,7 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
       }
     check_permute(c, rng, true);
   }
-  const plan::RearrangeVariant& v = plan::variant_for_pointers(plan_of(scattering), 16);
+  const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(scattering), 16);
   INFO("candidate " << plan::candidate_name(v));
   REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
   CHECK(!v.spec.gather_stores);
@@ -445,19 +445,21 @@ TEST_CASE("runs tiles with a run under 64 bytes give way to tiles whose runs sha
   // That tile would hold under 4 KiB (27 x 11 x 13 bytes): the runs tile stays.
   const PermuteCase small_shared = {{2, 10, 27, 50, 55, 13}, {0, 3, 1, 5, 4, 2}, 1};
   for (const PermuteCase& c : shared) {
-    const plan::RearrangeVariant& v = plan::variant_for_pointers(plan_of(c), 16);
+    const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(c), 16);
     INFO("candidate " << plan::candidate_name(v));
     CHECK(test::runs_share_their_end(v.spec));
     CHECK(test::runs_tile_bytes(v) >= 4096);
     check_permute(c, rng, true);
   }
-  const plan::RearrangeVariant& packed = plan::variant_for_pointers(plan_of(single_byte_stores), 16);
-  INFO("candidate " << plan::candidate_name(packed));
-  CHECK(packed.spec.family == plan::RearrangeFamily::packed);
-  CHECK(packed.spec.vec_a == 1);
-  CHECK(packed.spec.vec_b > 1);
-  check_permute(single_byte_stores, rng, true);
-  const plan::RearrangeVariant& runs = plan::variant_for_pointers(plan_of(small_shared), 16);
+  {
+    const plan::RearrangeVariant packed = plan::variant_for_pointers(plan_of(single_byte_stores), 16);
+    INFO("candidate " << plan::candidate_name(packed));
+    CHECK(packed.spec.family == plan::RearrangeFamily::packed);
+    CHECK(packed.spec.vec_a == 1);
+    CHECK(packed.spec.vec_b > 1);
+    check_permute(single_byte_stores, rng, true);
+  }
+  const plan::RearrangeVariant runs = plan::variant_for_pointers(plan_of(small_shared), 16);
   INFO("candidate " << plan::candidate_name(runs));
   CHECK(runs.spec.family == plan::RearrangeFamily::runs);
   CHECK(!test::runs_share_their_end(runs.spec));

@@ -2660,14 +2660,15 @@ std::int64_t shorter_run_bytes(const RearrangeVariant& runs) {
 
 // A runs tile whose shorter run is under kShortRunBytes gives way to the tile whose runs share their
 // end (plan_shared_end_runs) where that tile's shorter run is longer, a sector at least, and the tile
-// holds kSharedEndMinTileBytes. (H200, u8. Runs under a sector first: measured planning's timings on
-// the 9 lines of seeds 5539-5860 where that applies, 1.24x to 2.46x faster on 8 (u8
-// [17,6551,75,12] 3,1,2,0 at 24% of copy: 2.46x) and 5% slower on [19,27,36,5,75,2,2,7]
-// 2,0,3,7,5,6,4,1; tiles of 693 and 3,740 bytes were 2.9x and 1.2x slower. With beats_short_runs,
-// drawn after: on the 14 of 39,200 u8/f16 lines of seeds 5861-6560 that the two change, 31.2% ->
-// 52.0% of copy, and on the 10 of seeds 6561-7260, 32.9% -> 48.9%, every line up. Then runs under
-// two sectors, on the lines that bound adds, drawn after: 20 of seeds 5861-6560, 31.1% -> 47.0%, 20
-// up; 23 of seeds 6561-7260, 30.1% -> 45.7%, 20 up and 1 down.)
+// holds kSharedEndMinTileBytes. (H200, u8, 16-byte aligned pointers. Runs under a sector first:
+// measured planning's timings on 11 lines of seeds 5539-5860 whose runs tiles had one: the 9 that
+// the 4 KiB bound keeps 1.24x to 2.46x faster on 8 (u8 [17,6551,75,12] 3,1,2,0 at 24% of copy:
+// 2.46x) and 5% slower on [19,27,36,5,75,2,2,7] 2,0,3,7,5,6,4,1; tiles of 693 and 3,740 bytes, which
+// set the bound, 2.9x and 1.2x slower. With beats_short_runs, drawn after: on the 14 of 39,200
+// u8/f16 lines of seeds 5861-6560 that the two change, 31.2% -> 52.0% of copy, and on the 10 of
+// seeds 6561-7260, 32.9% -> 48.9%, every line up. Then runs under two sectors, a bound fixed before
+// any line was timed with it, on the lines it adds in those two seed ranges: 20, 31.1% -> 47.0%, 20
+// up; 23, 30.1% -> 45.7%, 20 up and 1 down.)
 constexpr std::int64_t kShortRunBytes = 2 * kSectorBytes;
 constexpr std::int64_t kSharedEndMinTileBytes = 4096;
 RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, RearrangeVariant runs) {
@@ -2682,8 +2683,9 @@ RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, Rear
 // Whether a tile that stores single bytes (stores_single_bytes) along an A of a sector or more, from
 // loads of 2- or 4-byte vectors, goes faster than a runs tile whose destination runs are under a
 // sector. (H200, u8 [760,3,9,437,12] 4,0,3,2,1: 24% -> 51% of copy on a 128 x 12 tile; measured
-// planning found such tiles 1.17x to 2.14x faster on three more lines of seeds 5539-5860, and one that
-// loaded single bytes 1.55x slower. Drawn after, seeds 5861-6560: 3 lines, 29-32% -> 36-46%.)
+// planning found such tiles 1.17x to 2.14x faster than the runs tile on three more lines of seeds
+// 5539-5860 (2.2x on this one), and one that loaded single bytes 1.55x slower. Drawn after, seeds
+// 5861-6560: 3 lines, 29-32% -> 36-46%.)
 bool beats_short_runs(const RearrangeVariant& tile, const RearrangeVariant& runs) {
   return tile.spec.tile_a * tile.spec.unit_bytes >= kSectorBytes && tile.spec.vec_b > 1 &&
          runs_run_bytes(runs, false) < kSectorBytes;
