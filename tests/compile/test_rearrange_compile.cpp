@@ -126,8 +126,8 @@ TEST_CASE("gathering runs tiles of more than 8 KiB compile for sm_80 and sm_90 w
     INFO(plan::kernel_label(v.spec, v.args));
     REQUIRE(v.spec.family == RearrangeFamily::runs);
     CHECK(v.spec.gather_stores);
-    CHECK(test::runs_tile_bytes(v) > 8192);
-    CHECK(test::runs_tile_bytes(v) <= 16384);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) > 8192);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) <= 16384);
     const jit::Program program = codegen::rearrange_program(v, "test");
     for (const char* arch : {"sm_80", "sm_90"}) {
       INFO(arch);

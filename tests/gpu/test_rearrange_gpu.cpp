@@ -991,7 +991,7 @@ TEST_CASE("rearrange: gathering runs tiles of more than 8 KiB, at every pointer 
     const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
     CHECK(v.spec.family == plan::RearrangeFamily::runs);
     CHECK(v.spec.gather_stores);
-    CHECK(test::runs_tile_bytes(v) > 8192);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) > 8192);
   }
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5539, "runs tiles");
 }

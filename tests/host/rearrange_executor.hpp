@@ -25,13 +25,6 @@ int tiled_smem_pos(const plan::RearrangeSpec& s, int a, int b);
 /// The shared-memory place of the unit a tiled kernel's linear stores read at tile offset l.
 int tiled_rotated(const plan::RearrangeSpec& s, int l);
 
-/// Bytes of a runs variant's tile: its unit times its dims' tile extents.
-inline std::int64_t runs_tile_bytes(const plan::RearrangeVariant& v) {
-  std::int64_t bytes = v.spec.unit_bytes;
-  for (const std::int64_t e : plan::runs_tile_extents(v.spec, v.args)) bytes *= e;
-  return bytes;
-}
-
 /// Whether a runs spec's two runs end on one tile dim (tiled alike, along B only).
 inline bool runs_share_their_end(const plan::RearrangeSpec& s) {
   return s.family == plan::RearrangeFamily::runs &&

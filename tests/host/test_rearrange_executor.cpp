@@ -370,8 +370,8 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
     INFO("candidate " << plan::candidate_name(v));
     REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
     CHECK(v.spec.gather_stores);
-    CHECK(test::runs_tile_bytes(v) > 8192);
-    CHECK(test::runs_tile_bytes(v) <= 16384);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) > 8192);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) <= 16384);
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
     const TensorDesc dst{view.shape, {}, DType::u8, c.elem};
     for (std::size_t src_align : {16, 1, 2, 3})
@@ -386,7 +386,7 @@ TEST_CASE("runs tiles that gather their stores hold up to 16 KiB, those that sca
   INFO("candidate " << plan::candidate_name(v));
   REQUIRE(v.spec.family == plan::RearrangeFamily::runs);
   CHECK(!v.spec.gather_stores);
-  CHECK(test::runs_tile_bytes(v) <= 8192);
+  CHECK(plan::runs_tile_bytes(v.spec, v.args) <= 8192);
   check_permute(scattering, rng, false);
 }
 
@@ -417,7 +417,7 @@ TEST_CASE("runs tiles whose two runs end on one dim tiled alike (a tuning candid
       CHECK(v.spec.tile_a == v.spec.tile_b);
       CHECK(!v.spec.bounds);
       CHECK(v.args.tiles_y.value == 1);
-      CHECK(test::runs_tile_bytes(v) <= 16384);
+      CHECK(plan::runs_tile_bytes(v.spec, v.args) <= 16384);
       for (std::size_t src_align : {16, 1, 2, 3})
         for (std::size_t dst_align : {16, 1, 2, 3}) {
           if ((src_align % c.elem != 0 && src_align != 16) || (dst_align % c.elem != 0 && dst_align != 16)) continue;
@@ -448,7 +448,7 @@ TEST_CASE("runs tiles with a run under 64 bytes give way to tiles whose runs sha
     const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(c), 16);
     INFO("candidate " << plan::candidate_name(v));
     CHECK(test::runs_share_their_end(v.spec));
-    CHECK(test::runs_tile_bytes(v) >= 4096);
+    CHECK(plan::runs_tile_bytes(v.spec, v.args) >= 4096);
     check_permute(c, rng, true);
   }
   {

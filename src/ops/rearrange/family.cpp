@@ -2640,17 +2640,12 @@ std::optional<RearrangeVariant> plan_shared_end_runs(const CanonicalForm& form, 
   return v;
 }
 
-// Bytes of a runs variant's destination runs, or source runs, and of its tile.
+// Bytes of a runs variant's destination runs, or source runs.
 std::int64_t runs_run_bytes(const RearrangeVariant& v, bool source) {
   const std::vector<std::int64_t> tile = runs_tile_extents(v.spec, v.args);
   std::int64_t bytes = v.spec.unit_bytes;
   for (int o = 0; o < (source ? v.spec.src_run_dims : v.spec.dst_run_dims); ++o)
     bytes *= tile[static_cast<std::size_t>(source ? (v.spec.src_order >> (4 * o)) & 15 : o)];
-  return bytes;
-}
-std::int64_t runs_tile_bytes(const RearrangeVariant& v) {
-  std::int64_t bytes = v.spec.unit_bytes;
-  for (std::int64_t e : runs_tile_extents(v.spec, v.args)) bytes *= e;
   return bytes;
 }
 // Bytes of a runs variant's shorter run.
@@ -2675,7 +2670,7 @@ RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, Rear
   const std::int64_t run = shorter_run_bytes(runs);
   if (run >= kShortRunBytes) return runs;
   std::optional<RearrangeVariant> shared = plan_shared_end_runs(form, exact);
-  if (!shared || runs_tile_bytes(*shared) < kSharedEndMinTileBytes) return runs;
+  if (!shared || runs_tile_bytes(shared->spec, shared->args) < kSharedEndMinTileBytes) return runs;
   const std::int64_t shared_run = shorter_run_bytes(*shared);
   return shared_run > run && shared_run >= kSectorBytes ? std::move(*shared) : std::move(runs);
 }
@@ -3085,6 +3080,12 @@ std::vector<std::int64_t> runs_tile_extents(const RearrangeSpec& spec, const Rea
   extents[static_cast<std::size_t>(a)] = spec.tile_a;
   extents[static_cast<std::size_t>(b)] = spec.tile_b;
   return extents;
+}
+
+std::int64_t runs_tile_bytes(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {
+  std::int64_t bytes = spec.unit_bytes;
+  for (const std::int64_t e : runs_tile_extents(spec, args)) bytes *= e;
+  return bytes;
 }
 
 SpecKey rearrange_key(const RearrangeSpec& spec, const RearrangeKernelArgs& args) {

@@ -169,6 +169,8 @@ std::string kernel_label(const RearrangeSpec& spec, const RearrangeKernelArgs& a
 /// The runs family's tile extent of each tile dim (dim[0, tile_dims)): the dim's extent, or tile_a
 /// and tile_b for the two runs' tiled dims; empty for the other families. Baked into the kernel.
 std::vector<std::int64_t> runs_tile_extents(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
+// Bytes of a runs tile: its unit times its dims' tile extents.
+std::int64_t runs_tile_bytes(const RearrangeSpec& spec, const RearrangeKernelArgs& args);
 
 /// Bytes of RearrangeKernelArgs that the kernel of `spec` reads (the header plus num_dims dims).
 std::size_t kernel_args_bytes(const RearrangeSpec& spec);
