@@ -996,14 +996,15 @@ TEST_CASE("rearrange: gathering runs tiles of more than 8 KiB, at every pointer 
   check_launch_share(cases, {plan::RearrangeFamily::runs}, 5539, "runs tiles");
 }
 
-TEST_CASE("rearrange: runs tiles with a run under 64 bytes give way to tiles whose runs share their end, or to "
+TEST_CASE("rearrange: runs tiles with a run under 128 bytes give way to tiles whose runs share their end, or to "
           "tiles of vector loads storing single bytes, at every pointer misalignment" *
           test::gpu_only()) {
-  // u8 lines of seeds 5619-5620 and 5861-6560, some scaled down; [11, 33, 5215, 10] wrote destination
-  // runs of 33 bytes.
+  // u8 lines of seeds 5619-5620 and 5861-7960, some scaled down; [11, 33, 5215, 10] wrote destination
+  // runs of 33 bytes, [16, 75, 19, 39, 15] runs of 75.
   const std::vector<PermuteCase> shared = {
       {{17, 651, 75, 12}, {3, 1, 2, 0}, DType::u8},
       {{11, 33, 5215, 10}, {3, 0, 2, 1}, DType::u8},
+      {{16, 75, 19, 39, 15}, {2, 4, 0, 3, 1}, DType::u8},
       {{36, 11, 12, 405, 5}, {2, 0, 4, 3, 1}, DType::u8},
       {{24, 3, 51, 187, 22}, {0, 4, 2, 3, 1}, DType::u8},
       {{77, 5, 31, 75, 3, 4}, {0, 5, 1, 4, 3, 2}, DType::u8},

@@ -430,15 +430,16 @@ TEST_CASE("runs tiles whose two runs end on one dim tiled alike (a tuning candid
   MESSAGE(launches << " launches of runs tiles whose runs share their end");
 }
 
-TEST_CASE("runs tiles with a run under 64 bytes give way to tiles whose runs share their end, or to tiles of "
+TEST_CASE("runs tiles with a run under 128 bytes give way to tiles whose runs share their end, or to tiles of "
           "vector loads that store single bytes; both match the naive copy at every alignment") {
   std::mt19937_64 rng(20261204);
-  // Scaled-down u8 lines of seeds 5539-6560 and 5619-5620 whose runs tiles held destination runs of
-  // 3 to 33 bytes: the tiles whose runs share their end hold 4 KiB or more.
+  // Scaled-down u8 lines of seeds 5539-7960 and 5619-5620 whose runs tiles held runs of 3 to 75
+  // bytes: the tiles whose runs share their end hold 4 KiB or more.
   const std::vector<PermuteCase> shared = {
       {{17, 51, 75, 12}, {3, 1, 2, 0}, 1},  {{36, 11, 2, 405, 5}, {2, 0, 4, 3, 1}, 1},
       {{2, 3, 51, 187, 22}, {0, 4, 2, 3, 1}, 1}, {{7, 5, 31, 75, 3, 4}, {0, 5, 1, 4, 3, 2}, 1},
       {{15, 23, 3, 39, 20}, {4, 2, 0, 3, 1}, 1}, {{2, 33, 1159, 10}, {3, 0, 2, 1}, 1},
+      {{2, 75, 19, 39, 15}, {2, 4, 0, 3, 1}, 1},
   };
   // No such tile; a 128 x 12 tile of 4-byte loads in its place.
   const PermuteCase single_byte_stores = {{6, 3, 9, 437, 12}, {4, 0, 3, 2, 1}, 1};

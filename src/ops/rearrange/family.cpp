@@ -2663,8 +2663,11 @@ std::int64_t shorter_run_bytes(const RearrangeVariant& runs) {
 // u8/f16 lines of seeds 5861-6560 that the two change, 31.2% -> 52.0% of copy, and on the 10 of
 // seeds 6561-7260, 32.9% -> 48.9%, every line up. Then runs under two sectors, a bound fixed before
 // any line was timed with it, on the lines it adds in those two seed ranges: 20, 31.1% -> 47.0%, 20
-// up; 23, 30.1% -> 45.7%, 20 up and 1 down.)
-constexpr std::int64_t kShortRunBytes = 2 * kSectorBytes;
+// up; 23, 30.1% -> 45.7%, 20 up and 1 down; and in seeds 7261-7960, drawn after: 16, 34.8% -> 47.7%,
+// 14 up and 1 down. Then runs under four sectors, likewise fixed before timing: the 28 lines it adds
+// in seeds 5861-7260, 27.9% -> 45.4%, 27 up and 1 down; the 12 of seeds 7261-7960, 28.9% -> 43.5%,
+// 10 up and none down.)
+constexpr std::int64_t kShortRunBytes = 4 * kSectorBytes;
 constexpr std::int64_t kSharedEndMinTileBytes = 4096;
 RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, RearrangeVariant runs) {
   const std::int64_t run = shorter_run_bytes(runs);
