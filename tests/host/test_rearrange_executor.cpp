@@ -467,6 +467,25 @@ TEST_CASE("runs tiles with a run under 128 bytes give way to tiles whose runs sh
   check_permute(small_shared, rng, false);
 }
 
+TEST_CASE("rows of 2-byte units under a sector take runs tiles before segment tiles; they match the naive copy at "
+          "every alignment") {
+  std::mt19937_64 rng(20261202);
+  // Scaled-down lines of seeds 7961-7962 and 7261-7960: f16 rows of 3 and 9 units, u8 rows of 10
+  // bytes moved in 2-byte units; each took a segment tile before.
+  const std::vector<PermuteCase> cases = {
+      {{38, 37, 26, 16, 3}, {1, 3, 2, 0, 4}, 2},
+      {{36, 20, 7, 3, 9}, {1, 3, 0, 2, 4}, 2},
+      {{112, 1254, 10}, {1, 0, 2}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(c), 16);
+    INFO("candidate " << plan::candidate_name(v));
+    CHECK(v.spec.family == plan::RearrangeFamily::runs);
+    CHECK(v.spec.unit_bytes == 2);
+    check_permute(c, rng, false);
+  }
+}
+
 TEST_CASE("gathering runs tiles of destination rows shorter than a store vector step to each unit's staged place, "
           "at every alignment") {
   std::mt19937_64 rng(20261201);
