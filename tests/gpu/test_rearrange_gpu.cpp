@@ -1166,8 +1166,9 @@ TEST_CASE("rearrange: shared rows of 160 to 767 bytes take segment tiles that st
 
 TEST_CASE("rearrange: short shared rows take segment tiles, exact at every pointer misalignment" *
           test::gpu_only()) {
-  // Rows of 9, 11, 12, 13, 15, 23 and 71 bytes, 6 and 22 f16 units, 9 f32 and 9 f64 units (rows
-  // of 8 to 15 bytes store 16-byte vectors that span up to three rows); a merged destination run ([7,
+  // u8 rows of 9, 11, 13, 15, 23 and 71 bytes and of 12 (three 4-byte units), 6 and 22 f16 units, 9
+  // f32 and 9 f64 units (rows of 8 to 15 bytes store 16-byte vectors that span up to three rows); rows
+  // of 2-byte units under a sector take runs tiles instead. A merged destination run ([7,
   // ..., 9]), a merged source run ([1241, 7, 9]), tiles cut by the extents, and groups of several dims.
   const std::vector<PermuteCase> cases = {
       {{413, 95, 15}, {1, 0, 2}, DType::u8},          {{29, 3, 640, 6}, {2, 0, 1, 3}, DType::f16},

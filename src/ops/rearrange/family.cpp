@@ -2957,11 +2957,12 @@ bool rows_under_a_sector(const CanonicalForm& units) {
 // Whether rows of 2-byte units under a sector take runs tiles before segment tiles. (H200: measured
 // planning found the runs tile 1.13x to 1.18x faster than the planned segment tile on three f16
 // lines of seeds 7961-7962, rows of 3 and 9 units. Drawn after, 24 of the 548 u8/f16 lines of seeds
-// 7261-7960 whose 16-byte plans this changes: 53.4% -> 59.3% of copy, 15 up and 5 down by 3 points or
-// more; u8 in 2-byte units (8 lines) 51.2% -> 64.3%, f16 (16) 54.6% -> 57.0%. The falls are segment
-// tiles of rows of 3 to 15 units that were already at 47-72%: f16 [148,96359,13] 1,0,2 72% -> 54%.
-// Measured at 16-byte aligned pointers: pointers off 4 bytes, which fold wider elements into 2-byte
-// units, keep their segment tiles.)
+// 7261-7960 whose plans at 16-byte aligned pointers this changes: 53.4% -> 59.3% of copy (geometric
+// means), 15 up and 5 down by 3 points or more; u8 in 2-byte units (8 lines) 51.2% -> 64.3%, f16 (16)
+// 54.6% -> 57.0%. The falls are segment tiles of rows of 3 to 15 units that were already at 47-72%:
+// f16 [148,96359,13] 1,0,2 72% -> 54%. Measured at 16-byte aligned pointers only: pointers aligned to
+// 4 or 8 bytes take the rule unmeasured; pointers off 4 bytes keep segment tiles, whether their
+// 2-byte units are the elements or fold wider ones.)
 bool pair_rows_take_runs(const CanonicalForm& units, std::int64_t src_align, std::int64_t dst_align) {
   return units.unit_bytes == 2 && src_align >= 4 && dst_align >= 4 && rows_under_a_sector(units);
 }
