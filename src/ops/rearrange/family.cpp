@@ -2678,6 +2678,14 @@ RearrangeVariant lengthen_short_runs(const CanonicalForm& form, bool exact, Rear
   return shared_run > run && shared_run >= kSectorBytes ? std::move(*shared) : std::move(runs);
 }
 
+// The planned runs tile (plan_runs), or the tile whose runs share their end where lengthen_short_runs
+// takes it.
+std::optional<RearrangeVariant> plan_lengthened_runs(const CanonicalForm& form, bool exact) {
+  std::optional<RearrangeVariant> runs = plan_runs(form, exact);
+  if (runs) runs = lengthen_short_runs(form, exact, std::move(*runs));
+  return runs;
+}
+
 // Whether a tile that stores single bytes (stores_single_bytes) along an A of a sector or more, from
 // loads of 2- or 4-byte vectors, goes faster than a runs tile whose destination runs are under a
 // sector. (H200, u8 [760,3,9,437,12] 4,0,3,2,1: 24% -> 51% of copy on a 128 x 12 tile; measured
@@ -2985,27 +2993,25 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
     return plan_vector_rows(units, exact);
   if (v.spec.family == RearrangeFamily::row) {
     if (pair_rows_take_runs(units, src_align, dst_align)) {
-      if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
+      if (std::optional<RearrangeVariant> runs = plan_lengthened_runs(units, exact)) return *runs;
     }
     const std::optional<RearrangeVariant> single = plan_segments(units, exact, false);
     if (single && wants_segments(*single, true)) return *single;
     const std::optional<RearrangeVariant> composite = plan_segments(units, exact, true);
     if (composite && wants_segments(*composite, false)) return *composite;
     if (rows_under_a_sector(units)) {
-      if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) return *runs;
+      if (std::optional<RearrangeVariant> runs = plan_lengthened_runs(units, exact)) return *runs;
     }
   }
   if (stores_single_bytes(v)) {
-    if (std::optional<RearrangeVariant> runs = plan_runs(units, exact)) {
-      RearrangeVariant taken = lengthen_short_runs(units, exact, std::move(*runs));
-      if (!beats_short_runs(v, taken)) return taken;
-    }
+    if (std::optional<RearrangeVariant> runs = plan_lengthened_runs(units, exact))
+      if (!beats_short_runs(v, *runs)) return *runs;
   }
   // Measured at 16-byte aligned pointers only. Pointers off 4 bytes make most 2-byte tiles single
   // units, so those keep their tiles; pointers aligned to 4 or 8 bytes take the rule, unmeasured.
   if (moves_single_units_of_two_bytes(v.spec) && src_align >= 4 && dst_align >= 4) {
-    const std::optional<RearrangeVariant> runs = plan_runs(units, exact);
-    if (runs && runs->spec.gather_stores) return *runs;
+    std::optional<RearrangeVariant> runs = plan_runs(units, exact);
+    if (runs && runs->spec.gather_stores) return lengthen_short_runs(units, exact, std::move(*runs));
   }
   return v;
 }
@@ -3015,7 +3021,6 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
 RearrangeVariant plan_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
                               std::int64_t dst_align) {
   RearrangeVariant v = plan_unspread_variant(units, exact, src_align, dst_align);
-  if (v.spec.family == RearrangeFamily::runs) v = lengthen_short_runs(units, exact, std::move(v));
   spread_rows(v.spec);
   return v;
 }
