@@ -40,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
 
-  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+  for (Index t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     SjTile tile = sj_tile(args, t, TILE_A, TILE_B, TILE_DIMS, false);
     tile.src_base += tile.a0 * sj_src_stride(args, PA) + tile.b0 * sj_src_stride(args, PB);
     tile.dst_base += tile.a0 * sj_dst_stride(args, PA) + tile.b0 * sj_dst_stride(args, PB);

@@ -125,7 +125,7 @@ struct SjRunsTile {
   Index valid_a, valid_b;
 };
 
-__device__ __forceinline__ SjRunsTile sj_runs_tile(const SjArgs& args, long long t) {
+__device__ __forceinline__ SjRunsTile sj_runs_tile(const SjArgs& args, Index t) {
   SjRunsTile tile;
   tile.at = sj_tile(args, t, TILE_A, TILE_B, TILE_DIMS, false);
   tile.at.src_base += tile.at.a0 * sj_src_stride(args, PA) + tile.at.b0 * sj_src_stride(args, PB);
@@ -381,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const Unit* smem = reinterpret_cast<const Unit*>(smem_vectors);
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  long long t = blockIdx.x;
+  Index t = blockIdx.x;
   if (t >= sj_num_tiles(args)) return;
   SjRunsTile tile = sj_runs_tile(args, t);
   SjRunsLoaded in;
@@ -389,7 +389,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   for (;;) {
     sj_runs_stage(in, smem_bytes);
     __syncthreads();
-    const long long next_t = t + gridDim.x;
+    const Index next_t = t + gridDim.x;
     const bool more = next_t < sj_num_tiles(args);
     SjRunsTile next = tile;
     if (more) {

@@ -62,7 +62,7 @@ struct SjSegmentShared {
   Index dst_offset[B_TABLE];  // several B dims: each destination run's offset in units
 };
 
-__device__ __forceinline__ SjSegmentTile sj_segment_tile(const SjArgs& args, long long t, char* dst, const char* src) {
+__device__ __forceinline__ SjSegmentTile sj_segment_tile(const SjArgs& args, Index t, char* dst, const char* src) {
   const SjTile tile = sj_tile(args, t, ROWS_A, ROWS_B, FIRST_OUTER, A_FIRST);
   SjSegmentTile seg;
   seg.a0 = tile.a0;
@@ -254,7 +254,7 @@ __device__ __forceinline__ void sj_store_tile(const SjSegmentTile& t, const SjSe
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sj_kernel(char* __restrict__ dst, const char* __restrict__ src, const SjArgs args) {
   __shared__ __align__(16) SjSegmentShared sh;
-  long long t = blockIdx.x;
+  Index t = blockIdx.x;
   if (t >= sj_num_tiles(args)) return;
   SjSegmentTile tile = sj_segment_tile(args, t, dst, src);
   sj_bytes<16> loaded[LOAD_ITEMS];
@@ -264,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   for (;;) {
     sj_stage_tile(args, tile, sh, loaded, live, start);
     __syncthreads();
-    const long long next = t + gridDim.x;
+    const Index next = t + gridDim.x;
     const bool more = next < sj_num_tiles(args);
     SjSegmentTile next_tile = tile;
     if (more) {

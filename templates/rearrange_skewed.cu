@@ -106,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
   const unsigned dst_address = sj_unit_address(dst), src_address = sj_unit_address(src);
-  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+  for (Index t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, 2, A_FIRST);
     Pack in[LOADS_PER_THREAD];
     sj_load(args, s, src_address, tile, in);

@@ -535,7 +535,7 @@ __device__ __forceinline__ void sj_store(const SjArgs& args, Unit* __restrict__ 
 
 // The tile of index t, its base moved by its first indices' offsets in the fixed tables' groups
 // (none in a group the tile spans whole).
-__device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, long long t) {
+__device__ __forceinline__ SjTile sj_tiled_tile(const SjArgs& args, Index t) {
   SjTile tile = sj_tile(args, t, STEP_A, TILE_B, FIRST_OUTER, A_FIRST);
   Index src_offset, dst_offset;
   if (TABLE_A && FIXED_A && tile.a0 != 0) {
@@ -567,8 +567,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   };
   Unit* __restrict__ d = reinterpret_cast<Unit*>(dst);
   const Unit* __restrict__ s = reinterpret_cast<const Unit*>(src);
-  const long long num_tiles = sj_num_tiles(args);
-  long long t = blockIdx.x;
+  const Index num_tiles = sj_num_tiles(args);
+  Index t = blockIdx.x;
   if (t >= num_tiles) return;
 
   SjTile tile = sj_tiled_tile(args, t);
@@ -581,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   sj_load(args, s, src_address, span, tile, tables(0), in);
   for (;;) {
     sj_stage(args, s, tile, tables(parity), in, smem);
-    const long long next_t = t + gridDim.x;
+    const Index next_t = t + gridDim.x;
     const bool more = next_t < num_tiles;
     SjTile next;
     if (more) {

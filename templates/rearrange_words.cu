@@ -323,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   // sources with ld.global.nc instead (sm_90), a change of code not measured.
   const unsigned dst_address = (unsigned)(reinterpret_cast<unsigned long long>(dst) / UNIT_BYTES);
   const unsigned src_address = (unsigned)(reinterpret_cast<unsigned long long>(src) / UNIT_BYTES);
-  for (long long t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
+  for (Index t = blockIdx.x; t < sj_num_tiles(args); t += gridDim.x) {
     const SjTile tile = sj_tile(args, t, TILE_A, TILE_B, FIRST_OUTER, A_FIRST);
     if (TABLES) {
       sj_fill_tables(args, tile, table_a, table_b);
