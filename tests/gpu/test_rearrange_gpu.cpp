@@ -670,6 +670,26 @@ TEST_CASE("rearrange: single-unit loads of rows at odd pitches are funnel-shifte
   CHECK(both_loaded > 0);
 }
 
+TEST_CASE("rearrange: tiles storing word vectors over a whole one-dim B that no word vector divides round B up to "
+          "skewed vectors, exact at every pointer misalignment" *
+          test::gpu_only()) {
+  // B of 7 f16 units and of 47, 41 and 19 bytes: the micro-tile at B's end reads into the next row.
+  const std::vector<PermuteCase> cases = {
+      {{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, DType::f16},
+      {{9, 5, 2, 42, 16, 6, 47}, {6, 4, 2, 1, 3, 5, 0}, DType::u8},
+      {{164, 13, 3, 2, 33, 41}, {2, 5, 3, 0, 1, 4}, DType::u8},
+      {{10, 45, 6, 2, 21, 2, 4, 19}, {5, 0, 7, 3, 2, 1, 6, 4}, DType::u8},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK((v.spec.skew_load && v.spec.tile_b > v.args.extent_b));
+  }
+  const int rounded = launches_where(cases, 7411, [](const plan::RearrangeSpec& s) { return s.skew_load && s.bounds; });
+  MESSAGE(rounded << " of " << cases.size() * 9 << " launches on skewed tiles with bounds");
+  CHECK(rounded >= static_cast<int>(cases.size()));
+}
+
 TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4 and 8 bytes of 1-byte units and of "
           "4, 8 and 16 bytes of 2-byte units, are exact at four source misalignments" *
           test::gpu_only()) {

@@ -570,11 +570,12 @@ TEST_CASE("tiles of 2-byte units that load and store single units take runs tile
     check_permute(c, rng, false);
     check_permute(c, rng, true);
   }
-  // f16 [6, 15, 4, 165, 7] 4,2,0,3,1: its runs tile would scatter its loads, so it keeps the tile.
-  // ([6, 15, 4, 65, 7], whose runs tile of up to 16 KiB gathers, takes it.)
-  const plan::RearrangeSpec taken = aligned_spec({{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2});
+  // f16 [6, 15, 4, 165, 5] 4,2,0,3,1: its runs tile would scatter its loads, so it keeps the tile.
+  // ([6, 15, 4, 65, 5], whose runs tile of up to 16 KiB gathers, takes it. B of 7 units rounds up to
+  // skewed 8-unit rows instead.)
+  const plan::RearrangeSpec taken = aligned_spec({{6, 15, 4, 65, 5}, {4, 2, 0, 3, 1}, 2});
   CHECK((taken.family == plan::RearrangeFamily::runs && taken.gather_stores));
-  const plan::RearrangeSpec kept = aligned_spec({{6, 15, 4, 165, 7}, {4, 2, 0, 3, 1}, 2});
+  const plan::RearrangeSpec kept = aligned_spec({{6, 15, 4, 165, 5}, {4, 2, 0, 3, 1}, 2});
   CHECK((kept.family == plan::RearrangeFamily::packed && kept.vec_a == 1 && kept.vec_b == 1));
 }
 
@@ -919,6 +920,24 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
   check_permute(two_rows, rng, true);
   const plan::RearrangeSpec four_rows = aligned_spec({{29, 86, 129}, {0, 2, 1}, 2});
   CHECK((four_rows.skew_load && four_rows.tile_b == 32 && four_rows.vec_b == 8));
+}
+
+TEST_CASE("tiles storing word vectors over a whole one-dim B that no word vector divides round B up to skewed "
+          "vectors, at every alignment") {
+  std::mt19937_64 rng(20261202);
+  // B of 7 f16 units (a 256 x 8 tile), of 47 and of 41 bytes (tiles of 48), each loading single units
+  // before; the micro-tile at B's end reads into the next row.
+  const PermuteCase cases[] = {{{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2},
+                               {{9, 5, 2, 42, 16, 6, 47}, {6, 4, 2, 1, 3, 5, 0}, 1},
+                               {{164, 13, 3, 2, 33, 41}, {2, 5, 3, 0, 1, 4}, 1}};
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangeVariant v = plan::variant_for_pointers(plan_of(c), 16);
+    INFO(plan::describe(plan_of(c)));
+    CHECK((v.spec.skew_load && v.spec.bounds && v.spec.tile_b > v.args.extent_b &&
+           v.spec.tile_b - v.args.extent_b < v.spec.vec_b && v.spec.vec_a * v.spec.unit_bytes >= 4));
+    check_permute(c, rng, false);
+    check_permute(c, rng, true);
+  }
 }
 
 TEST_CASE("f16 2-D transposes with narrow stores take tiles of skewed 16-byte stores where they load 4 bytes or "
