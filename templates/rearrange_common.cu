@@ -121,8 +121,9 @@ __device__ __forceinline__ void sj_store_in_run(unsigned char* run, Position p, 
 }
 
 // n / d: by a constant in exact mode, by a division with 64-bit indices, else multiply-high and shift,
-// in 32 bits: 32-bit indices are below 2^30, so the sum cannot carry (sj_fastdiv's 64-bit sum took
-// a packed tile of 864 bytes 4% more instructions and 1.11x its time, H200).
+// in 32 bits: 32-bit indices are below 2^30, so the sum cannot carry (with tile ordinals in 64 bits
+// too, sj_fastdiv's 64-bit sum took a packed tile of 864 bytes 4% more instructions and 1.11x its
+// time, H200).
 __device__ __forceinline__ Index sj_div(Index n, const SjDiv& d, long long exact_divisor) {
   if (EXACT) return n / (Index)exact_divisor;
   if (INDEX64) return n / (Index)d.value;

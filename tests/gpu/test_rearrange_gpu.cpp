@@ -685,9 +685,10 @@ TEST_CASE("rearrange: tiles storing word vectors over a whole one-dim B that no 
     const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
     CHECK((v.spec.skew_load && v.spec.tile_b > v.args.extent_b));
   }
-  const int rounded = launches_where(cases, 7411, [](const plan::RearrangeSpec& s) { return s.skew_load && s.bounds; });
-  MESSAGE(rounded << " of " << cases.size() * 9 << " launches on skewed tiles with bounds");
-  CHECK(rounded >= static_cast<int>(cases.size()));
+  // Misaligned pointers may plan other tiles; the aligned launches are the rounded ones checked above.
+  const int skewed = launches_where(cases, 7411, [](const plan::RearrangeSpec& s) { return s.skew_load && s.bounds; });
+  MESSAGE(skewed << " of " << cases.size() * 9 << " launches on skewed tiles with bounds");
+  CHECK(skewed >= static_cast<int>(cases.size()));
 }
 
 TEST_CASE("rearrange: skewed-load tiles among the tuning candidates, rows of 4 and 8 bytes of 1-byte units and of "

@@ -914,8 +914,8 @@ std::int64_t tiles_along_a(const RearrangeSpec& s, std::int64_t extent_a) {
   return s.skew_store ? ceil_div(extent_a + s.vec_a - 1, s.tile_a - s.vec_a) : ceil_div(extent_a, s.tile_a);
 }
 
-// The widest vector of at most `max_vec` units over which a tile spanning a B dim of `extent` units
-// reads under a quarter past its end, or 1.
+// The widest vector of at most `max_vec` units whose multiple that covers a B dim of `extent` units
+// reaches past it by under a quarter of that multiple, or 1.
 std::int64_t rounding_vector(std::int64_t extent, std::int64_t max_vec) {
   std::int64_t vec = max_vec;
   while (vec > 1 && 4 * (ceil_div(extent, vec) * vec - extent) >= ceil_div(extent, vec) * vec) vec /= 2;
@@ -926,9 +926,9 @@ std::int64_t rounding_vector(std::int64_t extent, std::int64_t max_vec) {
 // the tile allows load as the aligned vectors around them, funnel-shifted (skew_load), as wide as a
 // word at least and as the register budget allows: a row holds two vectors and its shift. A tile
 // storing A vectors of a word that spans a B of one dim whose extent no such vector divides (13
-// units) rounds its B up to vectors of 8 bytes or more, under a quarter past B's end (the micro-tile
-// at its end reads the next row's first units and stores none of them); tiles of linear stores,
-// which span A, and passing tiles keep B exact. (H200, the 44 u8/f16 lines of seeds 7964-8183 that
+// units) rounds its B up to vectors of 8 bytes or more, under a quarter of the tile past B's end
+// (the micro-tile at its end reads the next row's first units and stores none of them); tiles of
+// linear stores, which span A, and passing tiles keep B exact. (H200, the 44 u8/f16 lines of seeds 7964-8183 that
 // rounding to 4-byte vectors or more changed: 49.9% -> 57.6% of copy, 33 up and 5 down by 3 points
 // or more, 4 of the 5 down on 4-byte vectors, so those are left out.)
 void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t max_vec,
