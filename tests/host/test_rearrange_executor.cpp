@@ -925,7 +925,7 @@ TEST_CASE("single-unit loads of rows at odd pitches load the aligned vectors aro
 TEST_CASE("tiles storing word vectors over a whole one-dim B that no word vector divides round B up to skewed "
           "vectors, at every alignment") {
   std::mt19937_64 rng(20261202);
-  // B of 7 f16 units (a 256 x 8 tile), of 47 and of 41 bytes (tiles of 48), each loading single units
+  // B of 7 f16 units (a 1024 x 8 tile), of 47 and of 41 bytes (tiles of 48), each loading single units
   // before; the micro-tile at B's end reads into the next row.
   const PermuteCase cases[] = {{{6, 15, 4, 65, 7}, {4, 2, 0, 3, 1}, 2},
                                {{9, 5, 2, 42, 16, 6, 47}, {6, 4, 2, 1, 3, 5, 0}, 1},
