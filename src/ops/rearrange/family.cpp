@@ -577,57 +577,73 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   return total;
 }
 
-// Wavefronts of a tiled spec's shared-memory traffic, sampled on its first two warps, and the
-// fewest they could take: the staging writes (a warp's micro-tiles, VEC_A units down one column
-// each) and the reads of the stores (a warp's vectors along the rows). The two passes issue equally
-// many warp accesses per tile. Counting stops once `bound` wavefronts are taken.
-struct Wavefronts {
-  int taken = 0, fewest = 0;
+// A tiled spec's shared-memory traffic, sampled on its first two warps: the staging writes (a
+// warp's micro-tiles, VEC_A units down one column each) and the reads of the stores (a warp's
+// vectors along the rows). The two passes issue equally many warp accesses per tile. Each lane's
+// A vector, B index and micro-tile row depend on the tile alone, so a layout search samples them
+// once and places them in each layout (staging_wavefronts).
+struct StagingLane {
+  int vector, b, micro_row;
 };
-Wavefronts staging_wavefronts(const RearrangeSpec& s, int bound = std::numeric_limits<int>::max()) {
+struct StagingSample {
+  StagingLane writes[64], reads[64];
+  int write_lanes[2] = {}, read_lanes[2] = {};
+  int fewest = 0;  // the wavefronts of a layout free of conflicts
+  // Where rows hold whole groups of lanes, each group reads consecutive vectors of one row (permuted
+  // within 128 bytes when swizzled): one wavefront per 128 bytes in every layout, so they are counted
+  // in `fewest` and not sampled.
+  int fixed_reads = 0;
+};
+
+StagingSample sample_staging(const RearrangeSpec& s) {
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
   const int access_bytes = s.vec_a * s.unit_bytes;
-  const int group = lanes_served_together(access_bytes);
-  Wavefronts out;
-  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters (the
-  // planner's time is mostly divisions otherwise).
-  int vector = 0, row = 0;
-  for (int warp = 0; warp < 2 && out.taken < bound; ++warp) {
-    int writes[32], lanes = 0;
+  StagingSample out;
+  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters.
+  for (int warp = 0, vector = 0, row = 0; warp < 2; ++warp) {
+    int& lanes = out.write_lanes[warp];
     for (; lanes < 32 && vector < micro_a; ++lanes) {
-      writes[lanes] = staged_position(s, vector, row * s.vec_b, row) * s.unit_bytes;
+      out.writes[32 * warp + lanes] = {vector, row * s.vec_b, row};
       if (++row == micro_b) row = 0, ++vector;
     }
-    out.taken += warp_wavefronts(writes, lanes, access_bytes);
     out.fewest += (lanes * access_bytes + 127) / 128;
   }
-  // Reads: lane l reads vector l % micro_a of row l / micro_a. Where rows hold whole groups of
-  // lanes, each group reads consecutive vectors of one row (permuted within 128 bytes when
-  // swizzled): one wavefront per 128 bytes in every layout.
-  if (micro_a % group == 0) {
-    for (int warp = 0, lanes = micro_a * s.tile_b; warp < 2 && lanes > 0; ++warp, lanes -= 32) {
-      const int fewest = (std::min(lanes, 32) * access_bytes + 127) / 128;
-      out.taken += fewest;
-      out.fewest += fewest;
-    }
+  // Reads: lane l reads vector l % micro_a of row l / micro_a.
+  if (micro_a % lanes_served_together(access_bytes) == 0) {
+    for (int warp = 0, lanes = micro_a * s.tile_b; warp < 2 && lanes > 0; ++warp, lanes -= 32)
+      out.fixed_reads += (std::min(lanes, 32) * access_bytes + 127) / 128;
+    out.fewest += out.fixed_reads;
     return out;
   }
-  vector = 0;
-  row = 0;
-  for (int warp = 0, micro_row = 0, row_in_micro = 0; warp < 2 && out.taken < bound; ++warp) {
-    int reads[32], lanes = 0;
+  for (int warp = 0, vector = 0, row = 0, micro_row = 0, row_in_micro = 0; warp < 2; ++warp) {
+    int& lanes = out.read_lanes[warp];
     for (; lanes < 32 && row < s.tile_b; ++lanes) {
-      reads[lanes] = staged_position(s, vector, row, micro_row) * s.unit_bytes;
+      out.reads[32 * warp + lanes] = {vector, row, micro_row};
       if (++vector == micro_a) {
         vector = 0;
         ++row;
         if (++row_in_micro == s.vec_b) row_in_micro = 0, ++micro_row;
       }
     }
-    out.taken += warp_wavefronts(reads, lanes, access_bytes);
     out.fewest += (lanes * access_bytes + 127) / 128;
   }
   return out;
+}
+
+// Wavefronts the sampled warps take in layout s (its pitch and swizzle), counted until `bound`.
+int staging_wavefronts(const RearrangeSpec& s, const StagingSample& sample,
+                       int bound = std::numeric_limits<int>::max()) {
+  const int access_bytes = s.vec_a * s.unit_bytes;
+  int taken = sample.fixed_reads;
+  auto count = [&](const StagingLane* lanes, int n) {
+    int offsets[32];
+    for (int l = 0; l < n; ++l)
+      offsets[l] = staged_position(s, lanes[l].vector, lanes[l].b, lanes[l].micro_row) * s.unit_bytes;
+    taken += warp_wavefronts(offsets, n, access_bytes);
+  };
+  for (int warp = 0; warp < 2 && taken < bound; ++warp) count(sample.writes + 32 * warp, sample.write_lanes[warp]);
+  for (int warp = 0; warp < 2 && taken < bound; ++warp) count(sample.reads + 32 * warp, sample.read_lanes[warp]);
+  return taken;
 }
 
 // Shared-memory rows of a tiled spec, while its tile is chosen: linear loads and stores need rows
@@ -751,15 +767,15 @@ void spread_rows(RearrangeSpec& s) {
   if (tiled && s.store_linear && !s.load_linear) return rotate_store_vectors(s);
   // choose_rows' swizzle over whole periods of both groups needs no search: it is conflict-free.
   if (!tiled || s.load_linear || s.store_linear || (s.swizzle && s.swizzle_step == 1)) return;
-  Wavefronts current = staging_wavefronts(s);
-  if (current.taken == current.fewest) return;
+  const StagingSample sample = sample_staging(s);
+  int current = staging_wavefronts(s, sample);
+  if (current == sample.fewest) return;
   const int current_bytes = shared_bytes(s);
   RearrangeSpec best = s;
   // Whether the candidate keeps the blocks per SM; if so, it is taken where it takes fewer wavefronts.
   auto consider = [&](const RearrangeSpec& candidate) {
     if (!keeps_blocks(shared_bytes(candidate), current_bytes, s.threads)) return false;
-    const Wavefronts w = staging_wavefronts(candidate, current.taken);
-    if (w.taken < current.taken) {
+    if (const int w = staging_wavefronts(candidate, sample, current); w < current) {
       best = candidate;
       current = w;
     }
@@ -768,7 +784,7 @@ void spread_rows(RearrangeSpec& s) {
   RearrangeSpec padded = s;
   padded.swizzle = false;
   // More padding takes more shared memory: the first pad that loses blocks ends the search.
-  for (int pad = 0; pad <= 8 && current.taken > current.fewest; ++pad) {
+  for (int pad = 0; pad <= 8 && current > sample.fewest; ++pad) {
     padded.pitch = s.tile_a + pad * s.vec_a;
     if (!s.swizzle && padded.pitch == s.pitch) continue;  // s's own layout, counted above
     if (!consider(padded)) break;
@@ -780,7 +796,7 @@ void spread_rows(RearrangeSpec& s) {
     swizzled.swizzle = true;
     swizzled.pitch = s.tile_a;
     swizzled.swizzle_period = period;
-    for (int step = 1; step < period && current.taken > current.fewest; step *= 2) {
+    for (int step = 1; step < period && current > sample.fewest; step *= 2) {
       swizzled.swizzle_step = step;
       consider(swizzled);
     }
