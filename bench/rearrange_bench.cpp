@@ -8,6 +8,7 @@
 //   rearrange_bench [--cases-dir bench/cases] [--only TEXT] [--plan-only]
 //   rearrange_bench --random SEED [--count N] [--elem-bytes 1,2,4,8,16] [--emit-cases FILE]
 //                   [--only TEXT] [--plan-only]
+//   rearrange_bench --cases FILE... [--only TEXT] [--plan-only]
 //
 // --random SEED replaces the two suites by suite `random-SEED`, generated from SEED alone after
 // cuTT's benchmark rules, in each element size of --elem-bytes (default all five): N (default 24)
@@ -17,7 +18,9 @@
 // non-identity permutation. Same checks and timing, targets of their own, no exact-mode table;
 // results go to $OUT/rearrange_bench_random-SEED.md. --emit-cases FILE writes the cases as case-file
 // lines (16-byte elements as `--dtype u8 --elem-bytes 16`), for bench/peers_random.py, and exits
-// without touching the GPU; --plan-only needs no GPU either.
+// without touching the GPU; --plan-only needs no GPU either. --cases FILE... runs the lines of case
+// files in their own element types (as --emit-cases writes them) as suite `cases`, with the random
+// suites' targets, no exact-mode table, results in $OUT/rearrange_bench_cases.md.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -91,7 +94,7 @@ std::size_t span_bytes(const TensorDesc& view) {
 }
 
 /// Builds a case from `rearrange --shape S --perm P [--src-strides ...] [--dst-strides ...]`,
-/// in `type` (or the line's own --dtype when `type` is null).
+/// in `type` (or the line's own --dtype and --elem-bytes when `type` is null).
 BenchCase make_case(const std::string& suite, const CaseLine& line, const ElementType* type) {
   BenchCase c;
   c.suite = suite;
@@ -110,6 +113,10 @@ BenchCase make_case(const std::string& suite, const CaseLine& line, const Elemen
     if (!parsed) throw std::runtime_error(fmt::format("line {}: unknown dtype in: {}", line.line_number, line.text));
     dtype = *parsed;
     c.type = line.get("dtype");
+    if (line.has("elem-bytes")) {
+      elem_bytes = static_cast<int>(bench::parse_int_list(line.get("elem-bytes"), "--elem-bytes").at(0));
+      c.type = fmt::format("{}B", elem_bytes);
+    }
   }
   const auto shape = bench::parse_int_list(c.shape, "--shape");
   const auto strides = c.src_strides.empty() ? std::vector<std::int64_t>{} : bench::parse_int_list(c.src_strides, "--src-strides");
@@ -130,6 +137,14 @@ std::vector<BenchCase> load_cases(const std::string& dir) {
     for (const CaseLine& line : ttc) cases.push_back(make_case("ttc", line, &type));
   for (const CaseLine& line : bench::read_case_file(dir + "/rearrange-bench-dl.txt"))
     cases.push_back(make_case("dl", line, nullptr));
+  return cases;
+}
+
+/// Suite `cases`: the lines of case files, each in its own element type.
+std::vector<BenchCase> file_cases(const std::vector<std::string>& paths) {
+  std::vector<BenchCase> cases;
+  for (const std::string& path : paths)
+    for (const CaseLine& line : bench::read_case_file(path)) cases.push_back(make_case("cases", line, nullptr));
   return cases;
 }
 
@@ -251,11 +266,11 @@ std::vector<BenchCase> random_cases(std::uint64_t seed, int count, const std::ve
   return cases;
 }
 
-bool is_random(const BenchCase& c) { return c.suite.starts_with("random-"); }
+bool is_random(const BenchCase& c) { return c.suite.starts_with("random-") || c.suite == "cases"; }
 
 /// Per-line bandwidth target as a fraction of copy. The file suites: rank 16+ with extents of 2 or
-/// 3 at least 60%, 1- and 2-byte elements 70%, wider elements 80%. The random suites: 4+ byte
-/// elements 75%, 2-byte 65%, 1-byte 55%.
+/// 3 at least 60%, 1- and 2-byte elements 70%, wider elements 80%. The random suites (and the lines
+/// of --cases files, most often drawn from them): 4+ byte elements 75%, 2-byte 65%, 1-byte 55%.
 struct TargetClass {
   std::string name;
   double line_target;
@@ -530,12 +545,18 @@ void emit_cases(const std::string& path, const std::vector<BenchCase>& cases, co
 int main(int argc, char** argv) {
   CLI::App app{"shapejit rearrange benchmark (TTC and deep-learning suites, or random ones)"};
   std::string cases_dir = "bench/cases", only, elem_bytes = "1,2,4,8,16", emit_path;
+  std::vector<std::string> case_files;
   Timing timing;
   int samples = 1 << 16, count = 24;
   std::uint64_t seed = 0;
   bool plan_only = false, tune = false;
-  app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
+  CLI::Option* dir = app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
   CLI::Option* random = app.add_option("--random", seed, "Run suite random-SEED, generated from this seed, instead");
+  CLI::Option* files = app.add_option("--cases", case_files,
+                                      "Run the lines of these case files instead, each in its own --dtype (or "
+                                      "--elem-bytes), as --emit-cases writes them")
+                           ->excludes(dir)
+                           ->excludes(random);
   app.add_option("--count", count, "Random-volume cases per element size (--random)")
       ->check(CLI::Range(0, 100000))
       ->needs(random);
@@ -550,8 +571,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const bool random_suite = random->count() > 0;
+    const bool random_suite = random->count() > 0, from_files = files->count() > 0;
     std::vector<BenchCase> cases = random_suite ? random_cases(seed, count, bench::parse_int_list(elem_bytes, "--elem-bytes"))
+                                   : from_files ? file_cases(case_files)
                                                 : load_cases(cases_dir);
     keep_only(cases, only);
     if (!emit_path.empty()) {
@@ -561,7 +583,8 @@ int main(int argc, char** argv) {
       fmt::print("wrote {} cases to {}\n", cases.size(), emit_path);
       return 0;
     }
-    const std::string file_suffix = (random_suite ? fmt::format("_random-{}", seed) : "") + (tune ? "_tune" : "");
+    const std::string file_suffix =
+        (random_suite ? fmt::format("_random-{}", seed) : from_files ? "_cases" : "") + (tune ? "_tune" : "");
     std::vector<double> plan_us;
     const Table plan_times = plan_time_table(cases, plan_us);
     const std::string plan_summary = plan_time_summary(plan_us);
@@ -626,9 +649,9 @@ int main(int argc, char** argv) {
     std::string kernels;
     for (const auto& [suite, text] : compiled) kernels += fmt::format("- suite {}: {}\n", suite, text);
     const std::string summaries = summary(results);
-    // The random suites skip exact mode: slow, a second plan, kernel and timing per case.
+    // The random suites and case files skip exact mode: slow, a second plan, kernel and timing per case.
     const std::optional<Table> exact =
-        random_suite || tune ? std::nullopt : std::optional<Table>(exact_table(cases, buffers, timing, samples));
+        random_suite || from_files || tune ? std::nullopt : std::optional<Table>(exact_table(cases, buffers, timing, samples));
 
     const std::string head = fmt::format("device {}, {} warm-up + {} timed runs per line (median), {} sampled elements "
                                          "checked per line on a poisoned destination\n",
