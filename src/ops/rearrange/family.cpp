@@ -81,6 +81,12 @@ class DimList {
   T front() const { return items_[0]; }
   T back() const { return items_[size_ - 1]; }
   bool operator==(const DimList& other) const { return std::equal(begin(), end(), other.begin(), other.end()); }
+  // A plain scan: lists hold a few dims, where std::find's unrolled loop costs more (plan time).
+  bool contains(T item) const {
+    for (std::size_t k = 0; k < size_; ++k)
+      if (items_[k] == item) return true;
+    return false;
+  }
 
  private:
   static constexpr std::size_t kCapacity = kMaxRearrangeRank + 1;
@@ -321,7 +327,7 @@ struct Groups {
 };
 
 bool in_groups(const Groups& g, std::size_t i) {
-  return std::find(g.a.begin(), g.a.end(), i) != g.a.end() || std::find(g.b.begin(), g.b.end(), i) != g.b.end();
+  return g.a.contains(i) || g.b.contains(i);
 }
 
 // Units of a group's first dims up to and including dim i, or 0 when i is not in the group.
@@ -349,7 +355,7 @@ std::optional<std::size_t> dst_dim_with_stride(const RearrangeDims& dims, std::i
 std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
   std::int64_t next = 1, passed = 1, passing = 1;
   for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i; i = dst_dim_with_stride(dims, next)) {
-    const bool in_a = std::find(g.a.begin(), g.a.end(), *i) != g.a.end();
+    const bool in_a = g.a.contains(*i);
     if (!in_a && g.extent_a < target && !in_groups(g, *i)) {
       g.a.push_back(*i);
       g.extent_a *= dims[*i].extent;
@@ -419,7 +425,7 @@ DimList<std::int64_t> strides_past_run(const RearrangeDims& dims, const DimList<
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const auto in_group = std::find(group.begin(), group.end(), i);
     const bool in_run = in_group != group.end() && static_cast<std::size_t>(in_group - group.begin()) < run.dims;
-    if (std::find(whole.begin(), whole.end(), i) == whole.end() && !in_run)
+    if (!whole.contains(i) && !in_run)
       strides.push_back(in_src ? dims[i].src_stride : dims[i].dst_stride);
   }
   return strides;
@@ -1093,8 +1099,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // Strides of the dims outside each group decide which vectors stay aligned.
   DimList<std::int64_t> dst_others, src_others;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const bool in_a = std::find(g.a.begin(), g.a.end(), i) != g.a.end();
-    const bool in_b = std::find(g.b.begin(), g.b.end(), i) != g.b.end();
+    const bool in_a = g.a.contains(i);
+    const bool in_b = g.b.contains(i);
     if (!in_a) dst_others.push_back(dims[i].dst_stride);
     if (!in_b) src_others.push_back(dims[i].src_stride);
   }
@@ -2184,8 +2190,7 @@ bool rows_aligned(const RearrangeDims& dims, const DimList<DimIndex>& along, boo
                   std::int64_t unit, std::int64_t bytes) {
   if (align_bytes < bytes) return false;
   for (std::size_t i = 0; i < dims.size(); ++i)
-    if (std::find(along.begin(), along.end(), i) == along.end() &&
-        !divides(bytes / unit, src_side ? dims[i].src_stride : dims[i].dst_stride))
+    if (!along.contains(i) && !divides(bytes / unit, src_side ? dims[i].src_stride : dims[i].dst_stride))
       return false;
   return true;
 }
@@ -2407,8 +2412,7 @@ DimList<DimIndex> contiguous_chain(const RearrangeDims& dims, bool src_side) {
   for (bool grown = true; grown;) {
     grown = false;
     for (std::size_t i = 0; i < dims.size() && !grown; ++i)
-      if ((src_side ? dims[i].src_stride : dims[i].dst_stride) == next &&
-          std::find(chain.begin(), chain.end(), i) == chain.end()) {
+      if ((src_side ? dims[i].src_stride : dims[i].dst_stride) == next && !chain.contains(i)) {
         chain.push_back(i);
         next *= dims[i].extent;
         grown = true;
@@ -2527,7 +2531,7 @@ int runs_store_words(std::int64_t run_bytes) { return run_bytes >= 128 ? 4 : run
 // 34.7% of copy, 44 up and 8 down.)
 bool runs_gather_stores(const RunsTile& tile) {
   const std::size_t innermost = tile.dst_run.front();
-  const bool in_source_run = std::find(tile.src_run.begin(), tile.src_run.end(), innermost) != tile.src_run.end();
+  const bool in_source_run = tile.src_run.contains(innermost);
   return in_source_run || (tile.dst_run.size() > 1 && tile.src_run.size() > 1);
 }
 
