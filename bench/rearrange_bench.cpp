@@ -19,8 +19,9 @@
 // results go to $OUT/rearrange_bench_random-SEED.md. --emit-cases FILE writes the cases as case-file
 // lines (16-byte elements as `--dtype u8 --elem-bytes 16`), for bench/peers_random.py, and exits
 // without touching the GPU; --plan-only needs no GPU either. --cases FILE... runs the lines of case
-// files in their own element types (as --emit-cases writes them) as suite `cases`, with the random
-// suites' targets, no exact-mode table, results in $OUT/rearrange_bench_cases.md.
+// files as suite `cases`, each line in its own element type (its --dtype, and --elem-bytes for an
+// opaque element, as --emit-cases writes them; DL-file lines read --elem-bytes too), under the random
+// suites' targets, without the exact-mode table; results go to $OUT/rearrange_bench_cases.md.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -114,7 +115,11 @@ BenchCase make_case(const std::string& suite, const CaseLine& line, const Elemen
     dtype = *parsed;
     c.type = line.get("dtype");
     if (line.has("elem-bytes")) {
-      elem_bytes = static_cast<int>(bench::parse_int_list(line.get("elem-bytes"), "--elem-bytes").at(0));
+      const auto bytes = bench::parse_int_list(line.get("elem-bytes"), "--elem-bytes");
+      if (bytes.size() != 1 || bytes[0] < 1 || bytes[0] > 64)
+        throw std::runtime_error(
+            fmt::format("line {}: --elem-bytes takes one size from 1 to 64 in: {}", line.line_number, line.text));
+      elem_bytes = static_cast<int>(bytes[0]);
       c.type = fmt::format("{}B", elem_bytes);
     }
   }
@@ -266,11 +271,13 @@ std::vector<BenchCase> random_cases(std::uint64_t seed, int count, const std::ve
   return cases;
 }
 
-bool is_random(const BenchCase& c) { return c.suite.starts_with("random-") || c.suite == "cases"; }
+/// Whether a line takes the random suites' targets: theirs, and those of case files (most often
+/// lines drawn from them).
+bool takes_random_targets(const BenchCase& c) { return c.suite.starts_with("random-") || c.suite == "cases"; }
 
 /// Per-line bandwidth target as a fraction of copy. The file suites: rank 16+ with extents of 2 or
-/// 3 at least 60%, 1- and 2-byte elements 70%, wider elements 80%. The random suites (and the lines
-/// of --cases files, most often drawn from them): 4+ byte elements 75%, 2-byte 65%, 1-byte 55%.
+/// 3 at least 60%, 1- and 2-byte elements 70%, wider elements 80%. The random suites and case files
+/// (takes_random_targets): 4+ byte elements 75%, 2-byte 65%, 1-byte 55%.
 struct TargetClass {
   std::string name;
   double line_target;
@@ -278,10 +285,11 @@ struct TargetClass {
 };
 
 TargetClass target_class(const BenchCase& c) {
-  if (is_random(c)) {
-    if (c.elem >= 4) return {"random, elements of 4+ bytes", 0.75, 0.92};
-    if (c.elem == 2) return {"random, 2-byte elements", 0.65, 0.85};
-    return {"random, 1-byte elements", 0.55, 0.80};
+  if (takes_random_targets(c)) {
+    const std::string kind = c.suite == "cases" ? "case files" : "random";
+    if (c.elem >= 4) return {kind + ", elements of 4+ bytes", 0.75, 0.92};
+    if (c.elem == 2) return {kind + ", 2-byte elements", 0.65, 0.85};
+    return {kind + ", 1-byte elements", 0.55, 0.80};
   }
   const bool tiny_extents = std::all_of(c.src.shape.begin(), c.src.shape.end(), [](std::int64_t e) { return e <= 3; });
   if (c.rank() >= 16 && tiny_extents) return {"rank 16+, extents 2-3", 0.60, 0};
@@ -543,7 +551,7 @@ void emit_cases(const std::string& path, const std::vector<BenchCase>& cases, co
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shapejit rearrange benchmark (TTC and deep-learning suites, or random ones)"};
+  CLI::App app{"shapejit rearrange benchmark (TTC and deep-learning suites, random ones, or case files)"};
   std::string cases_dir = "bench/cases", only, elem_bytes = "1,2,4,8,16", emit_path;
   std::vector<std::string> case_files;
   Timing timing;
@@ -553,8 +561,8 @@ int main(int argc, char** argv) {
   CLI::Option* dir = app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
   CLI::Option* random = app.add_option("--random", seed, "Run suite random-SEED, generated from this seed, instead");
   CLI::Option* files = app.add_option("--cases", case_files,
-                                      "Run the lines of these case files instead, each in its own --dtype (or "
-                                      "--elem-bytes), as --emit-cases writes them")
+                                      "Run the lines of these case files instead, each line in its own element type "
+                                      "(its --dtype, and --elem-bytes for opaque elements), as --emit-cases writes them")
                            ->excludes(dir)
                            ->excludes(random);
   app.add_option("--count", count, "Random-volume cases per element size (--random)")

@@ -583,21 +583,22 @@ int warp_wavefronts(const int* offsets, int lanes, int access_bytes) {
   return total;
 }
 
-// A tiled spec's shared-memory traffic, sampled on its first two warps: the staging writes (a
-// warp's micro-tiles, VEC_A units down one column each) and the reads of the stores (a warp's
-// vectors along the rows). The two passes issue equally many warp accesses per tile. Each lane's
-// A vector, B index and micro-tile row depend on the tile alone, so a layout search samples them
-// once and places them in each layout (staging_wavefronts).
+// One lane's shared-memory access: its A vector, B index and micro-tile row.
 struct StagingLane {
   int vector, b, micro_row;
 };
+// A tiled spec's shared-memory traffic, sampled on its first two warps: the staging writes (a
+// warp's micro-tiles, VEC_A units down one column each) and the reads of the stores (a warp's
+// vectors along the rows). The two passes issue equally many warp accesses per tile. The lanes
+// depend on the tile alone, so a layout search samples them once and places them in each layout
+// (staging_wavefronts).
 struct StagingSample {
   StagingLane writes[64], reads[64];
   int write_lanes[2] = {}, read_lanes[2] = {};
   int fewest = 0;  // the wavefronts of a layout free of conflicts
   // Where rows hold whole groups of lanes, each group reads consecutive vectors of one row (permuted
-  // within 128 bytes when swizzled): one wavefront per 128 bytes in every layout, so they are counted
-  // in `fewest` and not sampled.
+  // within 128 bytes when swizzled): one wavefront per 128 bytes in every layout. Such reads are not
+  // sampled (no read lanes); their wavefronts are added as they are to `fewest` and to every count.
   int fixed_reads = 0;
 };
 
@@ -605,7 +606,8 @@ StagingSample sample_staging(const RearrangeSpec& s) {
   const int micro_a = s.tile_a / s.vec_a, micro_b = s.tile_b / s.vec_b;
   const int access_bytes = s.vec_a * s.unit_bytes;
   StagingSample out;
-  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters.
+  // Staging: lane l writes micro-tile (l / micro_b, l % micro_b), walked with counters (divisions
+  // cost more).
   for (int warp = 0, vector = 0, row = 0; warp < 2; ++warp) {
     int& lanes = out.write_lanes[warp];
     for (; lanes < 32 && vector < micro_a; ++lanes) {
