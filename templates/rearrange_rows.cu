@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const int ty = threadIdx.x / TILE_X;
   for (Index tile = blockIdx.x; tile < sj_num_tiles(args); tile += gridDim.x) {
     const Index row_tile = sj_div(tile, args.tiles_x, K_TILES_X);
-    const Index col0 = ((Index)tile - row_tile * sj_tiles_x(args)) * TILE_COLS + tx;
+    const Index col0 = (tile - row_tile * sj_tiles_x(args)) * TILE_COLS + tx;
     Index src_row[ITEMS_Y], dst_row[ITEMS_Y];
     bool row_ok[ITEMS_Y];
     if (SPLIT_ROWS) {

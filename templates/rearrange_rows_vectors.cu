@@ -20,7 +20,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const int ty = threadIdx.x / TILE_X;
   for (Index tile = blockIdx.x; tile < sj_num_tiles(args); tile += gridDim.x) {
     const Index row_tile = sj_div(tile, args.tiles_x, K_TILES_X);
-    const long long vector0 = (long long)((Index)tile - row_tile * sj_tiles_x(args)) * TILE_VECTORS + tx;
+    const long long vector0 = (long long)(tile - row_tile * sj_tiles_x(args)) * TILE_VECTORS + tx;
     Index src_offset[ITEMS_Y], dst_offset[ITEMS_Y];
     bool row_ok[ITEMS_Y];
 #pragma unroll
