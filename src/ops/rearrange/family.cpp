@@ -1849,6 +1849,18 @@ bool narrow_short_side(const RearrangeSpec& s) {
   return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
 }
 
+// Whether B's source chain runs on through a dim of A: the dim whose source stride continues B's
+// first back-to-back dims lies in group A.
+bool b_chain_meets_a(const RearrangeVariant& v) {
+  const RearrangeSpec& s = v.spec;
+  std::int64_t run = 1;
+  for (int k = s.dims_a; k < s.dims_a + s.dims_b && v.args.dim[k].src_stride == run; ++k)
+    run *= v.args.dim[k].extent.value;
+  for (int k = 0; k < s.dims_a && run > 1; ++k)
+    if (v.args.dim[k].src_stride == run) return true;
+  return false;
+}
+
 // The plan_tiled search behind a fixed-tile variant: its volume, load runs and aspect.
 struct TiledSearch {
   std::int64_t volume;
@@ -1916,7 +1928,8 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
-  if (!long_over_short && !narrow_side) return v;
+  const bool narrow_loads_meet_a = s.unit_bytes <= 2 && load_vector(s) * s.unit_bytes < 4 && b_chain_meets_a(v);
+  if (!long_over_short && !narrow_side && !narrow_loads_meet_a) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
   RearrangeVariant quarter = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
@@ -1930,8 +1943,13 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   // 45.8% -> 66.8% of copy, 5 up by 8 to 37 points, f16 [5,40,2,33,3,35,36,4] 1,4,0,3,7,6,5,2 65% ->
   // 63%.)
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
+  const bool b_widened = q.dims_b > s.dims_b && load_vector(q) * q.unit_bytes >= 4 &&
+                         store_vector(q) * q.unit_bytes >= std::min(4, store_vector(s) * s.unit_bytes) &&
+                         std::int64_t{q.tile_a} * q.unit_bytes >= kSectorBytes;
   const bool takes_quarter = long_over_short ? same || b_lengthened
-                                             : same && q.threads == kSmallBlockThreads && half_or_more;
+                             : narrow_side && same && q.threads == kSmallBlockThreads && half_or_more
+                                 ? true
+                                 : narrow_loads_meet_a && b_widened;
   if (found && takes_quarter) *found = {volume / 4, short_load_runs, aspect};
   return takes_quarter ? quarter : v;
 }
