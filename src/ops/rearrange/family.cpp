@@ -1945,6 +1945,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
   const bool b_widened = q.dims_b > s.dims_b && load_vector(q) * q.unit_bytes >= 4 &&
                          store_vector(q) * q.unit_bytes >= std::min(4, store_vector(s) * s.unit_bytes) &&
+                         2 * store_vector(q) >= store_vector(s) &&
                          std::int64_t{q.tile_a} * q.unit_bytes >= kSectorBytes;
   const bool takes_quarter = long_over_short ? same || b_lengthened
                              : narrow_side && same && q.threads == kSmallBlockThreads && half_or_more
