@@ -1274,6 +1274,27 @@ TEST_CASE("a long A over a short B whose source chain runs on through A's dims t
   }
 }
 
+TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain runs on through A's dims take the "
+          "quarter tile that leaves them to B, at every alignment") {
+  std::mt19937_64 rng(41);
+  // B (17 f16 units, 5 bytes) continues in the source through dims that A (dst-contiguous) would
+  // take at the full volume; the quarter tile gives them to B, which then loads words or wider.
+  const PermuteCase cases[] = {
+      {{3, 112, 2, 42, 17}, {4, 0, 2, 3, 1}, 2},
+      {{2, 36, 3, 17, 40, 16, 5}, {6, 0, 4, 3, 2, 5, 1}, 1},
+  };
+  for (const PermuteCase& c : cases) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(s.dims_b == 2);
+    CHECK(s.vec_b * s.unit_bytes >= 4);
+    CHECK(s.threads == 128);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
 TEST_CASE("small whole tiles grow by a piece of an outer dim too long to span whole, and store the grown tile's runs") {
   std::mt19937_64 rng(37);
   // Blocks of A x B contiguous on both sides (a batch of small transposes): the tile spans both

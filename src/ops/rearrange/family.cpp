@@ -1869,7 +1869,8 @@ struct TiledSearch {
 };
 
 // The fixed tiles of a transpose of `volume` units, or of a quarter of it where that keeps both
-// groups and their vectors, for two shapes of tile (measured at the unit's default volume). A long
+// groups and their vectors, for two shapes of tile (measured at the unit's default volume), or where
+// narrow loads give B the dims of its source chain that A took (below). A long
 // A over a short B: the smaller tile then fits blocks of 128 threads, more of them per SM. (H200,
 // tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to 80.7% of copy, 10 up by up to 18
 // points and 3 down by up to 7. Quarter tiles that changed the groups lost: 3 of 5 such lines fell
@@ -1943,14 +1944,24 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   // 45.8% -> 66.8% of copy, 5 up by 8 to 37 points, f16 [5,40,2,33,3,35,36,4] 1,4,0,3,7,6,5,2 65% ->
   // 63%.)
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
+  // Likewise any tile of 1- or 2-byte units that loads under a word where B's source chain runs on
+  // into A's dims (a B of 5 to 38 units, often odd, loaded unit by unit or in pairs): the quarter is
+  // taken where its B takes those dims and loads words or wider, its A still spans a sector, and
+  // its stores keep half their width and a word. (H200, two rounds: the 13 lines of seeds 8684-8884
+  // it changes, 61.5% -> 77.5% of copy, all 13 up by 3 points or more, f16
+  // [2,2,2,3,4,4,2,2,3,4,8,7,3,6,9] 59% -> 89%; the sector bound came from a 14th, whose A fell to
+  // 16 bytes, u8 [21,40,2,84,18,10,7] 59% -> 53%. The store bound came from seeds 8885-9684, where
+  // quarters storing 4-byte vectors in place of 16-byte ones fell by 3 to 16 points (6 of 24 f16
+  // lines); the 38 lines the final rule changes there, 61.6% -> 78.8%. On the 58 lines of seeds
+  // 9685-10884 it changes, drawn after: u8 (37) 57.0% -> 70.9%, f16 (21) 67.4% -> 82.3%, 49 up and 6
+  // down, u8 [2,22,3,20,3,2,2,18,24,2,3,2] 71% -> 52%.)
   const bool b_widened = q.dims_b > s.dims_b && load_vector(q) * q.unit_bytes >= 4 &&
                          store_vector(q) * q.unit_bytes >= std::min(4, store_vector(s) * s.unit_bytes) &&
                          2 * store_vector(q) >= store_vector(s) &&
                          std::int64_t{q.tile_a} * q.unit_bytes >= kSectorBytes;
+  const bool smaller_blocks = same && q.threads == kSmallBlockThreads && half_or_more;
   const bool takes_quarter = long_over_short ? same || b_lengthened
-                             : narrow_side && same && q.threads == kSmallBlockThreads && half_or_more
-                                 ? true
-                                 : narrow_loads_meet_a && b_widened;
+                                             : (narrow_side && smaller_blocks) || (narrow_loads_meet_a && b_widened);
   if (found && takes_quarter) *found = {volume / 4, short_load_runs, aspect};
   return takes_quarter ? quarter : v;
 }
