@@ -1945,16 +1945,16 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   // 63%.)
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
   // Likewise any tile of 1- or 2-byte units that loads under a word where B's source chain runs on
-  // into A's dims (a B of 5 to 38 units, often odd, loaded unit by unit or in pairs): the quarter is
-  // taken where its B takes those dims and loads words or wider, its A still spans a sector, and
-  // its stores keep half their width and a word. (H200, two rounds: the 13 lines of seeds 8684-8884
-  // it changes, 61.5% -> 77.5% of copy, all 13 up by 3 points or more, f16
-  // [2,2,2,3,4,4,2,2,3,4,8,7,3,6,9] 59% -> 89%; the sector bound came from a 14th, whose A fell to
-  // 16 bytes, u8 [21,40,2,84,18,10,7] 59% -> 53%. The store bound came from seeds 8885-9684, where
-  // quarters storing 4-byte vectors in place of 16-byte ones fell by 3 to 16 points (6 of 24 f16
-  // lines); the 38 lines the final rule changes there, 61.6% -> 78.8%. On the 58 lines of seeds
-  // 9685-10884 it changes, drawn after: u8 (37) 57.0% -> 70.9%, f16 (21) 67.4% -> 82.3%, 49 up and 6
-  // down, u8 [2,22,3,20,3,2,2,18,24,2,3,2] 71% -> 52%.)
+  // into A's dims (B mostly of 5 to 38 units, often odd, loaded unit by unit or in pairs): the
+  // quarter is taken where its B takes those dims and loads words or wider, its A still spans a
+  // sector, and its stores keep half their width (and a word, where they had one). (H200, two
+  // rounds: the 13 lines of seeds 8684-8884 it changes, 61.5% -> 77.5% of copy, all 13 up by 3
+  // points or more, f16 [2,2,2,3,4,4,2,2,3,4,8,7,3,6,9] 59% -> 89%; the sector bound came from a
+  // 14th, whose A fell to 16 bytes, u8 [21,40,2,84,18,10,7] 59% -> 53%. The store bound came from
+  // seeds 8885-9684, where quarters storing 4-byte vectors in place of 16-byte ones fell by 3 to 16
+  // points (6 of 24 f16 lines); the 38 lines the final rule changes there, 61.6% -> 78.8%. On the
+  // 58 lines of seeds 9685-10884 it changes, drawn after: u8 (37) 57.0% -> 70.9%, f16 (21) 67.4% ->
+  // 82.3%, 49 up and 6 down, u8 [2,22,3,20,3,2,2,18,24,2,3,2] 71% -> 52%.)
   const bool b_widened = q.dims_b > s.dims_b && load_vector(q) * q.unit_bytes >= 4 &&
                          store_vector(q) * q.unit_bytes >= std::min(4, store_vector(s) * s.unit_bytes) &&
                          2 * store_vector(q) >= store_vector(s) &&
