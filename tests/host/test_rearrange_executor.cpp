@@ -1277,8 +1277,8 @@ TEST_CASE("a long A over a short B whose source chain runs on through A's dims t
 TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain runs on through A's dims take the "
           "quarter tile that leaves them to B, at every alignment") {
   std::mt19937_64 rng(41);
-  // B (17 f16 units, 5 bytes) continues in the source through dims that A (dst-contiguous) would
-  // take at the full volume; the quarter tile gives them to B, which then loads words or wider.
+  // B (17 f16 units; 5 u8 units) continues in the source through dims that A (dst-contiguous)
+  // would take at the full volume; the quarter tile gives them to B, which then loads words or wider.
   const PermuteCase cases[] = {
       {{3, 112, 2, 42, 17}, {4, 0, 2, 3, 1}, 2},
       {{2, 36, 3, 17, 40, 16, 5}, {6, 0, 4, 3, 2, 5, 1}, 1},
@@ -1292,6 +1292,30 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
     CHECK(s.vec_b * s.unit_bytes >= 4);
     CHECK(s.threads == 128);
     for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+}
+
+TEST_CASE("tiles loading under a word keep their tile where the quarter's A would hold under 32 bytes or its "
+          "stores would narrow to a quarter of their width") {
+  // u8: the quarter's A would hold 16 bytes; f16: the quarter would store 4-byte vectors where the
+  // tile stores 16 bytes.
+  const PermuteCase kept_a{{21, 40, 2, 84, 18, 10, 7}, {0, 3, 5, 4, 1, 6, 2}, 1};
+  const PermuteCase kept_stores{{2, 5, 36, 3, 35, 4, 40, 33}, {1, 2, 3, 7, 5, 6, 4, 0}, 2};
+  {
+    const plan::RearrangePlanData p = plan_of(kept_a);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(s.dims_b == 2);
+    CHECK(s.tile_a == 96);
+  }
+  {
+    const plan::RearrangePlanData p = plan_of(kept_stores);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(s.dims_b == 1);
+    CHECK(s.vec_a * s.unit_bytes == 16);
   }
 }
 

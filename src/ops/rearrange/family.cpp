@@ -1849,16 +1849,37 @@ bool narrow_short_side(const RearrangeSpec& s) {
   return units >= kNarrowSideMinUnits && units <= kNarrowSideMaxUnits && access * s.unit_bytes <= kNarrowSideMaxBytes;
 }
 
-// Whether B's source chain runs on through a dim of A: the dim whose source stride continues B's
-// first back-to-back dims lies in group A.
+// Whether B's source chain runs on through a dim of A past its first (A's first dim, innermost in
+// the destination, stays in A at any volume): the dim whose source stride continues B's first
+// back-to-back dims lies there.
 bool b_chain_meets_a(const RearrangeVariant& v) {
   const RearrangeSpec& s = v.spec;
   std::int64_t run = 1;
   for (int k = s.dims_a; k < s.dims_a + s.dims_b && v.args.dim[k].src_stride == run; ++k)
     run *= v.args.dim[k].extent.value;
-  for (int k = 0; k < s.dims_a && run > 1; ++k)
+  for (int k = 1; k < s.dims_a && run > 1; ++k)
     if (v.args.dim[k].src_stride == run) return true;
   return false;
+}
+
+// Whether the quarter tile replaces a tile that loads under a word (1- and 2-byte units only) where
+// B's source chain runs on into A's dims (b_chain_meets_a; B mostly of 5 to 38 units, often odd,
+// loaded unit by unit or in pairs): where the quarter's B gains a dim and loads words or wider, its
+// A holds 32 bytes or more, and its stores keep half their width and a word, or their whole width
+// where that was under a word. (H200, two rounds: the 13 lines of seeds 8684-8884 it changes,
+// 61.5% -> 77.5% of copy, all 13 up by 3 points or more, f16 [2,2,2,3,4,4,2,2,3,4,8,7,3,6,9] 59%
+// -> 89%; the A bound came from a 14th, whose A fell to 16 bytes, u8 [21,40,2,84,18,10,7] 59% ->
+// 53%. The half-width bound came from seeds 8885-9684, where quarters storing 4-byte vectors in
+// place of 16-byte ones fell by 3 to 16 points (6 of 24 f16 lines); the 38 lines the final rule
+// changes there, 61.6% -> 78.8%. On the 58 lines of seeds 9685-10884 it changes, drawn after: u8
+// (37) 57.0% -> 70.9%, f16 (21) 67.4% -> 82.3%, 49 up and 6 down, u8 [2,22,3,20,3,2,2,18,24,2,3,2]
+// 71% -> 52%.)
+bool takes_widened_b(const RearrangeSpec& planned, const RearrangeSpec& quarter) {
+  const int planned_store = store_vector(planned) * planned.unit_bytes;
+  const int quarter_store = store_vector(quarter) * quarter.unit_bytes;
+  return quarter.dims_b > planned.dims_b && load_vector(quarter) * quarter.unit_bytes >= 4 &&
+         std::int64_t{quarter.tile_a} * quarter.unit_bytes >= kSectorBytes && 2 * quarter_store >= planned_store &&
+         quarter_store >= std::min(4, planned_store);
 }
 
 // The plan_tiled search behind a fixed-tile variant: its volume, load runs and aspect.
@@ -1869,11 +1890,11 @@ struct TiledSearch {
 };
 
 // The fixed tiles of a transpose of `volume` units, or of a quarter of it where that keeps both
-// groups and their vectors, for two shapes of tile (measured at the unit's default volume), or where
-// narrow loads give B the dims of its source chain that A took (below). A long
-// A over a short B: the smaller tile then fits blocks of 128 threads, more of them per SM. (H200,
-// tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to 80.7% of copy, 10 up by up to 18
-// points and 3 down by up to 7. Quarter tiles that changed the groups lost: 3 of 5 such lines fell
+// groups and their vectors, for two shapes of tile (measured at the unit's default volume); or a
+// quarter that gives B the dims of its source chain that A took, for narrow loads (takes_widened_b).
+// A long A over a short B: the smaller tile then fits blocks of 128 threads, more of them per SM.
+// (H200, tuning seeds 40, 41 and 44-53: 21 such lines from 76.8% to 80.7% of copy, 10 up by up to
+// 18 points and 3 down by up to 7. Quarter tiles that changed the groups lost: 3 of 5 such lines fell
 // by 9 to 21 points; the exception, a quarter whose B takes dims the full tile's A held, is below.)
 // A tile of 256 threads whose short side moves 1 or 2 bytes per access, where the quarter tile
 // takes 128 threads and keeps half the units or more: twice the blocks per SM hold as many bytes in
@@ -1929,7 +1950,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
-  const bool narrow_loads_meet_a = s.unit_bytes <= 2 && load_vector(s) * s.unit_bytes < 4 && b_chain_meets_a(v);
+  const bool narrow_loads_meet_a = load_vector(s) * s.unit_bytes < 4 && b_chain_meets_a(v);
   if (!long_over_short && !narrow_side && !narrow_loads_meet_a) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
@@ -1944,24 +1965,10 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   // 45.8% -> 66.8% of copy, 5 up by 8 to 37 points, f16 [5,40,2,33,3,35,36,4] 1,4,0,3,7,6,5,2 65% ->
   // 63%.)
   const bool b_lengthened = q.dims_b > s.dims_b && q.tile_b >= 4 * s.tile_b;
-  // Likewise any tile of 1- or 2-byte units that loads under a word where B's source chain runs on
-  // into A's dims (B mostly of 5 to 38 units, often odd, loaded unit by unit or in pairs): the
-  // quarter is taken where its B takes those dims and loads words or wider, its A still spans a
-  // sector, and its stores keep half their width (and a word, where they had one). (H200, two
-  // rounds: the 13 lines of seeds 8684-8884 it changes, 61.5% -> 77.5% of copy, all 13 up by 3
-  // points or more, f16 [2,2,2,3,4,4,2,2,3,4,8,7,3,6,9] 59% -> 89%; the sector bound came from a
-  // 14th, whose A fell to 16 bytes, u8 [21,40,2,84,18,10,7] 59% -> 53%. The store bound came from
-  // seeds 8885-9684, where quarters storing 4-byte vectors in place of 16-byte ones fell by 3 to 16
-  // points (6 of 24 f16 lines); the 38 lines the final rule changes there, 61.6% -> 78.8%. On the
-  // 58 lines of seeds 9685-10884 it changes, drawn after: u8 (37) 57.0% -> 70.9%, f16 (21) 67.4% ->
-  // 82.3%, 49 up and 6 down, u8 [2,22,3,20,3,2,2,18,24,2,3,2] 71% -> 52%.)
-  const bool b_widened = q.dims_b > s.dims_b && load_vector(q) * q.unit_bytes >= 4 &&
-                         store_vector(q) * q.unit_bytes >= std::min(4, store_vector(s) * s.unit_bytes) &&
-                         2 * store_vector(q) >= store_vector(s) &&
-                         std::int64_t{q.tile_a} * q.unit_bytes >= kSectorBytes;
   const bool smaller_blocks = same && q.threads == kSmallBlockThreads && half_or_more;
   const bool takes_quarter = long_over_short ? same || b_lengthened
-                                             : (narrow_side && smaller_blocks) || (narrow_loads_meet_a && b_widened);
+                                             : (narrow_side && smaller_blocks) ||
+                                                   (narrow_loads_meet_a && takes_widened_b(s, q));
   if (found && takes_quarter) *found = {volume / 4, short_load_runs, aspect};
   return takes_quarter ? quarter : v;
 }
