@@ -5,10 +5,10 @@
 // Also: plan-creation host time for rank <= 8, the kernels the suites compiled, and exact mode
 // against the default on a selection of lines. Full results go to $OUT/rearrange_bench.md.
 //
-//   rearrange_bench [--cases-dir bench/cases] [--only TEXT] [--plan-only]
+//   rearrange_bench [--cases-dir bench/cases] [--only TEXT] [--plan-only | --keys]
 //   rearrange_bench --random SEED [--count N] [--elem-bytes 1,2,4,8,16] [--emit-cases FILE]
-//                   [--only TEXT] [--plan-only]
-//   rearrange_bench --cases FILE... [--only TEXT] [--plan-only]
+//                   [--only TEXT] [--plan-only | --keys]
+//   rearrange_bench --cases FILE... [--only TEXT] [--plan-only | --keys]
 //
 // --random SEED replaces the two suites by suite `random-SEED`, generated from SEED alone after
 // cuTT's benchmark rules, in each element size of --elem-bytes (default all five): N (default 24)
@@ -22,6 +22,8 @@
 // files as suite `cases`, each line in its own element type (its --dtype, and --elem-bytes for an
 // opaque element, as --emit-cases writes them; DL-file lines read --elem-bytes too), under the random
 // suites' targets, without the exact-mode table; results go to $OUT/rearrange_bench_cases.md.
+// --keys prints each line's kernel key on 16-byte aligned pointers and exits, without a GPU: two
+// builds' lists, diffed, name the lines a planner change moves.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -439,6 +441,15 @@ Table plan_time_table(const std::vector<BenchCase>& cases, std::vector<double>& 
   return table;
 }
 
+/// Each line with the key of the kernel its plan launches on 16-byte aligned pointers.
+Table kernel_key_table(const std::vector<BenchCase>& cases) {
+  Table table{{"suite", "type", "shape", "perm", "src strides", "kernel"}, {}};
+  for (const BenchCase& c : cases)
+    table.rows.push_back({c.suite, c.type, c.shape, c.perm, c.src_strides.empty() ? "-" : c.src_strides,
+                          kernel_of(plan_rearrange(c.dst, c.src))});
+  return table;
+}
+
 std::string plan_time_summary(std::vector<double> us) {
   if (us.empty()) return "no lines of rank <= 8\n";
   std::sort(us.begin(), us.end());
@@ -557,7 +568,7 @@ int main(int argc, char** argv) {
   Timing timing;
   int samples = 1 << 16, count = 24;
   std::uint64_t seed = 0;
-  bool plan_only = false, tune = false;
+  bool plan_only = false, keys = false, tune = false;
   CLI::Option* dir = app.add_option("--cases-dir", cases_dir, "Directory of rearrange-bench-ttc.txt and rearrange-bench-dl.txt");
   CLI::Option* random = app.add_option("--random", seed, "Run suite random-SEED, generated from this seed, instead");
   CLI::Option* files = app.add_option("--cases", case_files,
@@ -574,7 +585,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", timing.warmup, "Untimed runs before timing")->check(CLI::Range(1, 1000));
   app.add_option("--runs", timing.runs, "Timed runs per line (the median is reported)")->check(CLI::Range(1, 10000));
   app.add_option("--samples", samples, "Elements checked per line")->check(CLI::Range(0, 1 << 26));
-  app.add_flag("--plan-only", plan_only, "Only the plan-creation host times (no GPU needed)");
+  CLI::Option* plan_only_flag = app.add_flag("--plan-only", plan_only, "Only the plan-creation host times (no GPU needed)");
+  app.add_flag("--keys", keys, "Print each line's kernel key on 16-byte aligned pointers and exit (no GPU needed)")
+      ->excludes(plan_only_flag);
   app.add_flag("--tune", tune, "Also plan each line with tune (measured planning) and compare it with the default");
   CLI11_PARSE(app, argc, argv);
 
@@ -589,6 +602,10 @@ int main(int argc, char** argv) {
                  fmt::format("rearrange_bench --random {} --count {} --elem-bytes {}{}", seed, count, elem_bytes,
                              only.empty() ? "" : fmt::format(" --only '{}'", only)));
       fmt::print("wrote {} cases to {}\n", cases.size(), emit_path);
+      return 0;
+    }
+    if (keys) {
+      fmt::print("{}", kernel_key_table(cases).text());
       return 0;
     }
     const std::string file_suffix =
