@@ -273,6 +273,9 @@ std::vector<BenchCase> random_cases(std::uint64_t seed, int count, const std::ve
   return cases;
 }
 
+/// A line's source strides as its tables show them ("-" for a contiguous permuted view).
+std::string src_strides_text(const BenchCase& c) { return c.src_strides.empty() ? "-" : c.src_strides; }
+
 /// Whether a line takes the random suites' targets: theirs, and those of case files (most often
 /// lines drawn from them).
 bool takes_random_targets(const BenchCase& c) { return c.suite.starts_with("random-") || c.suite == "cases"; }
@@ -406,7 +409,7 @@ std::string percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fra
 
 std::vector<std::string> row_of(const LineResult& r) {
   const BenchCase& c = *r.c;
-  return {c.suite,   c.type,   c.shape, c.perm, c.src_strides.empty() ? "-" : c.src_strides, r.kernel,
+  return {c.suite,   c.type,   c.shape, c.perm, src_strides_text(c), r.kernel,
           fmt::format("{:.0f}", r.gbs), fmt::format("{:.0f}", r.copy), percent(r.ratio()),
           percent(target_class(c).line_target), r.check, r.compile_ms > 0 ? fmt::format("{:.0f}", r.compile_ms) : "-"};
 }
@@ -445,7 +448,7 @@ Table plan_time_table(const std::vector<BenchCase>& cases, std::vector<double>& 
 Table kernel_key_table(const std::vector<BenchCase>& cases) {
   Table table{{"suite", "type", "shape", "perm", "src strides", "kernel"}, {}};
   for (const BenchCase& c : cases)
-    table.rows.push_back({c.suite, c.type, c.shape, c.perm, c.src_strides.empty() ? "-" : c.src_strides,
+    table.rows.push_back({c.suite, c.type, c.shape, c.perm, src_strides_text(c),
                           kernel_of(plan_rearrange(c.dst, c.src))});
   return table;
 }
@@ -482,7 +485,7 @@ std::string summary(const std::vector<LineResult>& results) {
     by_class[tc.name].push_back(r.ratio());
     class_mean_target[tc.name] = tc.mean_target;
     if (r.ratio() < tc.line_target)
-      misses.rows.push_back({r.c->suite, r.c->type, r.c->shape, r.c->perm, r.c->src_strides.empty() ? "-" : r.c->src_strides,
+      misses.rows.push_back({r.c->suite, r.c->type, r.c->shape, r.c->perm, src_strides_text(*r.c),
                              r.kernel, percent(r.ratio()), percent(tc.line_target)});
   }
   Table groups{{"suite/type", "lines", "geomean of copy", "min", "max"}, {}};
