@@ -1295,6 +1295,32 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
   }
 }
 
+TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 256 threads run in 128-thread blocks "
+          "at twice the blocks per SM; 2-byte units keep their blocks") {
+  std::mt19937_64 rng(43);
+  const PermuteCase halved[] = {
+      {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, 8},  // 9 x 16 micro-tiles of 2 x 2 units
+      {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, 1},        // 12 x 16 of 4 x 8
+      {{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, 4},  // 7 x 16 of 4 x 2
+  };
+  for (const PermuteCase& c : halved) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(s.family == plan::RearrangeFamily::packed);
+    CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
+    CHECK(s.threads == 128);
+    CHECK(s.min_blocks == 6);
+    for (bool exact : {false, true}) check_permute(c, rng, exact);
+  }
+  const PermuteCase kept{{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2};  // 8 x 8 micro-tiles of 8 x 8 units
+  const plan::RearrangePlanData p = plan_of(kept);
+  const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+  INFO(plan::describe(p));
+  CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
+  CHECK(s.threads == 256);
+}
+
 TEST_CASE("tiles loading under a word keep their tile where the quarter's A would hold under 32 bytes or its "
           "stores would narrow to a quarter of their width") {
   // u8: the quarter's A would hold 16 bytes; f16: the quarter would store 4-byte vectors where the
