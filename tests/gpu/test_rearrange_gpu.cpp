@@ -889,6 +889,21 @@ TEST_CASE("rearrange: quarter tiles in blocks of 128 threads, at every pointer m
   check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8111, "tiled kernels");
 }
 
+TEST_CASE("rearrange: tiles of fewer micro-tiles than 256 threads in 128-thread blocks, at every pointer "
+          "misalignment" * test::gpu_only()) {
+  const std::vector<PermuteCase> cases = {
+      {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, DType::f64},
+      {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, DType::u8},
+      {{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, DType::f32},
+  };
+  for (const PermuteCase& c : cases) {
+    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
+    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
+    CHECK(v.spec.threads == 128);
+  }
+  check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8123, "tiled kernels");
+}
+
 TEST_CASE("rearrange: tiles whose registers spill without their low-register variant are exact at every "
           "pointer misalignment" * test::gpu_only()) {
   // The shapes of the compile test that checks their kernels' variants spill less.
