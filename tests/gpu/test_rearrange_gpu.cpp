@@ -896,12 +896,9 @@ TEST_CASE("rearrange: tiles of fewer micro-tiles than 256 threads in 128-thread 
       {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, DType::u8},
       {{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, DType::f32},
   };
-  for (const PermuteCase& c : cases) {
-    const TensorDesc view = permuted({c.shape, {}, c.dtype, 0}, c.perm);
-    const plan::RearrangeVariant v = launched_variant(plan_rearrange({view.shape, {}, c.dtype, 0}, view), 0);
-    CHECK(v.spec.threads == 128);
-  }
-  check_launch_share(cases, {plan::RearrangeFamily::transpose, plan::RearrangeFamily::packed}, 8123, "tiled kernels");
+  check_aligned_launches(
+      cases, 8123, [](const plan::RearrangeSpec& s) { return tiled_family(s) && s.threads == 128; },
+      "tiled kernels of 128 threads");
 }
 
 TEST_CASE("rearrange: tiles whose registers spill without their low-register variant are exact at every "
