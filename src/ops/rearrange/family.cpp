@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -322,13 +323,26 @@ RearrangeVariant plan_vector_rows(const CanonicalForm& form, bool exact) {
 // Group A: dims contiguous in the destination starting at its stride-1 dim; group B: dims contiguous
 // in the source starting at `b`. Each holds dim indices into the form, innermost first.
 struct Groups {
-  DimList<DimIndex> a, b;
+  DimList<DimIndex> a, b;  // grown through add_a and add_b only
   std::int64_t extent_a = 1, extent_b = 1;
-};
+  std::uint64_t a_bits = 0, b_bits = 0;  // bit i: dim i is in a (in b)
 
-bool in_groups(const Groups& g, std::size_t i) {
-  return g.a.contains(i) || g.b.contains(i);
-}
+  void add_a(std::size_t i, std::int64_t extent) {
+    a.push_back(static_cast<DimIndex>(i));
+    a_bits |= std::uint64_t{1} << i;
+    extent_a *= extent;
+  }
+  void add_b(std::size_t i, std::int64_t extent) {
+    b.push_back(static_cast<DimIndex>(i));
+    b_bits |= std::uint64_t{1} << i;
+    extent_b *= extent;
+  }
+  bool in_a(std::size_t i) const { return (a_bits >> i & 1) != 0; }
+  bool in_b(std::size_t i) const { return (b_bits >> i & 1) != 0; }
+};
+static_assert(kMaxRearrangeRank <= 64, "a group's dims fit its bit sets");
+
+bool in_groups(const Groups& g, std::size_t i) { return ((g.a_bits | g.b_bits) >> i & 1) != 0; }
 
 // Units of a group's first dims up to and including dim i, or 0 when i is not in the group.
 std::int64_t prefix_through(const RearrangeDims& dims, const DimList<DimIndex>& group, std::size_t i) {
@@ -348,27 +362,38 @@ std::optional<std::size_t> dst_dim_with_stride(const RearrangeDims& dims, std::i
   return std::nullopt;
 }
 
-// Adds dims that continue group A contiguously in dst until its extent reaches `target`. The chain
-// may pass once through B's first dims, in B's order, while they hold at most `pass_b` units (tiles
-// that span them whole keep the destination contiguous across both groups, and a B index's low part
-// is then its offset past the chain); returns the B units it passed before an A dim (1: none).
-std::int64_t grow_a(const RearrangeDims& dims, Groups& g, std::int64_t target, std::int64_t pass_b = 1) {
-  std::int64_t next = 1, passed = 1, passing = 1;
-  for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i; i = dst_dim_with_stride(dims, next)) {
-    const bool in_a = g.a.contains(*i);
-    if (!in_a && g.extent_a < target && !in_groups(g, *i)) {
-      g.a.push_back(*i);
-      g.extent_a *= dims[*i].extent;
-    }
-    if (in_a || g.a.back() == *i) {
+// The dims of the destination's contiguous chain, innermost first: the dim of destination stride 1,
+// then the dim whose stride is the units before it, and so on.
+DimList<DimIndex> destination_chain(const RearrangeDims& dims) {
+  DimList<DimIndex> chain;
+  std::int64_t next = 1;
+  for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i && chain.size() < dims.size();
+       i = dst_dim_with_stride(dims, next)) {
+    chain.push_back(static_cast<DimIndex>(*i));
+    next *= dims[*i].extent;
+  }
+  return chain;
+}
+
+// Adds dims of the destination chain (destination_chain) that continue group A until its extent
+// reaches `target`. The chain may pass once through B's first dims, in B's order, while they hold at
+// most `pass_b` units (tiles that span them whole keep the destination contiguous across both
+// groups, and a B index's low part is then its offset past the chain); returns the B units it passed
+// before an A dim (1: none).
+std::int64_t grow_a(const RearrangeDims& dims, const DimList<DimIndex>& dst_chain, Groups& g, std::int64_t target,
+                    std::int64_t pass_b = 1) {
+  std::int64_t passed = 1, passing = 1;
+  for (const std::size_t i : dst_chain) {
+    const bool in_a = g.in_a(i);
+    if (!in_a && g.extent_a < target && !in_groups(g, i)) g.add_a(i, dims[i].extent);
+    if (in_a || g.a.back() == i) {
       passed = passing;
-    } else if (const std::int64_t prefix = prefix_through(dims, g.b, *i);
-               passed == 1 && prefix == passing * dims[*i].extent && prefix <= pass_b) {
+    } else if (const std::int64_t prefix = prefix_through(dims, g.b, i);
+               passed == 1 && prefix == passing * dims[i].extent && prefix <= pass_b) {
       passing = prefix;
     } else {
       break;
     }
-    next *= dims[*i].extent;
   }
   return passed;
 }
@@ -443,8 +468,7 @@ std::int64_t grow_b(const RearrangeDims& dims, Groups& g, std::int64_t target, s
     for (std::size_t i = 0; i < dims.size() && !grown; ++i) {
       if (dims[i].src_stride != next) continue;
       if (!in_groups(g, i)) {
-        g.b.push_back(i);
-        g.extent_b *= dims[i].extent;
+        g.add_b(i, dims[i].extent);
         passed = passing;
         grown = true;
       } else if (const std::int64_t prefix = prefix_through(dims, g.a, i); prefix > 0 && prefix <= pass_a) {
@@ -1013,23 +1037,23 @@ std::int64_t b_through_a_bound(std::int64_t volume, std::int64_t side, std::int6
   return unit <= 4 ? std::max(side, volume / b_extent) : side;
 }
 
-TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim, std::int64_t volume,
-                         bool whole_groups, std::int64_t src_align, std::int64_t dst_align, Passing passing,
-                         bool load_runs, int aspect, bool skewed_loads, bool skewed_stores) {
+// `dst_chain`: the form's destination_chain.
+TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst_chain, std::size_t a_dim,
+                         std::size_t b_dim, std::int64_t volume, bool whole_groups, std::int64_t src_align,
+                         std::int64_t dst_align, Passing passing, bool load_runs, int aspect, bool skewed_loads,
+                         bool skewed_stores) {
   const RearrangeDims& dims = form.dims;
   const std::int64_t unit = form.unit_bytes;
   TiledChoice c;
   Groups& g = c.g;
-  g.a.push_back(a_dim);
-  g.b.push_back(b_dim);
-  g.extent_a = dims[a_dim].extent;
-  g.extent_b = dims[b_dim].extent;
+  g.add_a(a_dim, dims[a_dim].extent);
+  g.add_b(b_dim, dims[b_dim].extent);
 
   const std::int64_t side = tile_side_a(volume, aspect);
   // A's chain may pass B's first dims of up to a tile side, and B's chain A's (b_through_a_bound);
   // tiles along the other group then span them whole.
   const std::int64_t pass_b = passing == Passing::a_through_b ? side : 1;
-  const std::int64_t passing_b = grow_a(dims, g, side, pass_b);
+  const std::int64_t passing_b = grow_a(dims, dst_chain, g, side, pass_b);
   // A passing tile balances its runs: destination runs of tile_a times the passed units against
   // source runs of tile_b.
   const std::int64_t a_side =
@@ -1053,7 +1077,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   };
   std::int64_t tile_b = tile_for(g.extent_b, target_b);
   const std::int64_t target_a = std::max<std::int64_t>(a_side, volume / tile_b);
-  const std::int64_t passed_b = grow_a(dims, g, target_a, pass_b);
+  const std::int64_t passed_b = grow_a(dims, dst_chain, g, target_a, pass_b);
   // Chains that passed nothing grew the groups the plain search grows: the tile is the plain one.
   if (passing != Passing::none && passing_b == 1 && passed_a == 1 && passed_b == 1) {
     c.passed_nothing = true;
@@ -1101,8 +1125,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
   // Strides of the dims outside each group decide which vectors stay aligned.
   DimList<std::int64_t> dst_others, src_others;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const bool in_a = g.a.contains(i);
-    const bool in_b = g.b.contains(i);
+    const bool in_a = g.in_a(i);
+    const bool in_b = g.in_b(i);
     if (!in_a) dst_others.push_back(dims[i].dst_stride);
     if (!in_b) src_others.push_back(dims[i].src_stride);
   }
@@ -1177,7 +1201,8 @@ TiledChoice choose_tiles(const CanonicalForm& form, std::size_t a_dim, std::size
 // again at the 16-micro-tile bound, and its quarter-volume search revisits the full search's smaller
 // volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
 // A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
-// f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine).
+// f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine). The form's destination
+// chain is found once for all its searches.
 class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
@@ -1196,8 +1221,10 @@ class TileChoices {
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
   // plans at 32 or under).
-  explicit TileChoices(const CanonicalForm& form) : form_(form), index64_(needs_index64(form.dims)) {
+  explicit TileChoices(const CanonicalForm& form)
+      : form_(form), dst_chain_(destination_chain(form.dims)), index64_(needs_index64(form.dims)) {
     choices_.reserve(32);
+    slots_.fill(-1);
   }
   explicit TileChoices(CanonicalForm&&) = delete;  // it keeps a reference
   const CanonicalForm& form() const { return form_; }
@@ -1227,31 +1254,53 @@ class TileChoices {
       plain.skewed_stores = false;
       if (const TiledChoice* seen = find(plain); seen && !skews_stores(seen->g, seen->spec)) return *seen;
     }
-    TiledChoice c = choose_tiles(form_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align, a.dst_align,
-                                 a.passing, a.load_runs, a.aspect, a.skewed_loads, a.skewed_stores);
+    TiledChoice c = choose_tiles(form_, dst_chain_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align,
+                                 a.dst_align, a.passing, a.load_runs, a.aspect, a.skewed_loads, a.skewed_stores);
     if (c.passed_nothing) {
       // Remembered under the passing arguments too: a plan asks for them again in its later searches.
       Arguments plain = a;
       plain.passing = Passing::none;
       TiledChoice plain_choice = choose(plain);
-      return choices_.emplace_back(a, std::move(plain_choice)).second;
+      return remember(a, std::move(plain_choice));
     }
     c.spec.index64 = index64_;
-    return choices_.emplace_back(a, std::move(c)).second;
+    return remember(a, std::move(c));
   }
 
  private:
+  // Searches are found by open addressing on a hash of the arguments that vary within a plan: the
+  // slowest plans make some 240 lookups among 80 searches, which scanning cost 4.5% of their
+  // instructions. Past kIndexed searches (no plan measured came near), later ones are not indexed
+  // and are searched again.
+  static constexpr std::size_t kSlots = 256;
+  static constexpr std::size_t kIndexed = kSlots / 2;
+  static std::size_t slot_of(const Arguments& a) {
+    const std::uint64_t key = static_cast<std::uint64_t>(a.volume) * 31 + static_cast<std::uint64_t>(a.aspect) * 7 +
+                              static_cast<std::uint64_t>(a.passing) * 3 + a.load_runs + 2 * a.whole_groups +
+                              4 * a.skewed_loads + 8 * a.skewed_stores;
+    return (key * 0x9E3779B97F4A7C15ull) >> 56;  // the top 8 bits: one of kSlots
+  }
   const TiledChoice* find(const Arguments& a) const {
-    for (const auto& [seen, choice] : choices_)
-      if (seen == a) return &choice;
+    for (std::size_t k = slot_of(a); slots_[k] >= 0; k = (k + 1) % kSlots)
+      if (choices_[slots_[k]].first == a) return &choices_[slots_[k]].second;
     return nullptr;
+  }
+  const TiledChoice& remember(const Arguments& a, TiledChoice&& c) {
+    if (choices_.size() < kIndexed) {
+      std::size_t k = slot_of(a);
+      while (slots_[k] >= 0) k = (k + 1) % kSlots;
+      slots_[k] = static_cast<std::int16_t>(choices_.size());
+    }
+    return choices_.emplace_back(a, std::move(c)).second;
   }
 
   const CanonicalForm& form_;
+  DimList<DimIndex> dst_chain_;
   bool index64_;
   bool skewed_loads_ = false, skewed_stores_ = false;
   const RearrangeSpec* lopsided_tile_ = nullptr;
   std::vector<std::pair<Arguments, TiledChoice>> choices_;
+  std::array<std::int16_t, kSlots> slots_;  // indices into choices_, -1 where free
 };
 
 /// The order in which a kernel of tiles_a x tiles_b tiles of tile_a x tile_b units counts them. The
@@ -1434,8 +1483,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     const bool whole = piece == dims[i].extent;
     if (!whole && slab_registers(grown) > thread_registers(grown.threads, grown.min_blocks)) return false;
     s = grown;
-    g.b.push_back(i);
-    g.extent_b *= dims[i].extent;
+    g.add_b(i, dims[i].extent);
     return true;
   };
   std::optional<std::size_t> not_whole;  // the innermost outer dim (in dst) the tile does not span
@@ -2075,7 +2123,10 @@ RearrangeKernelArgs skew_tile_args(const CanonicalForm& form, const Groups& g, c
 
 // Groups of one dim each.
 Groups single_dims(const RearrangeDims& dims, std::size_t a_dim, std::size_t b_dim) {
-  return {{static_cast<DimIndex>(a_dim)}, {static_cast<DimIndex>(b_dim)}, dims[a_dim].extent, dims[b_dim].extent};
+  Groups g;
+  g.add_a(a_dim, dims[a_dim].extent);
+  g.add_b(b_dim, dims[b_dim].extent);
+  return g;
 }
 
 constexpr std::int64_t kSkewedTile = 64;  // units along A and along B
@@ -2238,7 +2289,7 @@ bool rows_aligned(const RearrangeDims& dims, const DimList<DimIndex>& along, boo
 Groups word_groups(const CanonicalForm& form, std::size_t a_dim, std::size_t b_dim) {
   Groups g = single_dims(form.dims, a_dim, b_dim);
   const std::int64_t tile_units = kWordTileWords * units_per_word(form.unit_bytes);
-  grow_a(form.dims, g, tile_units);
+  grow_a(form.dims, destination_chain(form.dims), g, tile_units);
   grow_b(form.dims, g, tile_units);
   return g;
 }
@@ -2836,28 +2887,29 @@ std::optional<RearrangeVariant> plan_segments(const CanonicalForm& form, bool ex
       form.unit_bytes > kSegmentMaxUnit)
     return std::nullopt;
   Groups g;
-  auto grow = [&](DimList<DimIndex>& group, std::int64_t& extent, bool dst_side, std::int64_t target) {
+  // Grows A (dst_side) or B.
+  auto grow = [&](bool dst_side, std::int64_t target) {
+    const std::int64_t& extent = dst_side ? g.extent_a : g.extent_b;
     for (bool grown = true; grown && extent < target;) {
       grown = false;
       for (std::size_t i = 0; i < inner && !grown; ++i)
         if (!in_groups(g, i) && (dst_side ? dims[i].dst_stride : dims[i].src_stride) == row.extent * extent) {
-          group.push_back(i);
-          extent *= dims[i].extent;
+          dst_side ? g.add_a(i, dims[i].extent) : g.add_b(i, dims[i].extent);
           grown = true;
         }
     }
   };
   // Each group starts with the dim next to the row on its side, so neither takes the other's first.
-  grow(g.a, g.extent_a, true, 2);
-  grow(g.b, g.extent_b, false, 2);
+  grow(true, 2);
+  grow(false, 2);
   if (g.a.empty() || g.b.empty()) return std::nullopt;
   const std::int64_t rows = std::max<std::int64_t>(1, kSegmentTileBytes / seg);
   const auto square = static_cast<std::int64_t>(std::sqrt(static_cast<double>(rows)));
   const std::int64_t target_a = std::min(rows, std::max(square, ceil_div(kSegmentDstRunBytes, seg)));
-  if (composite) grow(g.a, g.extent_a, true, target_a);
-  if (composite) grow(g.b, g.extent_b, false, std::max<std::int64_t>(1, rows / std::min(g.extent_a, target_a)));
+  if (composite) grow(true, target_a);
+  if (composite) grow(false, std::max<std::int64_t>(1, rows / std::min(g.extent_a, target_a)));
   const std::int64_t tile_b = std::min(g.extent_b, std::max<std::int64_t>(1, rows / std::min(g.extent_a, target_a)));
-  if (composite) grow(g.a, g.extent_a, true, rows / tile_b);  // B short of its share: A takes the rest
+  if (composite) grow(true, rows / tile_b);  // B short of its share: A takes the rest
   const std::int64_t extent_a = g.extent_a, extent_b = g.extent_b;
   std::int64_t tile_a = std::min(extent_a, std::max<std::int64_t>(1, rows / tile_b));
   tile_a = ceil_div(extent_a, ceil_div(extent_a, tile_a));
