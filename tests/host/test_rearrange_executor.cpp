@@ -1313,12 +1313,17 @@ TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 25
     CHECK(s.min_blocks == 6);
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
-  const PermuteCase kept{{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2};  // 8 x 8 micro-tiles of 8 x 8 units
-  const plan::RearrangePlanData p = plan_of(kept);
-  const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
-  INFO(plan::describe(p));
-  CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
-  CHECK(s.threads == 256);
+  const PermuteCase kept[] = {
+      {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},        // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
+      {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},  // B's table addresses past the small block's registers
+  };
+  for (const PermuteCase& c : kept) {
+    const plan::RearrangePlanData p = plan_of(c);
+    const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
+    INFO(plan::describe(p));
+    CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
+    CHECK(s.threads == 256);
+  }
 }
 
 TEST_CASE("tiles loading under a word keep their tile where the quarter's A would hold under 32 bytes or its "

@@ -25,7 +25,8 @@ constexpr int kWarp = 32;
 // within its limits, run there at twice the blocks per SM: the same threads per SM keep twice the
 // tiles in flight (H200, tuning seeds 40 and 44: u8 [3,21999,668,4] 0,1,3,2 79% -> 92% of copy, f16
 // [3,619,85,371,2] 2,1,0,4,3 62% -> 89%). Tiles that are pieces of long rows on both sides lost
-// (f16 64 x 64 transposes of seed 45: 61-62% -> 54-57%).
+// (f16 64 x 64 transposes of seed 45: 61-62% -> 54-57%). Final tiles with fewer micro-tiles than
+// threads take them too (take_small_blocks_for_idle_threads).
 constexpr int kSmallBlockThreads = 128;
 constexpr int kMaxStaticShared = 48 * 1024;
 // Shared memory per SM (sm_80 and sm_90) and threads per SM, which bound the blocks an SM holds.
@@ -323,24 +324,30 @@ RearrangeVariant plan_vector_rows(const CanonicalForm& form, bool exact) {
 // Group A: dims contiguous in the destination starting at its stride-1 dim; group B: dims contiguous
 // in the source starting at `b`. Each holds dim indices into the form, innermost first.
 struct Groups {
-  DimList<DimIndex> a, b;  // grown through add_a and add_b only
+  DimList<DimIndex> a, b;  // add dims with add_a and add_b, which keep the bit sets
   std::int64_t extent_a = 1, extent_b = 1;
   std::uint64_t a_bits = 0, b_bits = 0;  // bit i: dim i is in a (in b)
 
   void add_a(std::size_t i, std::int64_t extent) {
+    check_bit_index(i);
     a.push_back(static_cast<DimIndex>(i));
     a_bits |= std::uint64_t{1} << i;
     extent_a *= extent;
   }
   void add_b(std::size_t i, std::int64_t extent) {
+    check_bit_index(i);
     b.push_back(static_cast<DimIndex>(i));
     b_bits |= std::uint64_t{1} << i;
     extent_b *= extent;
   }
   bool in_a(std::size_t i) const { return (a_bits >> i & 1) != 0; }
   bool in_b(std::size_t i) const { return (b_bits >> i & 1) != 0; }
+  // A form in units may hold a dim more than kMaxRearrangeRank; only 64 fit the bit sets (more dims
+  // of extent 2 or over would span more than 2^63 bytes).
+  static void check_bit_index(std::size_t i) {
+    if (i >= 64) fail(ErrorCode::internal, "tile group dim {} past the bit sets", i);
+  }
 };
-static_assert(kMaxRearrangeRank <= 64, "a group's dims fit its bit sets");
 
 bool in_groups(const Groups& g, std::size_t i) { return ((g.a_bits | g.b_bits) >> i & 1) != 0; }
 
@@ -367,8 +374,7 @@ std::optional<std::size_t> dst_dim_with_stride(const RearrangeDims& dims, std::i
 DimList<DimIndex> destination_chain(const RearrangeDims& dims) {
   DimList<DimIndex> chain;
   std::int64_t next = 1;
-  for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i && chain.size() < dims.size();
-       i = dst_dim_with_stride(dims, next)) {
+  for (std::optional<std::size_t> i = dst_dim_with_stride(dims, next); i; i = dst_dim_with_stride(dims, next)) {
     chain.push_back(static_cast<DimIndex>(*i));
     next *= dims[*i].extent;
   }
@@ -1220,7 +1226,7 @@ class TileChoices {
     bool operator==(const Arguments&) const = default;
   };
   // Room for the searches of nearly every plan (seeds 2331-2334 and 2371-2410: at most 61, 97% of
-  // plans at 32 or under).
+  // plans at 32 or under; the slowest plan of seeds 10885-10924 makes 76).
   explicit TileChoices(const CanonicalForm& form)
       : form_(form), dst_chain_(destination_chain(form.dims)), index64_(needs_index64(form.dims)) {
     choices_.reserve(32);
@@ -3114,29 +3120,35 @@ bool pair_rows_take_runs(const CanonicalForm& units, std::int64_t src_align, std
 
 namespace {
 
-// The planned variant, its tile's shared-memory rows not yet spread (spread_rows).
 // A final tiled tile of 1-, 4- or 8-byte units with fewer micro-tiles than its block's 256 threads
 // leaves threads idle in its loads; in a half-size block, where a thread still holds it within its
-// limits (tile_fits), it runs at twice the blocks per SM: as many threads per SM, twice the tiles in
-// flight. Only the final tile: taken during the tile search, it changed which tiles later rules
-// weighed, and those lines fell as often as they rose. (H200, two rounds; with it in the search, on
-// the 62 lines of seeds 10885-11084 and 99 drawn from the 146 of seeds 11085-11684 it changed, the
-// lines that kept their tile: 4-byte units of at most 128 micro-tiles 41 lines +21.5 points of copy
-// (39 up, 1 down by 3 points or more), of 129 to 255 25 lines +7.5 (17 up, 5 down); 8-byte units 29
-// lines +17.7 (29 up); 1-byte units 17 lines +7.3 (8 up, 3 down); 2-byte units 24 lines +0.3 (8 up,
-// 11 down), so those keep their blocks. On the 72 lines of seeds 11685-12084 the rule changes, drawn
-// after: 60.8% -> 75.2% of copy, 55 up and 4 down; u8 (8) 55.1% -> 64.2%, f32 (48) 58.7% -> 73.8%,
-// f64 (16) 71.1% -> 86.1%.)
-void take_half_blocks_for_idle_threads(RearrangeSpec& s) {
+// limits (tile_fits, and slab_registers for tiles whose B offsets come from a table), it runs at
+// twice the blocks per SM: as many threads per SM, twice the tiles in flight. Tiles of linear or
+// skewed loads, and 16-byte units, keep their blocks (not measured). Only the final tile: taken
+// during the tile search, it changed which tiles later rules weighed, and those lines fell as often
+// as they rose. (H200, two rounds, 16-byte aligned pointers; with it in the search, on the 62 lines
+// of seeds 10885-11084 and 99 drawn from the 146 of seeds 11085-11684 it changed, the lines that kept
+// their tile: 4-byte units of at most 128 micro-tiles 41 lines +21.5 points of copy (39 up, 1 down by
+// 3 points or more), of 129 to 255 25 lines +7.5 (17 up, 5 down); 8-byte units 29 lines +17.7 (29
+// up); 1-byte units 17 lines +7.4 (8 up, 3 down); 2-byte units 24 lines -0.3 (8 up, 11 down), so
+// those keep their blocks. On the 72 lines of seeds 11685-12084 the rule changes, drawn after: 60.8%
+// -> 75.2% of copy, 55 up and 4 down; u8 (8) 55.1% -> 64.2%, f32 (48) 58.7% -> 73.8%, f64 (16) 71.1%
+// -> 86.1%.)
+void take_small_blocks_for_idle_threads(RearrangeSpec& s) {
   const bool measured_unit = s.unit_bytes == 1 || s.unit_bytes == 4 || s.unit_bytes == 8;
   if (!is_tiled(s.family) || !measured_unit || s.threads != kThreads || s.load_linear || s.skew_load) return;
   const std::int64_t micro_tiles = std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
-  const int small_min_blocks = s.min_blocks * kThreads / kSmallBlockThreads;
-  if (micro_tiles >= kThreads || !tile_fits(s, kSmallBlockThreads, small_min_blocks, true)) return;
-  s.threads = kSmallBlockThreads;
-  s.min_blocks = small_min_blocks;
+  if (micro_tiles >= kThreads) return;
+  RearrangeSpec small = s;
+  small.threads = kSmallBlockThreads;
+  small.min_blocks = s.min_blocks * kThreads / kSmallBlockThreads;
+  const std::int64_t registers = thread_registers(small.threads, small.min_blocks);
+  if (!tile_fits(small, small.threads, small.min_blocks, true)) return;
+  if (small.b_chain > 0 && slab_registers(small) > registers) return;
+  s = small;
 }
 
+// The planned variant, its tile's shared-memory rows not yet spread (spread_rows).
 RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, std::int64_t src_align,
                                        std::int64_t dst_align) {
   const RearrangeDims& dims = units.dims;
@@ -3170,7 +3182,7 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
     std::optional<RearrangeVariant> runs = plan_runs(units, exact);
     if (runs && runs->spec.gather_stores) return lengthen_short_runs(units, exact, std::move(*runs));
   }
-  take_half_blocks_for_idle_threads(v.spec);
+  take_small_blocks_for_idle_threads(v.spec);
   return v;
 }
 
