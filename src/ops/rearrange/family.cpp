@@ -1275,9 +1275,9 @@ class TileChoices {
 
  private:
   // Searches are found by open addressing on a hash of the arguments that vary within a plan: the
-  // slowest plans make some 240 lookups among 80 searches, which scanning cost 4.5% of their
-  // instructions. Past kIndexed searches (no plan measured came near), later ones are not indexed
-  // and are searched again.
+  // slowest plans make some 240 lookups among 80 searches, where a scan of every search took 4.5% of
+  // their instructions. Past kIndexed searches (no plan measured came near), later ones are not
+  // indexed and are searched again.
   static constexpr std::size_t kSlots = 256;
   static constexpr std::size_t kIndexed = kSlots / 2;
   static std::size_t slot_of(const Arguments& a) {
