@@ -1296,7 +1296,7 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
 }
 
 TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 256 threads run in 128-thread blocks "
-          "at twice the blocks per SM; 2-byte units keep their blocks") {
+          "at twice the blocks per SM; 2-byte units, and tiles whose table addresses would not fit, keep theirs") {
   std::mt19937_64 rng(43);
   const PermuteCase halved[] = {
       {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, 8},  // 9 x 16 micro-tiles of 2 x 2 units
@@ -1314,7 +1314,7 @@ TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 25
     for (bool exact : {false, true}) check_permute(c, rng, exact);
   }
   const PermuteCase kept[] = {
-      {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},        // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
+      {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},              // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
       {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},  // B's table addresses past the small block's registers
   };
   for (const PermuteCase& c : kept) {
