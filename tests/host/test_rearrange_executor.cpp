@@ -1298,6 +1298,9 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
 TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 256 threads run in 128-thread blocks "
           "at twice the blocks per SM; 2-byte units, and tiles whose table addresses would not fit, keep theirs") {
   std::mt19937_64 rng(43);
+  const auto micro_tiles = [](const plan::RearrangeSpec& s) {
+    return std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
+  };
   const PermuteCase halved[] = {
       {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, 8},  // 9 x 16 micro-tiles of 2 x 2 units
       {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, 1},        // 12 x 16 of 4 x 8
@@ -1308,7 +1311,7 @@ TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 25
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     CHECK(s.family == plan::RearrangeFamily::packed);
-    CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
+    CHECK(micro_tiles(s) < 256);
     CHECK(s.threads == 128);
     CHECK(s.min_blocks == 6);
     for (bool exact : {false, true}) check_permute(c, rng, exact);
@@ -1321,7 +1324,7 @@ TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 25
     const plan::RearrangePlanData p = plan_of(c);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
-    CHECK(std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b) < 256);
+    CHECK(micro_tiles(s) < 256);
     CHECK(s.threads == 256);
   }
 }
