@@ -895,6 +895,8 @@ TEST_CASE("rearrange: tiles of fewer micro-tiles than 256 threads in 128-thread 
       {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, DType::f64},
       {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, DType::u8},
       {{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, DType::f32},
+      {{6, 6, 16, 36}, {2, 3, 1, 0}, DType::f32},
+      {{26, 32, 8, 5}, {3, 2, 1, 0}, DType::u8},
   };
   check_aligned_launches(
       cases, 8123, [](const plan::RearrangeSpec& s) { return tiled_family(s) && s.threads == 128; },

@@ -1296,29 +1296,38 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
 }
 
 TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 256 threads run in 128-thread blocks "
-          "at twice the blocks per SM; 2-byte units, and tiles whose table addresses would not fit, keep theirs") {
+          "at twice the blocks per SM, or where a quarter of the threads idle at the most blocks that fit over theirs; "
+          "2-byte units, and tiles whose table addresses fit at no more blocks, keep theirs") {
   std::mt19937_64 rng(43);
   const auto micro_tiles = [](const plan::RearrangeSpec& s) {
     return std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
   };
-  const PermuteCase halved[] = {
-      {{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, 8},  // 9 x 16 micro-tiles of 2 x 2 units
-      {{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, 1},        // 12 x 16 of 4 x 8
-      {{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, 4},  // 7 x 16 of 4 x 2
+  struct SmallBlockCase {
+    PermuteCase permute;
+    int min_blocks;  // of the 128-thread block; the 256-thread one ran 3
   };
-  for (const PermuteCase& c : halved) {
-    const plan::RearrangePlanData p = plan_of(c);
+  const SmallBlockCase taken[] = {
+      {{{34, 2, 2, 38, 24, 2}, {2, 1, 5, 3, 4, 0}, 8}, 6},  // 9 x 16 micro-tiles of 2 x 2 units
+      {{{3, 11, 28, 8, 29}, {4, 1, 3, 2, 0}, 1}, 6},        // 12 x 16 of 4 x 8
+      {{{14, 20, 7, 13, 4, 2}, {1, 5, 3, 0, 2, 4}, 4}, 6},  // 7 x 16 of 4 x 2
+      {{{6, 6, 16, 36}, {2, 3, 1, 0}, 4}, 4},               // 9 x 16 of 4 x 4: registers for 4 blocks, not 5
+      {{{26, 32, 8, 5}, {3, 2, 1, 0}, 1}, 4},               // 32 x 5 of 8 x 8
+  };
+  for (const SmallBlockCase& c : taken) {
+    const plan::RearrangePlanData p = plan_of(c.permute);
     const plan::RearrangeSpec& s = plan::variant_for_pointers(p, 0).spec;
     INFO(plan::describe(p));
     CHECK(s.family == plan::RearrangeFamily::packed);
     CHECK(micro_tiles(s) < 256);
     CHECK(s.threads == 128);
-    CHECK(s.min_blocks == 6);
-    for (bool exact : {false, true}) check_permute(c, rng, exact);
+    CHECK(s.min_blocks == c.min_blocks);
+    for (bool exact : {false, true}) check_permute(c.permute, rng, exact);
   }
   const PermuteCase kept[] = {
-      {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},              // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
-      {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},  // B's table addresses past the small block's registers
+      {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},                  // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
+      {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},      // 30 x 8 micro-tiles: 5 blocks fit, not 6
+      {{13, 8, 2, 4, 4, 3, 5, 8}, {3, 5, 7, 0, 1, 4, 6, 2}, 1},  // B's table addresses fit no more blocks
+      {{4, 24, 11, 6, 6, 2, 4}, {5, 3, 6, 1, 2, 4, 0}, 1},       // again, at 30 x 6
   };
   for (const PermuteCase& c : kept) {
     const plan::RearrangePlanData p = plan_of(c);

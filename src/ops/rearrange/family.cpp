@@ -3141,11 +3141,16 @@ void take_small_blocks_for_idle_threads(RearrangeSpec& s) {
   if (micro_tiles >= kThreads) return;
   RearrangeSpec small = s;
   small.threads = kSmallBlockThreads;
-  small.min_blocks = s.min_blocks * kThreads / kSmallBlockThreads;
-  const std::int64_t registers = thread_registers(small.threads, small.min_blocks);
-  if (!tile_fits(small, small.threads, small.min_blocks, true)) return;
-  if (small.b_chain > 0 && slab_registers(small) > registers) return;
-  s = small;
+  const int twice_the_blocks = s.min_blocks * kThreads / kSmallBlockThreads;
+  const bool quarter_idle = micro_tiles * 4 < kThreads * 3;
+  const int fewest_blocks = quarter_idle ? s.min_blocks + 1 : twice_the_blocks;
+  for (int blocks = twice_the_blocks; blocks >= fewest_blocks; --blocks) {
+    small.min_blocks = blocks;
+    if (!tile_fits(small, small.threads, blocks, true)) continue;
+    if (small.b_chain > 0 && slab_registers(small) > thread_registers(small.threads, blocks)) continue;
+    s = small;
+    return;
+  }
 }
 
 // The planned variant, its tile's shared-memory rows not yet spread (spread_rows).
