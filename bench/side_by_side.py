@@ -41,18 +41,27 @@ def percent(text):
     return float(text[:-1]) / 100 if text.endswith("%") else None
 
 
+def element_bytes(type_name):
+    """A line's element size from its type: a dtype, or `16B` for opaque elements of 16 bytes."""
+    if type_name in DTYPE_BYTES:
+        return DTYPE_BYTES[type_name]
+    if type_name.endswith("B") and type_name[:-1].isdigit():
+        return int(type_name[:-1])
+    return None
+
+
 def parse_shapejit(lines):
     """rearrange_bench's line table (`suite | type | shape | perm | src strides | kernel | GB/s | copy GB/s |
     of copy | ...`) -> {(element bytes, shape, perm): Shapejit}; lines with explicit strides are skipped."""
     found = {}
     for line in lines:
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) < 9 or cells[1] not in DTYPE_BYTES or cells[4] != "-":
+        if len(cells) < 9 or element_bytes(cells[1]) is None or cells[4] != "-":
             continue
         ratio = percent(cells[8])
         if ratio is None or not cells[7].isdigit():
             continue
-        found[(DTYPE_BYTES[cells[1]], cells[2], cells[3])] = Shapejit(ratio, float(cells[7]), cells[5])
+        found[(element_bytes(cells[1]), cells[2], cells[3])] = Shapejit(ratio, float(cells[7]), cells[5])
     return found
 
 

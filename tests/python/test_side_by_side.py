@@ -18,6 +18,8 @@ SHAPEJIT = [
     "dl | f32 | 300,200 | 1,0 | - | transpose.c | 3600 | 4000 | 90% | 75% | ok | -\n",
     # Explicit source strides: not a line the peers time.
     "dl | f32 | 8,9 | 1,0 | 1,8 | transpose.c | 2000 | 4000 | 50% | 75% | ok | -\n",
+    # Opaque 16-byte elements, joined with the peers' complex128 line.
+    "random-1 | 16B | 40,36 | 1,0 | - | transpose.e | 3000 | 4000 | 75% | 75% | ok | -\n",
     # Only in shapejit's table.
     "dl | f64 | 5,6 | 1,0 | - | transpose.d | 2000 | 4000 | 50% | 75% | ok | -\n",
     "| dl | u8 | 35,7,150 | 2,0,1 | - | runs.a | 37% | 70% |\n",  # the summary's markdown rows repeat lines
@@ -29,6 +31,7 @@ PEERS = [
     "| 35,7,150 | 2,0,1 | 1 | 500 | 14% | 2000 | 55% | 3600 | torch ok, xla ok, copy ok |\n",
     "| 100,200 | 1,0 | 1 | 300 | 8% | 2900 | 82% | 3550 | torch ok, xla ok, copy ok |\n",
     "| 300,200 | 1,0 | 4 | 1000 | 25% | timeout | timeout | 4100 | torch ok, xla timeout, copy ok |\n",
+    "| 40,36 | 1,0 | 16 | 3500 | 88% | 2300 | 57% | 3980 | torch ok, xla ok, copy ok |\n",
     # Only in the peers' table.
     "| 9,9 | 1,0 | 2 | 1000 | 25% | 2000 | 50% | 4100 | torch ok, xla ok, copy ok |\n",
     "| 1 | 8 | 336 | 9% | 3% | 1960 | 54% | 39% |\n",  # a summary row: not a line
@@ -37,14 +40,16 @@ PEERS = [
 
 def test_parse_shapejit_keeps_unstrided_lines_by_element_size_shape_and_perm():
     found = side_by_side.parse_shapejit(SHAPEJIT)
-    assert set(found) == {(1, "35,7,150", "2,0,1"), (1, "100,200", "1,0"), (4, "300,200", "1,0"), (8, "5,6", "1,0")}
+    assert set(found) == {(1, "35,7,150", "2,0,1"), (1, "100,200", "1,0"), (4, "300,200", "1,0"), (16, "40,36", "1,0"),
+                          (8, "5,6", "1,0")}
     line = found[(1, "35,7,150", "2,0,1")]
     assert line.ratio == pytest.approx(0.37) and line.copy_gbs == 3700 and line.kernel == "runs.a"
 
 
 def test_parse_peers_reads_each_peer_and_marks_what_did_not_finish():
     found = side_by_side.parse_peers(PEERS)
-    assert set(found) == {(1, "35,7,150", "2,0,1"), (1, "100,200", "1,0"), (4, "300,200", "1,0"), (2, "9,9", "1,0")}
+    assert set(found) == {(1, "35,7,150", "2,0,1"), (1, "100,200", "1,0"), (4, "300,200", "1,0"), (16, "40,36", "1,0"),
+                          (2, "9,9", "1,0")}
     assert found[(1, "35,7,150", "2,0,1")].xla == pytest.approx(0.55)
     assert found[(1, "35,7,150", "2,0,1")].torch == pytest.approx(0.14)
     assert found[(4, "300,200", "1,0")].xla is None
@@ -83,6 +88,7 @@ def test_render_counts_lines_in_one_input_only(tmp_path, capsys):
     side_by_side.main([str(log), str(md)])
     out = capsys.readouterr().out
     assert "| 1 | 2 | 54% (37%) | 67% (55%) | 11% | 1 |" in out
+    assert "| 16 | 1 | 75% (75%) | 57% (57%) | 88% | 0 |" in out
     assert "- XLA leads: 1-byte [35,7,150] 2,0,1: shapejit 37%, XLA 55%" in out
     assert "- copy GB/s: shapejit's process 3600-4000, the peers' 3550-4100" in out
     assert "- lines in one input only: shapejit 1, peers 1" in out
