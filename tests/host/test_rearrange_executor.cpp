@@ -1296,8 +1296,9 @@ TEST_CASE("tiles loading 1- and 2-byte units under a word where B's source chain
 }
 
 TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 256 threads run in 128-thread blocks "
-          "at twice the blocks per SM, or where a quarter of the threads idle at the most blocks that fit over theirs; "
-          "2-byte units, and tiles whose table addresses fit at no more blocks, keep theirs") {
+          "at twice the blocks per SM, or where over a quarter of the threads idle at the most blocks that fit over "
+          "theirs; 2-byte units, busier tiles that fit no more than that, and tiles whose table addresses fit at no "
+          "more blocks keep theirs") {
   std::mt19937_64 rng(43);
   const auto micro_tiles = [](const plan::RearrangeSpec& s) {
     return std::int64_t{s.tile_a} / s.vec_a * (s.tile_b / s.vec_b);
@@ -1325,7 +1326,7 @@ TEST_CASE("final tiles of 1-, 4- and 8-byte units with fewer micro-tiles than 25
   }
   const PermuteCase kept[] = {
       {{3, 35, 8, 16, 2}, {2, 4, 3, 0, 1}, 2},                  // 2-byte units: 8 x 8 micro-tiles of 8 x 8 units
-      {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},      // 30 x 8 micro-tiles: 5 blocks fit, not 6
+      {{5, 3, 15, 17, 7, 4, 8}, {4, 1, 6, 3, 0, 5, 2}, 1},      // 30 x 8 micro-tiles, 16 of 256 threads idle
       {{13, 8, 2, 4, 4, 3, 5, 8}, {3, 5, 7, 0, 1, 4, 6, 2}, 1},  // B's table addresses fit no more blocks
       {{4, 24, 11, 6, 6, 2, 4}, {5, 3, 6, 1, 2, 4, 0}, 1},       // again, at 30 x 6
   };

@@ -3134,12 +3134,13 @@ namespace {
 // those keep their blocks. On the 72 lines of seeds 11685-12084 the rule changes, drawn after: 60.8%
 // -> 75.2% of copy, 55 up and 4 down; u8 (8) 55.1% -> 64.2%, f32 (48) 58.7% -> 73.8%, f64 (16) 71.1%
 // -> 86.1%.)
-// A tile that does not fit twice the blocks but has a quarter of its threads idle or more takes the
-// most blocks that fit over its own (mostly 3 x 256 -> 4 x 128 threads): fewer threads per SM, a
+// A tile that does not fit twice the blocks but has more than a quarter of its threads idle takes
+// the most blocks that fit over its own (mostly 3 x 256 -> 4 x 128 threads): fewer threads per SM, a
 // third more tiles in flight. With busier tiles that did not pay: on 66 lines of seeds 12285-12484
-// and the TTC suite, micro-tile counts of 192-255 (34 lines) averaged +0.8 points of copy (10 up, 4
-// down; u8 [15,15,15,32,15,32] 2,0,4,1,5,3 104% -> 95%), counts of 135-180 (32) +6.4 (25 up, 2 down).
-// Held out, 48 of the 304 lines of seeds 12485-12684 it changes: 78.4% -> 84.3% (37 up, 1 down).
+// and the TTC suite, micro-tile counts of 192-255 (34 lines) 88.2% -> 88.8% of copy (6 up, 4 down by
+// 3 points or more; u8 [15,15,15,32,15,32] 2,0,4,1,5,3 104% -> 95%), counts of 135-180 (32) 78.6% ->
+// 84.9% (25 up, 2 down). Held out, 48 of the 304 lines of seeds 12485-12684 it changes: 78.4% ->
+// 84.3% (37 up, 1 down).
 void take_small_blocks_for_idle_threads(RearrangeSpec& s) {
   const bool measured_unit = s.unit_bytes == 1 || s.unit_bytes == 4 || s.unit_bytes == 8;
   if (!is_tiled(s.family) || !measured_unit || s.threads != kThreads || s.load_linear || s.skew_load) return;
@@ -3148,8 +3149,8 @@ void take_small_blocks_for_idle_threads(RearrangeSpec& s) {
   RearrangeSpec small = s;
   small.threads = kSmallBlockThreads;
   const int twice_the_blocks = s.min_blocks * kThreads / kSmallBlockThreads;
-  const bool quarter_idle = micro_tiles * 4 < kThreads * 3;
-  const int fewest_blocks = quarter_idle ? s.min_blocks + 1 : twice_the_blocks;
+  const bool over_a_quarter_idle = micro_tiles * 4 < kThreads * 3;
+  const int fewest_blocks = over_a_quarter_idle ? s.min_blocks + 1 : twice_the_blocks;
   for (int blocks = twice_the_blocks; blocks >= fewest_blocks; --blocks) {
     small.min_blocks = blocks;
     if (!tile_fits(small, small.threads, blocks, true)) continue;
