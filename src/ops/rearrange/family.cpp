@@ -1452,6 +1452,9 @@ std::int64_t slab_registers(const RearrangeSpec& s) {
   return 2 * (share.micro_registers + share.store_registers) + addresses;
 }
 
+// Whether slab_registers fit a thread's budget at the spec's threads and blocks per SM.
+bool slab_fits(const RearrangeSpec& s) { return slab_registers(s) <= thread_registers(s.threads, s.min_blocks); }
+
 // Adds slab dims to the B group of a tile that spans both groups whole but holds under half the
 // volume of a full tile of its block (`budget` units): outer dims it then spans whole, innermost in
 // the destination first (so that they lengthen its destination runs), each while the tile stays
@@ -1487,7 +1490,7 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
     choose_rows(grown);
     if (!tile_fits(grown, s.threads, s.min_blocks, true, narrow_micro_tiles)) return false;
     const bool whole = piece == dims[i].extent;
-    if (!whole && slab_registers(grown) > thread_registers(grown.threads, grown.min_blocks)) return false;
+    if (!whole && !slab_fits(grown)) return false;
     s = grown;
     g.add_b(i, dims[i].extent);
     return true;
@@ -1623,7 +1626,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       take_linear_stores(form, g, s, dst_align);
       choose_rows(s);
     }
-    if (s.b_chain > 0 && slab_registers(s) > thread_registers(s.threads, s.min_blocks))
+    if (s.b_chain > 0 && !slab_fits(s))
       s.min_blocks = std::min(s.min_blocks, kSlabSpillMinBlocks);
   }
   if (takes_third_block(s)) s.min_blocks = 3;
@@ -3154,7 +3157,7 @@ void take_small_blocks_for_idle_threads(RearrangeSpec& s) {
   for (int blocks = twice_the_blocks; blocks >= fewest_blocks; --blocks) {
     small.min_blocks = blocks;
     if (!tile_fits(small, small.threads, blocks, true)) continue;
-    if (small.b_chain > 0 && slab_registers(small) > thread_registers(small.threads, blocks)) continue;
+    if (small.b_chain > 0 && !slab_fits(small)) continue;
     s = small;
     return;
   }
