@@ -1,7 +1,10 @@
 #include "jit/launch.hpp"
 
+#include <algorithm>
+#include <exception>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/errors.hpp"
 #include "jit/driver.hpp"
@@ -53,6 +56,31 @@ void KernelHandle::launch(const StreamContext& context, const LaunchDims& dims, 
                                              dims.grid[2], dims.block[0], dims.block[1], dims.block[2],
                                              dims.shared_bytes, static_cast<CUstream>(stream), args, nullptr);
   if (r != CUDA_SUCCESS) check(r, program_.label.c_str());
+}
+
+void prepare_kernels(const std::vector<const KernelHandle*>& kernels, unsigned workers) {
+  const Driver& d = driver();
+  ensure_context();
+  CUcontext context = nullptr;
+  check(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  std::atomic<std::size_t> next{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&] {
+    try {
+      check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent (preparing kernels)");
+      for (std::size_t i; (i = next++) < kernels.size();) kernels[i]->prepare();
+    } catch (...) {
+      const std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = kernels.size();  // the other workers stop after their current kernel
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < std::min<std::size_t>(std::max(workers, 1u), kernels.size()); ++t)
+    threads.emplace_back(work);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace shapejit::jit

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <vector>
 
 #include "jit/driver.hpp"
 #include "jit/program.hpp"
@@ -45,5 +46,11 @@ class KernelHandle {
   unsigned max_shared_bytes_;
   mutable std::array<std::atomic<CUkernel>, kMaxDevices> per_device_{};
 };
+
+/// Loads or compiles every kernel in `kernels` for the current context's device, on up to `workers`
+/// threads that each make that context current: NVRTC compiles distinct programs side by side, so
+/// measured planning's candidates compile in about the time of the slowest few rather than of all.
+/// After every worker has stopped, rethrows the first failure.
+void prepare_kernels(const std::vector<const KernelHandle*>& kernels, unsigned workers);
 
 }  // namespace shapejit::jit

@@ -85,6 +85,47 @@ TEST_CASE("threads asking for one new kernel compile it once; later handles hit 
   ::unsetenv("SHAPEJIT_CACHE_DIR");
 }
 
+TEST_CASE("prepare_kernels compiles distinct kernels on worker threads; their launches then compile nothing" *
+          shapejit::test::gpu_only()) {
+  const shapejit::test::TempDir tmp;
+  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
+  const int offset = 5000 + static_cast<int>(::getpid() % 1000);
+  std::vector<std::unique_ptr<shapejit::jit::KernelHandle>> handles;
+  std::vector<const shapejit::jit::KernelHandle*> kernels;
+  for (int i = 0; i < 5; ++i) {
+    handles.push_back(std::make_unique<shapejit::jit::KernelHandle>(probe_program(offset + i)));
+    kernels.push_back(handles.back().get());
+  }
+  const shapejit::Counters before = shapejit::counters();
+  shapejit::jit::prepare_kernels(kernels, 3);
+  const shapejit::Counters prepared = shapejit::counters();
+  CHECK(prepared.compiles == before.compiles + 5);
+  for (int i = 0; i < 5; ++i) check_probe(*handles[static_cast<std::size_t>(i)], offset + i);
+  CHECK(shapejit::counters().compiles == prepared.compiles);
+  ::unsetenv("SHAPEJIT_CACHE_DIR");
+}
+
+TEST_CASE("prepare_kernels rethrows a kernel's compile error once every worker has stopped" *
+          shapejit::test::gpu_only()) {
+  const shapejit::test::TempDir tmp;
+  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
+  const int offset = 6000 + static_cast<int>(::getpid() % 1000);
+  const shapejit::jit::KernelHandle good(probe_program(offset));
+  const shapejit::jit::KernelHandle broken(
+      {"broken", "extern \"C\" __global__ void sj_kernel() { undeclared_name = 1; }", {}, "broken"});
+  const std::vector<const shapejit::jit::KernelHandle*> kernels{&good, &broken};
+  bool thrown = false;
+  try {
+    shapejit::jit::prepare_kernels(kernels, 2);
+  } catch (const shapejit::Error& e) {
+    thrown = true;
+    CHECK(std::string(e.what()).find("undeclared_name") != std::string::npos);
+  }
+  CHECK(thrown);
+  check_probe(good, offset);
+  ::unsetenv("SHAPEJIT_CACHE_DIR");
+}
+
 TEST_CASE("a cubin the driver refuses is a miss: warned, recompiled and replaced" * shapejit::test::gpu_only()) {
   const shapejit::test::TempDir tmp;
   const std::string dir = tmp.path.string();

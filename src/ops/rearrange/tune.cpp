@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/env.hpp"
@@ -11,6 +13,7 @@
 #include "jit/disk_cache.hpp"
 #include "jit/driver.hpp"
 #include "jit/kernel_registry.hpp"
+#include "jit/launch.hpp"
 #include "jit/measure.hpp"
 #include "jit/tune_record.hpp"
 #include "ops/rearrange/codegen.hpp"
@@ -33,10 +36,12 @@ class ScratchView {
   CUdeviceptr base_;
 };
 
-double time_variant(const RearrangePlanData& p, const RearrangeVariant& v, const std::string& manifest,
+const jit::KernelHandle& candidate_kernel(const RearrangeVariant& v, const std::string& manifest) {
+  return jit::registered_kernel(rearrange_key(v.spec, v.args), [&] { return codegen::rearrange_program(v, manifest); });
+}
+
+double time_variant(const RearrangePlanData& p, const RearrangeVariant& v, const jit::KernelHandle& kernel,
                     const ScratchView& dst, const ScratchView& src) {
-  const jit::KernelHandle& kernel = jit::registered_kernel(rearrange_key(v.spec, v.args),
-                                                           [&] { return codegen::rearrange_program(v, manifest); });
   void* d = reinterpret_cast<char*>(dst.base()) + p.elements.dst_offset * p.elem_bytes;
   const void* s = reinterpret_cast<const char*>(src.base()) + p.elements.src_offset * p.elem_bytes;
   RearrangeKernelArgs args = v.args;
@@ -76,10 +81,17 @@ std::string record_text(const jit::TuneRecord& r) {
 
 jit::TuneRecord measure(const RearrangePlanData& p, const std::vector<RearrangeVariant>& candidates,
                         const std::string& manifest, const std::string& device) {
+  // Candidates that differ only in their grid share a kernel: each is compiled once, all side by side.
+  std::vector<const jit::KernelHandle*> kernels, distinct;
+  for (const RearrangeVariant& c : candidates) {
+    kernels.push_back(&candidate_kernel(c, manifest));
+    if (std::find(distinct.begin(), distinct.end(), kernels.back()) == distinct.end()) distinct.push_back(kernels.back());
+  }
+  jit::prepare_kernels(distinct, std::thread::hardware_concurrency());
   const ScratchView dst(p.dst_range), src(p.src_range);
   jit::TuneRecord r{kOp, manifest, device, std::string(version()), "", 0, 0, static_cast<int>(candidates.size())};
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const double us = time_variant(p, candidates[i], manifest, dst, src);
+    const double us = time_variant(p, candidates[i], *kernels[i], dst, src);
     log(LogLevel::info, "shapejit: tune {}: {} {:.2f} us", manifest, candidate_name(candidates[i]), us);
     if (i == 0) r.default_us = us;
     if (i == 0 || us < r.choice_us) {
