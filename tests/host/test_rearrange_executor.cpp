@@ -305,7 +305,7 @@ TEST_CASE("segment tiles match the naive copy at every alignment: merged runs, g
   CHECK(segments >= launches / 2);
   for (const PermuteCase& c : {cases[9], cases[10], cases[11], cases[12]}) {
     const TensorDesc view = permuted({c.shape, {}, DType::u8, c.elem}, c.perm);
-    const plan::RearrangeSpec& spec =
+    const plan::RearrangeSpec spec =
         plan::variant_for_pointers(plan::plan_rearrange_data({view.shape, {}, DType::u8, c.elem}, view, {}), 16).spec;
     CHECK(spec.family == plan::RearrangeFamily::segments);
     CHECK(spec.dims_a + spec.dims_b > 2);
