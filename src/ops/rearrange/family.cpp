@@ -851,6 +851,9 @@ struct TiledChoice {
   int micro_vec_b = 1;  // the micro-tiles' load width, kept where linear loads replace them
   bool whole_taken = false;  // a group over its target was kept whole (only `whole_groups` does that)
   bool passed_nothing = false;  // a passing search whose chains passed nothing: the rest is left out
+  // Of a plain search: whether the search passing B's chain through A (A's through B) at its
+  // arguments could pass anything (b_chain_may_pass, a_chain_may_pass); where not, it is this one.
+  bool b_through_a_may_pass = true, a_through_b_may_pass = true;
 };
 
 // Tile volume in units: 16 KiB of shared memory (32 KiB for 2- and 8-byte units; see plan_fixed_tiles
@@ -986,16 +989,20 @@ std::int64_t rounding_vector(std::int64_t extent, std::int64_t max_vec) {
 // 7964-8183 that rounding to 4-byte vectors or more changed, 49.9% -> 57.6% of copy, 33 up and 5
 // down by 3 points or more, 4 of the 5 down on 4-byte vectors, so those are left out; 40 of the 92
 // lines of seeds 8184-8583 that the rule changes, drawn after, 49.4% -> 58.9%, 31 up and 3 down.)
-void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, std::int64_t max_vec,
-                       bool passing) {
-  const std::int64_t unit = form.unit_bytes;
-  if (form.dims[g.b.front()].src_stride != 1 || !may_skew_loads(s)) return;
+// The units of a tile's skewed loads (below), or 0 where its loads stay as they are.
+std::int64_t skewed_load_vector(const CanonicalForm& form, const Groups& g, const RearrangeSpec& s, bool passing) {
+  const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
+  if (form.dims[g.b.front()].src_stride != 1 || !may_skew_loads(s)) return 0;
   std::int64_t vec = widest_vector(max_vec, s.tile_b, {}, max_vec);
   const bool rounds = vec * unit < 4 && g.b.size() == 1 && s.tile_b == g.extent_b && s.tile_a != g.extent_a &&
                       !passing && s.vec_a * unit >= 4;
   if (rounds) vec = rounding_vector(s.tile_b, max_vec);
   while (vec > 1 && 2 * s.vec_a * vec * unit > kHeldBytes) vec /= 2;
-  if (vec * unit < (rounds ? 8 : 4)) return;
+  return vec * unit < (rounds ? 8 : 4) ? 0 : vec;
+}
+void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, bool passing) {
+  const std::int64_t vec = skewed_load_vector(form, g, s, passing);
+  if (vec == 0) return;
   s.vec_b = static_cast<int>(vec);
   s.skew_load = true;
   s.tile_b = static_cast<int>(ceil_div(s.tile_b, vec) * vec);
@@ -1041,6 +1048,37 @@ std::int64_t tile_side_a(std::int64_t volume, int aspect) {
 // down; the falls mostly where B already held several dims.)
 std::int64_t b_through_a_bound(std::int64_t volume, std::int64_t side, std::int64_t b_extent, std::int64_t unit) {
   return unit <= 4 ? std::max(side, volume / b_extent) : side;
+}
+
+// Whether the search passing B's chain through A could pass anything where the plain search grew
+// groups `g`, B toward `target_b`. Its grow_b parts from the plain one only on meeting, while B is
+// under its target, a dim of A within `pass_a` units that continues B in the source: at a source
+// stride of B's units so far. Where none does, it grows the plain groups and passes nothing.
+bool b_chain_may_pass(const RearrangeDims& dims, const Groups& g, std::int64_t target_b, std::int64_t pass_a) {
+  std::int64_t units = 1;
+  for (std::size_t i : g.b) {
+    units *= dims[i].extent;
+    if (units >= target_b) return false;
+    std::int64_t a_units = 1;
+    for (std::size_t k : g.a) {
+      a_units *= dims[k].extent;
+      if (a_units > pass_a) break;
+      if (dims[k].src_stride == units) return true;
+    }
+  }
+  return false;
+}
+
+// Whether the search passing A's chain through B could pass anything where the plain search grew
+// groups `g`, A toward `target_a` (at least the first grow_a's target). Its grow_a parts from the
+// plain one only where that one stops at a dim of B, and then passes only by reaching a dim it adds
+// or one of A. Where A reached its target and holds the destination chain's first dims (all before
+// that stop), it adds none and meets none: it passes nothing.
+bool a_chain_may_pass(const DimList<DimIndex>& dst_chain, const Groups& g, std::int64_t target_a) {
+  if (g.extent_a < target_a || g.a.size() > dst_chain.size()) return true;
+  for (std::size_t k = 0; k < g.a.size(); ++k)
+    if (g.a[k] != dst_chain[k]) return true;
+  return false;
 }
 
 // `dst_chain`: the form's destination_chain.
@@ -1090,6 +1128,11 @@ TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst
     return c;
   }
   std::int64_t tile_a = tile_for(g.extent_a, target_a);
+  if (passing == Passing::none) {
+    c.b_through_a_may_pass =
+        b_chain_may_pass(dims, g, target_b, b_through_a_bound(volume, side, dims[b_dim].extent, unit));
+    c.a_through_b_may_pass = a_chain_may_pass(dst_chain, g, target_a);
+  }
   // A composite group whose table, refilled per tile, would hold an entry per few units (the other
   // group's tile is at most 16 units) takes a carry-free tile where one holds at least half as many
   // units in whole `step`-unit pieces: its table is then filled once per block. B's pieces are the
@@ -1167,7 +1210,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst
     }
   }
   if (skewed_loads) {
-    take_skewed_loads(form, g, s, max_vec, passed_b > 1);
+    take_skewed_loads(form, g, s, passed_b > 1);
     tile_b = s.tile_b;
   }
   if (skewed_stores && passed_b == 1) take_skewed_stores(g, s);
@@ -1208,7 +1251,11 @@ TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst
 // volumes (the slowest plan of seeds 1897-1898 and 1911-1912 on the build machine, 11.1 -> 8.5 us).
 // A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
 // f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine). The form's destination
-// chain is found once for all its searches.
+// chain is found once for all its searches. A passing search whose plain search shows it would pass
+// nothing is that search, and a skewed one whose plain tile would not skew is that tile. (The 20
+// slowest plans of seeds 10885-10924 on the build machine, with plan_tiled's and plan_fixed_family's
+// skips: 2.75M -> 2.06M instructions in all, u8 [2,78,63,4,20,2,3,41] 1,7,4,3,0,6,5,2 251k -> 164k;
+// 305 -> 207 us.)
 class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
@@ -1241,17 +1288,30 @@ class TileChoices {
   // The lopsided tile that tiled_groups halves into 128-thread blocks, or none (plan_fixed_tiles).
   void set_lopsided_tile(const RearrangeSpec* tile) { lopsided_tile_ = tile; }
   const RearrangeSpec* lopsided_tile() const { return lopsided_tile_; }
+  // Whether any search so far has a tile whose loads (stores) a skewed search would skew.
+  bool found_skewable_loads() const {
+    return std::any_of(choices_.begin(), choices_.end(), [&](const auto& seen) { return skews_loads(seen.second); });
+  }
+  bool found_skewable_stores() const {
+    return std::any_of(choices_.begin(), choices_.end(),
+                       [](const auto& seen) { return skews_stores(seen.second.g, seen.second.spec); });
+  }
   // The choice for `asked`, valid until the next call.
   const TiledChoice& choose(const Arguments& asked) {
     Arguments a = asked;
     a.skewed_loads = skewed_loads_;
     a.skewed_stores = skewed_stores_;
     if (const TiledChoice* seen = find(a)) return *seen;
+    if (a.passing != Passing::none) {
+      Arguments plain = a;
+      plain.passing = Passing::none;
+      if (const TiledChoice* seen = find(plain); seen && !may_pass(*seen, a.passing)) return *seen;
+    }
     if (a.skewed_loads) {
-      // A plain tile whose loads may not be skewed is its own skewed choice.
+      // A plain tile whose loads would not be skewed is its own skewed choice.
       Arguments plain = a;
       plain.skewed_loads = false;
-      if (const TiledChoice* seen = find(plain); seen && !may_skew_loads(seen->spec)) return *seen;
+      if (const TiledChoice* seen = find(plain); seen && !skews_loads(*seen)) return *seen;
     }
     if (a.skewed_stores) {
       // So is one whose stores would not be (take_skewed_stores comes before the stores that leave
@@ -1290,6 +1350,15 @@ class TileChoices {
     for (std::size_t k = slot_of(a); slots_[k] >= 0; k = (k + 1) % kSlots)
       if (choices_[slots_[k]].first == a) return &choices_[slots_[k]].second;
     return nullptr;
+  }
+  // Whether a plain search's passing one at its arguments could pass anything.
+  static bool may_pass(const TiledChoice& plain, Passing passing) {
+    return passing == Passing::b_through_a ? plain.b_through_a_may_pass : plain.a_through_b_may_pass;
+  }
+  // Whether a plain tile's skewed search would skew its loads (what skewed_load_vector reads is final
+  // in the plain tile).
+  bool skews_loads(const TiledChoice& c) const {
+    return skewed_load_vector(form_, c.g, c.spec, c.spec.a_pass > 0) != 0;
   }
   const TiledChoice& remember(const Arguments& a, TiledChoice&& c) {
     if (choices_.size() < kIndexed) {
@@ -1539,12 +1608,25 @@ bool halves_long_side(const RearrangeSpec& t, const RearrangeSpec& h) {
          (long_a ? h.tile_b == t.tile_b && 2 * h.tile_a == t.tile_a : h.tile_a == t.tile_a && 2 * h.tile_b == t.tile_b);
 }
 
+// Whether any plain search of a tiled_groups walk could pass anything with each Passing.
+struct PassingReach {
+  bool b_through_a = false, a_through_b = false;
+  void add(const TiledChoice& c) {
+    b_through_a = b_through_a || c.b_through_a_may_pass;
+    a_through_b = a_through_b || c.a_through_b_may_pass;
+  }
+  bool reaches(Passing passing) const { return passing == Passing::b_through_a ? b_through_a : a_through_b; }
+};
+
 // The tile of a transpose or packed plan, its spec final (the variant is built by tiled_variant).
+// `reach`, where given, receives the PassingReach of the searches it made.
 TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                          std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume, Passing passing,
-                         bool load_runs, int aspect = 0, std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+                         bool load_runs, int aspect = 0, std::int64_t narrow_micro_tiles = kMicroTilesPerThread,
+                         PassingReach* reach = nullptr) {
   const CanonicalForm& form = choices.form();
   const TiledChoice* chosen = nullptr;
+  PassingReach searched;
   // Shrink the tile until it fits a thread of a 256-thread block (tile_fits); for units under 4
   // bytes whole groups first, then power-of-two (or evened) tiles. (Measured on an H200: whole
   // 96-unit groups lift 1-byte lines but cost 4-byte transposes up to 20 points against 64-unit
@@ -1561,6 +1643,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
         asked = {.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs, .whole_groups = whole,
                  .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align, .dst_align = dst_align};
         chosen = &choices.choose(asked);
+        searched.add(*chosen);
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
@@ -1586,6 +1669,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
              lopsided && s.tile_a == lopsided->tile_a && s.tile_b == lopsided->tile_b) {
     asked.volume /= 2;
     const TiledChoice& half = choices.choose(asked);
+    searched.add(half);
     if (c.g.a == half.g.a && c.g.b == half.g.b && halves_long_side(s, half.spec) &&
         tile_fits(half.spec, kSmallBlockThreads, small_min_blocks, true, narrow_micro_tiles)) {
       c = half;
@@ -1637,6 +1721,7 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
   s.num_dims = static_cast<int>(form.dims.size());
 
   s.a_first = tiles_along_a_first(tiles_along_a(s, g.extent_a), ceil_div(g.extent_b, s.tile_b), s.tile_a, s.tile_b);
+  if (reach) *reach = searched;
   return c;
 }
 
@@ -1764,8 +1849,9 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
                             bool load_runs = true, int aspect = 0,
                             std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const CanonicalForm& form = choices.form();
+  PassingReach reach;
   TiledChoice best = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
-                                  load_runs, aspect, narrow_micro_tiles);
+                                  load_runs, aspect, narrow_micro_tiles, &reach);
   const DimList<TileDim> plain_dims = tile_group_dims(form, best);
   // A tile storing vectors narrower than a word tries A's chain through B's first dims even over long
   // destination runs, and takes it where it then stores words or wider vectors (skewed runs among
@@ -1787,6 +1873,9 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
                                        : kPassingMinRunBytes;
     const bool long_runs = run >= kPassingMinRunUnits && run * form.unit_bytes >= min_bytes;
     if (long_runs && !(passing == Passing::a_through_b && narrow_stores_meet_b)) continue;
+    // Where no search of the plain walk could pass, each passing search is the plain one, so the
+    // passing walk repeats the plain walk and finds its tile, which does not beat `best`.
+    if (!reach.reaches(passing)) continue;
     TiledChoice passed = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, passing,
                                       load_runs, aspect, narrow_micro_tiles);
     if (long_runs && std::min(store_vector(passed.spec), load_vector(passed.spec)) * form.unit_bytes < 4) continue;
@@ -3014,7 +3103,9 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // 40 units) that loads a quarter more than it stores. With both guards, on the 112 lines of seeds
       // 4411-4430 it changes, drawn after: 72.7% -> 81.5%, 83 up and 7 down; f32 60 lines 74.6% ->
       // 82.1%, f16 51 lines 70.6% -> 80.8%.)
-      if (may_skew_stores(v.spec)) {
+      // (Not where no search so far would skew: each skewed search is then the plain one, and the
+      // skewed search repeats plan_fixed_tiles's first, fixed_tiles_of_volume, whose tile does not skew.)
+      if (may_skew_stores(v.spec) && choices.found_skewable_stores()) {
         choices.set_skewed_stores(true);
         RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
@@ -3053,7 +3144,9 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       }
       // Once the family is chosen on the plain tile (stores of single bytes go to runs tiles), loads of
       // single units may be skewed, on a tile searched again with them (take_skewed_loads).
-      if (is_tiled(v.spec.family) && may_skew_loads(v.spec) && !stores_single_bytes(v)) {
+      // (Not where no search so far would skew, as for skewed stores above.)
+      if (is_tiled(v.spec.family) && may_skew_loads(v.spec) && !stores_single_bytes(v) &&
+          choices.found_skewable_loads()) {
         choices.set_skewed_loads(true);
         RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
