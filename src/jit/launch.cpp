@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -77,8 +78,12 @@ void prepare_kernels(const std::vector<const KernelHandle*>& kernels, unsigned w
     }
   };
   std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < std::min<std::size_t>(std::max(workers, 1u), kernels.size()); ++t)
-    threads.emplace_back(work);
+  try {
+    for (std::size_t t = 0; t < std::min<std::size_t>(workers, kernels.size()); ++t) threads.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started (or this one) do the rest.
+  }
+  if (threads.empty()) work();
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
 }

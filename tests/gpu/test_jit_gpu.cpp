@@ -85,44 +85,104 @@ TEST_CASE("threads asking for one new kernel compile it once; later handles hit 
   ::unsetenv("SHAPEJIT_CACHE_DIR");
 }
 
-TEST_CASE("prepare_kernels compiles distinct kernels on worker threads; their launches then compile nothing" *
-          shapejit::test::gpu_only()) {
-  const shapejit::test::TempDir tmp;
-  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
-  const int offset = 5000 + static_cast<int>(::getpid() % 1000);
-  std::vector<std::unique_ptr<shapejit::jit::KernelHandle>> handles;
-  std::vector<const shapejit::jit::KernelHandle*> kernels;
-  for (int i = 0; i < 5; ++i) {
-    handles.push_back(std::make_unique<shapejit::jit::KernelHandle>(probe_program(offset + i)));
-    kernels.push_back(handles.back().get());
-  }
-  const shapejit::Counters before = shapejit::counters();
-  shapejit::jit::prepare_kernels(kernels, 3);
-  const shapejit::Counters prepared = shapejit::counters();
-  CHECK(prepared.compiles == before.compiles + 5);
-  for (int i = 0; i < 5; ++i) check_probe(*handles[static_cast<std::size_t>(i)], offset + i);
-  CHECK(shapejit::counters().compiles == prepared.compiles);
-  ::unsetenv("SHAPEJIT_CACHE_DIR");
-}
+namespace {
 
-TEST_CASE("prepare_kernels rethrows a kernel's compile error once every worker has stopped" *
-          shapejit::test::gpu_only()) {
-  const shapejit::test::TempDir tmp;
-  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
-  const int offset = 6000 + static_cast<int>(::getpid() % 1000);
-  const shapejit::jit::KernelHandle good(probe_program(offset));
-  const shapejit::jit::KernelHandle broken(
-      {"broken", "extern \"C\" __global__ void sj_kernel() { undeclared_name = 1; }", {}, "broken"});
-  const std::vector<const shapejit::jit::KernelHandle*> kernels{&good, &broken};
+// Probe kernels of offsets offset .. offset + count - 1, and their handles as prepare_kernels takes them.
+struct ProbeKernels {
+  std::vector<std::unique_ptr<shapejit::jit::KernelHandle>> handles;
+  std::vector<const shapejit::jit::KernelHandle*> list;
+  ProbeKernels(int offset, int count) {
+    for (int i = 0; i < count; ++i) {
+      handles.push_back(std::make_unique<shapejit::jit::KernelHandle>(probe_program(offset + i)));
+      list.push_back(handles.back().get());
+    }
+  }
+};
+
+const shapejit::jit::Program kBrokenProgram{
+    "broken", "extern \"C\" __global__ void sj_kernel() { undeclared_name = 1; }", {}, "broken"};
+
+// prepare_kernels(kernels, workers), which must throw a compile error naming the broken program's fault.
+void check_compile_error(const std::vector<const shapejit::jit::KernelHandle*>& kernels, unsigned workers) {
   bool thrown = false;
   try {
-    shapejit::jit::prepare_kernels(kernels, 2);
+    shapejit::jit::prepare_kernels(kernels, workers);
   } catch (const shapejit::Error& e) {
     thrown = true;
     CHECK(std::string(e.what()).find("undeclared_name") != std::string::npos);
   }
   CHECK(thrown);
-  check_probe(good, offset);
+}
+
+int device_count() {
+  if (!shapejit::test::gpu_present()) return 0;
+  int count = 0;
+  shapejit::jit::check(shapejit::jit::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("prepare_kernels compiles each distinct program once; their launches then compile nothing" *
+          shapejit::test::gpu_only()) {
+  const shapejit::test::TempDir tmp;
+  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
+  const int offset = 5000 + static_cast<int>(::getpid() % 1000);
+  ProbeKernels probes(offset, 5);
+  const shapejit::jit::KernelHandle same_program(probe_program(offset));
+  std::vector<const shapejit::jit::KernelHandle*> kernels = probes.list;
+  kernels.push_back(&same_program);
+  const shapejit::Counters before = shapejit::counters();
+  shapejit::jit::prepare_kernels(kernels, 3);
+  const shapejit::Counters prepared = shapejit::counters();
+  CHECK(prepared.compiles == before.compiles + 5);
+  CHECK(prepared.memory_hits == before.memory_hits + 1);  // same_program: the first handle's kernel
+  for (int i = 0; i < 5; ++i) check_probe(*probes.handles[static_cast<std::size_t>(i)], offset + i);
+  check_probe(same_program, offset);
+  const shapejit::Counters launched = shapejit::counters();
+  CHECK(launched.compiles == prepared.compiles);
+  CHECK(launched.memory_hits == prepared.memory_hits);
+  ::unsetenv("SHAPEJIT_CACHE_DIR");
+}
+
+TEST_CASE("prepare_kernels rethrows a compile error; a lone worker stops at it, leaving the rest unprepared" *
+          shapejit::test::gpu_only()) {
+  const shapejit::test::TempDir tmp;
+  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
+  const int offset = 6000 + static_cast<int>(::getpid() % 1000);
+  const shapejit::jit::KernelHandle broken(kBrokenProgram);
+  ProbeKernels probes(offset, 3);
+  std::vector<const shapejit::jit::KernelHandle*> kernels{&broken};
+  kernels.insert(kernels.end(), probes.list.begin(), probes.list.end());
+  const shapejit::Counters before = shapejit::counters();
+  check_compile_error(kernels, 1);
+  CHECK(shapejit::counters().compiles == before.compiles);
+  // With several workers the error still comes back, after every worker has stopped.
+  check_compile_error(kernels, 4);
+  for (int i = 0; i < 3; ++i) check_probe(*probes.handles[static_cast<std::size_t>(i)], offset + i);
+  ::unsetenv("SHAPEJIT_CACHE_DIR");
+}
+
+TEST_CASE("prepare_kernels prepares for the current context's device: on device 1, launches there need nothing more" *
+          doctest::skip(device_count() < 2)) {
+  const shapejit::test::TempDir tmp;
+  ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
+  const shapejit::jit::Driver& d = shapejit::jit::driver();
+  CUdevice device1 = 0;
+  CUcontext context1 = nullptr, previous = nullptr;
+  shapejit::jit::check(d.cuDeviceGet(&device1, 1), "cuDeviceGet");
+  shapejit::jit::check(d.cuDevicePrimaryCtxRetain(&context1, device1), "cuDevicePrimaryCtxRetain");
+  shapejit::jit::check(d.cuCtxGetCurrent(&previous), "cuCtxGetCurrent");
+  shapejit::jit::check(d.cuCtxSetCurrent(context1), "cuCtxSetCurrent");
+  const int offset = 7000 + static_cast<int>(::getpid() % 1000);
+  ProbeKernels probes(offset, 3);
+  shapejit::jit::prepare_kernels(probes.list, 3);
+  // Kernels prepared for another device would be looked up again here (memory hits or compiles).
+  const shapejit::Counters prepared = shapejit::counters();
+  for (int i = 0; i < 3; ++i) check_probe(*probes.handles[static_cast<std::size_t>(i)], offset + i);
+  CHECK(shapejit::counters().compiles == prepared.compiles);
+  CHECK(shapejit::counters().memory_hits == prepared.memory_hits);
+  d.cuCtxSetCurrent(previous);
   ::unsetenv("SHAPEJIT_CACHE_DIR");
 }
 

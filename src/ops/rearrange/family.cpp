@@ -979,17 +979,7 @@ std::int64_t rounding_vector(std::int64_t extent, std::int64_t max_vec) {
   return vec;
 }
 
-// Micro-tile rows of 1- and 2-byte units that the source's row pitches or pointer keep narrower than
-// the tile allows load as the aligned vectors around them, funnel-shifted (skew_load), as wide as a
-// word at least and as the register budget allows: a row holds two vectors and its shift. A tile
-// storing A vectors of a word that spans a B of one dim whose extent no such vector divides (13
-// units) rounds its B up to vectors of 8 bytes or more, under a quarter of the tile past B's end
-// (the micro-tile at its end reads the next row's first units and stores none of them); tiles of
-// linear stores, which span A, and passing tiles keep B exact. (H200: the 44 u8/f16 lines of seeds
-// 7964-8183 that rounding to 4-byte vectors or more changed, 49.9% -> 57.6% of copy, 33 up and 5
-// down by 3 points or more, 4 of the 5 down on 4-byte vectors, so those are left out; 40 of the 92
-// lines of seeds 8184-8583 that the rule changes, drawn after, 49.4% -> 58.9%, 31 up and 3 down.)
-// The units of a tile's skewed loads (below), or 0 where its loads stay as they are.
+// The units of the skewed loads take_skewed_loads gives a tile, or 0 where it gives none.
 std::int64_t skewed_load_vector(const CanonicalForm& form, const Groups& g, const RearrangeSpec& s, bool passing) {
   const std::int64_t unit = form.unit_bytes, max_vec = unit == 1 ? 8 : 16 / unit;
   if (form.dims[g.b.front()].src_stride != 1 || !may_skew_loads(s)) return 0;
@@ -1000,6 +990,17 @@ std::int64_t skewed_load_vector(const CanonicalForm& form, const Groups& g, cons
   while (vec > 1 && 2 * s.vec_a * vec * unit > kHeldBytes) vec /= 2;
   return vec * unit < (rounds ? 8 : 4) ? 0 : vec;
 }
+
+// Micro-tile rows of 1- and 2-byte units that the source's row pitches or pointer keep narrower than
+// the tile allows load as the aligned vectors around them, funnel-shifted (skew_load), as wide as a
+// word at least and as the register budget allows: a row holds two vectors and its shift. A tile
+// storing A vectors of a word that spans a B of one dim whose extent no such vector divides (13
+// units) rounds its B up to vectors of 8 bytes or more, under a quarter of the tile past B's end
+// (the micro-tile at its end reads the next row's first units and stores none of them); tiles of
+// linear stores, which span A, and passing tiles keep B exact. (H200: the 44 u8/f16 lines of seeds
+// 7964-8183 that rounding to 4-byte vectors or more changed, 49.9% -> 57.6% of copy, 33 up and 5
+// down by 3 points or more, 4 of the 5 down on 4-byte vectors, so those are left out; 40 of the 92
+// lines of seeds 8184-8583 that the rule changes, drawn after, 49.4% -> 58.9%, 31 up and 3 down.)
 void take_skewed_loads(const CanonicalForm& form, const Groups& g, RearrangeSpec& s, bool passing) {
   const std::int64_t vec = skewed_load_vector(form, g, s, passing);
   if (vec == 0) return;
@@ -1252,7 +1253,7 @@ TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst
 // A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
 // f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine). The form's destination
 // chain is found once for all its searches. A passing search whose plain search shows it would pass
-// nothing is that search, and a skewed one whose plain tile would not skew is that tile. (The 20
+// nothing is that plain search. (The 20
 // slowest plans of seeds 10885-10924 on the build machine, with plan_tiled's and plan_fixed_family's
 // skips: 2.75M -> 2.06M instructions in all, u8 [2,78,63,4,20,2,3,41] 1,7,4,3,0,6,5,2 251k -> 164k;
 // 305 -> 207 us.)
