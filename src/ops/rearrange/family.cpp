@@ -159,8 +159,11 @@ void visit_divisors_descending(std::int64_t n, std::int64_t most, Visit visit) {
     if (visit(*--it)) return;
 }
 
-// The largest divisor of n > 0 that is at most `most` >= 1.
+// The largest divisor of n > 0 that is at most `most` >= 1: n itself where `most` reaches it, without
+// building n's divisors (which took 13% of the instructions of the plan of f16 [4,13,8,2,23,39,27,9]
+// 5,4,2,3,0,6,7,1 and 10% of u8 [82,2,5,7,3,147,69] 4,3,5,2,0,6,1, build machine).
 std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t most) {
+  if (most >= n) return n;
   std::int64_t found = 1;
   visit_divisors_descending(n, most, [&](std::int64_t d) {
     found = d;
