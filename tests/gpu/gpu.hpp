@@ -22,6 +22,17 @@ inline bool gpu_present() {
 /// Decorator: skip this test case when there is no GPU.
 inline doctest::skip gpu_only() { return doctest::skip(!gpu_present()); }
 
+/// CUDA devices the driver sees (0 without a GPU).
+inline int device_count() {
+  if (!gpu_present()) return 0;
+  int count = 0;
+  jit::check(jit::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
+  return count;
+}
+
+/// Decorator: skip this test case when fewer than two GPUs are present.
+inline doctest::skip two_gpus() { return doctest::skip(device_count() < 2); }
+
 /// Spacing of the float dtype's values at |v|.
 inline double ulp(DType t, double v) {
   const int mantissa = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : t == DType::f32 ? 23 : 52;

@@ -21,15 +21,6 @@ using test::DeviceBuffer;
 
 namespace {
 
-int device_count() {
-  if (!test::gpu_present()) return 0;
-  int count = 0;
-  jit::check(jit::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
-  return count;
-}
-
-doctest::skip two_gpus() { return doctest::skip(device_count() < 2); }
-
 /// Makes device `ordinal`'s primary context current for the scope.
 class OnDevice {
  public:
@@ -245,7 +236,7 @@ TEST_CASE("device safety: the per-thread default stream and an explicit stream r
 }
 
 TEST_CASE("device safety (two GPUs): a stream of device 1 with device 0 current: rearrange and rope, plain and "
-          "checked" * two_gpus()) {
+          "checked" * test::two_gpus()) {
   const PermuteCase c;
   OnDevice device0(0);
   const DeviceStream stream1(1);
@@ -286,7 +277,7 @@ TEST_CASE("device safety (two GPUs): a stream of device 1 with device 0 current:
   }
 }
 
-TEST_CASE("device safety (two GPUs): check_pointers refuses memory of the other device" * two_gpus()) {
+TEST_CASE("device safety (two GPUs): check_pointers refuses memory of the other device" * test::two_gpus()) {
   const PermuteCase c;
   OnDevice device0(0);
   PermuteBuffers on0(c);
@@ -307,7 +298,7 @@ TEST_CASE("device safety (two GPUs): check_pointers refuses memory of the other 
   CHECK(dst_matches(c, on1));
 }
 
-TEST_CASE("device safety (two GPUs): one plan launched on both devices from two threads" * two_gpus()) {
+TEST_CASE("device safety (two GPUs): one plan launched on both devices from two threads" * test::two_gpus()) {
   const PermuteCase c;
   const RearrangePlan plan = plan_rearrange(c.dst, c.view);
   bool ok[2] = {false, false};

@@ -114,13 +114,6 @@ void check_compile_error(const std::vector<const shapejit::jit::KernelHandle*>& 
   CHECK(thrown);
 }
 
-int device_count() {
-  if (!shapejit::test::gpu_present()) return 0;
-  int count = 0;
-  shapejit::jit::check(shapejit::jit::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
-  return count;
-}
-
 }  // namespace
 
 TEST_CASE("prepare_kernels compiles each distinct program once; their launches then compile nothing" *
@@ -164,7 +157,7 @@ TEST_CASE("prepare_kernels rethrows a compile error; a lone worker stops at it, 
 }
 
 TEST_CASE("prepare_kernels prepares for the current context's device: on device 1, launches there need nothing more" *
-          doctest::skip(device_count() < 2)) {
+          shapejit::test::two_gpus()) {
   const shapejit::test::TempDir tmp;
   ::setenv("SHAPEJIT_CACHE_DIR", tmp.path.string().c_str(), 1);
   const shapejit::jit::Driver& d = shapejit::jit::driver();

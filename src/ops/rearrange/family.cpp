@@ -1256,10 +1256,9 @@ TiledChoice choose_tiles(const CanonicalForm& form, const DimList<DimIndex>& dst
 // A skewed search whose plain tile would not skew is that tile (the slowest plan of seeds 5239-5242,
 // f16 [27,367,13,71,18] 0,3,1,4,2, 18.5 -> 12.1 us on the build machine). The form's destination
 // chain is found once for all its searches. A passing search whose plain search shows it would pass
-// nothing is that plain search. (The 20
-// slowest plans of seeds 10885-10924 on the build machine, with plan_tiled's and plan_fixed_family's
-// skips: 2.75M -> 2.06M instructions in all, u8 [2,78,63,4,20,2,3,41] 1,7,4,3,0,6,5,2 251k -> 164k;
-// 305 -> 207 us.)
+// nothing is that plain search. (The 20 slowest plans of seeds 10885-10924 on the build machine, with
+// plan_tiled's and plan_fixed_family's skips: 2.75M -> 2.06M instructions in all, u8
+// [2,78,63,4,20,2,3,41] 1,7,4,3,0,6,5,2 251k -> 164k; 305 -> 207 us.)
 class TileChoices {
  public:
   // choose_tiles's arguments besides the form.
