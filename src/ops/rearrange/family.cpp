@@ -1847,10 +1847,12 @@ constexpr std::int64_t kPassingMinRunBytes = 64;
 // that loads 5-unit rows unit by unit.)
 constexpr std::int64_t kNarrowPassingMinDstRunBytes = 128;
 
-RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
-                            std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
-                            bool load_runs = true, int aspect = 0,
-                            std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+// The tile of a transpose or packed plan: tiled_groups's plain tile, or a passing one that moves
+// longer runs. The rules that weigh tiles read these; the plan builds one variant (tiled_variant).
+TiledChoice plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                       std::int64_t src_align, std::int64_t dst_align, std::int64_t max_volume,
+                       bool load_runs = true, int aspect = 0,
+                       std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const CanonicalForm& form = choices.form();
   PassingReach reach;
   TiledChoice best = tiled_groups(choices, a_dim, b_dim, exact, src_align, dst_align, max_volume, Passing::none,
@@ -1884,14 +1886,14 @@ RearrangeVariant plan_tiled(TileChoices& choices, std::size_t a_dim, std::size_t
     if (long_runs && std::min(store_vector(passed.spec), load_vector(passed.spec)) * form.unit_bytes < 4) continue;
     if (tile_footprint_score(form, passed) > tile_footprint_score(form, best)) best = std::move(passed);
   }
-  return tiled_variant(form, best);
+  return best;
 }
 
-// Whether every destination row of a tiled variant starts on a 32-byte sector: the destination
-// strides of all dims outside its A group are multiples of 32 bytes.
-bool rows_start_on_sectors(const RearrangeVariant& v) {
-  for (int k = v.spec.dims_a; k < v.spec.num_dims; ++k)
-    if (std::llabs(v.args.dim[k].dst_stride) * v.spec.unit_bytes % kSectorBytes != 0) return false;
+// Whether every destination row of a tile starts on a 32-byte sector: the destination strides of
+// all dims outside its A group are multiples of 32 bytes.
+bool rows_start_on_sectors(const CanonicalForm& form, const Groups& g) {
+  for (std::size_t i = 0; i < form.dims.size(); ++i)
+    if (!g.in_a(i) && std::llabs(form.dims[i].dst_stride) * form.unit_bytes % kSectorBytes != 0) return false;
   return true;
 }
 
@@ -1921,12 +1923,12 @@ bool rows_start_on_sectors(const RearrangeVariant& v) {
 // 1605-1644, 83.7% -> 86.6% of copy, 41 up and 5 down by 3 points or more, three of the five falls
 // where B lost a dim; with that guard (takes_longer_tile), on the 103 lines of f64 seeds 1625-1644 it
 // changes, 82.8% -> 86.5%, 37 up and 5 down.
-int narrow_store_aspect(const RearrangeVariant& v) {
-  const RearrangeSpec& planned = v.spec;
+int narrow_store_aspect(const CanonicalForm& form, const TiledChoice& c) {
+  const RearrangeSpec& planned = c.spec;
   const bool tiled = is_tiled(planned.family);
   if (planned.unit_bytes > 8 || !tiled || planned.store_linear > 0) return 0;
   const int widest = planned.unit_bytes == 1 ? 8 : 16 / planned.unit_bytes;
-  if (planned.unit_bytes == 1 && planned.vec_a == widest) return rows_start_on_sectors(v) ? 0 : 1;
+  if (planned.unit_bytes == 1 && planned.vec_a == widest) return rows_start_on_sectors(form, c.g) ? 0 : 1;
   if (planned.vec_a >= widest) return 0;
   return 2 * planned.vec_a == widest ? 1 : 2;
 }
@@ -1957,9 +1959,9 @@ bool refuses_a_four_times_as_long(const RearrangeSpec& planned, const RearrangeS
 
 // Whether a tile's A group is one dim that its tiles split in two: each destination run then ends
 // mid-row, in pieces of half a row or so.
-bool splits_one_dim_a_in_two(const RearrangeVariant& v) {
-  const RearrangeSpec& s = v.spec;
-  return s.dims_a == 1 && s.tile_a < v.args.extent_a && 2 * std::int64_t{s.tile_a} >= v.args.extent_a;
+bool splits_one_dim_a_in_two(const TiledChoice& c) {
+  const RearrangeSpec& s = c.spec;
+  return s.dims_a == 1 && s.tile_a < c.g.extent_a && 2 * std::int64_t{s.tile_a} >= c.g.extent_a;
 }
 
 // Whether a tile of A twice as long replaces such a tile: its A gains a dim (the chain runs on past
@@ -2001,13 +2003,11 @@ bool narrow_short_side(const RearrangeSpec& s) {
 // Whether B's source chain runs on through a dim of A past its first (A's first dim, innermost in
 // the destination, stays in A at any volume): the dim whose source stride continues B's first
 // back-to-back dims lies there.
-bool b_chain_meets_a(const RearrangeVariant& v) {
-  const RearrangeSpec& s = v.spec;
+bool b_chain_meets_a(const CanonicalForm& form, const Groups& g) {
   std::int64_t run = 1;
-  for (int k = s.dims_a; k < s.dims_a + s.dims_b && v.args.dim[k].src_stride == run; ++k)
-    run *= v.args.dim[k].extent.value;
-  for (int k = 1; k < s.dims_a && run > 1; ++k)
-    if (v.args.dim[k].src_stride == run) return true;
+  for (std::size_t k = 0; k < g.b.size() && form.dims[g.b[k]].src_stride == run; ++k) run *= form.dims[g.b[k]].extent;
+  for (std::size_t k = 1; k < g.a.size() && run > 1; ++k)
+    if (form.dims[g.a[k]].src_stride == run) return true;
   return false;
 }
 
@@ -2056,20 +2056,21 @@ struct TiledSearch {
 // on 16 lines of seeds 66-85, drawn after: 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up
 // and 1-2 down.)
 // `found`, where given, receives the plan_tiled search behind the returned variant.
-RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
-                                       std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
-                                       std::int64_t narrow_micro_tiles, TiledSearch* found = nullptr) {
-  RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
-  int aspect = narrow_store_aspect(v);
-  std::optional<RearrangeVariant> refused_twice_as_long;  // planned with aspect 1 and refused
+TiledChoice fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                                  std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
+                                  std::int64_t narrow_micro_tiles, TiledSearch* found = nullptr) {
+  const CanonicalForm& form = choices.form();
+  TiledChoice v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, true, 0, narrow_micro_tiles);
+  int aspect = narrow_store_aspect(form, v);
+  std::optional<TiledChoice> refused_twice_as_long;  // planned with aspect 1 and refused
   if (aspect > 0) {
     // Kept as takes_longer_tile says; the load guard (H200, measured planning's timings: f32
     // [7,2,7,5,2,2,5,3,4,5,3,6,3,3,2] 62% -> 77% of copy keeping the square tile's 16-byte loads; f16
     // [19,6,24213,39] 0,3,1,2 84% against 73% keeping its linear 4-byte loads. On the 26 f32 lines of
     // fresh seeds 1003-1040 the guard changes: 67.9% -> 71.2%, 11 up and 9 down, the losses where the
     // longer tile also stored wider vectors: [2,617,75,46,47] 0,4,1,3,2 85% -> 68%.)
-    RearrangeVariant longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
-                                         aspect, narrow_micro_tiles);
+    TiledChoice longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true,
+                                    aspect, narrow_micro_tiles);
     if (refuses_a_four_times_as_long(v.spec, longer.spec, aspect)) {
       aspect = 1;
       longer = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume, /*load_runs=*/true, aspect,
@@ -2086,10 +2087,9 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   // 2701-2800 that chaining changes), under takes_chained_a's guard. Taken, its quarter below keeps
   // its aspect, as a tile of narrow_store_aspect's does.
   if (aspect == 0 && splits_one_dim_a_in_two(v)) {
-    RearrangeVariant longer = refused_twice_as_long
-                                  ? std::move(*refused_twice_as_long)
-                                  : plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume,
-                                               /*load_runs=*/true, /*aspect=*/1, narrow_micro_tiles);
+    TiledChoice longer = refused_twice_as_long ? std::move(*refused_twice_as_long)
+                                               : plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume,
+                                                            /*load_runs=*/true, /*aspect=*/1, narrow_micro_tiles);
     if (takes_chained_a(v.spec, longer.spec)) {
       v = std::move(longer);
       aspect = 1;
@@ -2099,12 +2099,12 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
   const RearrangeSpec& s = v.spec;
   const bool long_over_short = s.tile_a >= kLongTileA && s.tile_b <= kShortTileB;
   const bool narrow_side = s.threads == kThreads && narrow_short_side(s);
-  const bool narrow_loads_meet_a = load_vector(s) * s.unit_bytes < 4 && b_chain_meets_a(v);
+  const bool narrow_loads_meet_a = load_vector(s) * s.unit_bytes < 4 && b_chain_meets_a(form, v.g);
   if (!long_over_short && !narrow_side && !narrow_loads_meet_a) return v;
   // The quarter loads as the full tile does: over runs shorter than the tile only where it does.
   const bool short_load_runs = s.load_linear && !loads_one_run(s);
-  RearrangeVariant quarter = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
-                                        aspect, narrow_micro_tiles);
+  TiledChoice quarter = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, volume / 4, short_load_runs,
+                                   aspect, narrow_micro_tiles);
   const RearrangeSpec& q = quarter.spec;
   const bool same = q.dims_a == s.dims_a && q.dims_b == s.dims_b && q.vec_a == s.vec_a && q.vec_b == s.vec_b;
   const bool half_or_more = 2 * std::int64_t{q.tile_a} * q.tile_b >= std::int64_t{s.tile_a} * s.tile_b;
@@ -2130,8 +2130,7 @@ RearrangeVariant fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, 
 // [144,3,5,20,11,30,6,2] 3,1,5,0,6,7,2,4: 38% against 23% on runs). Runs lost on tiles with wider
 // stores (u8 and f16 on seeds 4 and 6), on gathers and on rows of 5 bytes (mixed), so those keep
 // their family and runs stay a tuning candidate.
-bool stores_single_bytes(const RearrangeVariant& v) {
-  const RearrangeSpec& s = v.spec;
+bool stores_single_bytes(const RearrangeSpec& s) {
   const bool tiled = is_tiled(s.family);
   const bool single_loads = s.vec_b == 1 && !s.load_linear;
   const bool narrow_loads = s.vec_b <= 4 && !s.load_linear;
@@ -2157,31 +2156,21 @@ bool takes_larger_tile(const RearrangeSpec& larger, const RearrangeSpec& planned
          store_vector(larger) >= store_vector(planned) && load_vector(larger) >= load_vector(planned);
 }
 
-// Whether two tiled variants' groups hold the same dims (their first dims_a + dims_b kernel dims).
-bool same_group_dims(const RearrangeVariant& x, const RearrangeVariant& y) {
-  if (x.spec.dims_a != y.spec.dims_a || x.spec.dims_b != y.spec.dims_b) return false;
-  for (int k = 0; k < x.spec.dims_a + x.spec.dims_b; ++k) {
-    const KernelDim &p = x.args.dim[k], &q = y.args.dim[k];
-    if (p.extent.value != q.extent.value || p.src_stride != q.src_stride || p.dst_stride != q.dst_stride) return false;
-  }
-  return true;
-}
-
-RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
-                                  std::int64_t src_align, std::int64_t dst_align,
-                                  std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
+TiledChoice plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
+                             std::int64_t src_align, std::int64_t dst_align,
+                             std::int64_t narrow_micro_tiles = kMicroTilesPerThread) {
   const std::int64_t unit = choices.form().unit_bytes;
   const std::int64_t volume = tile_volume(unit), large_volume = kLargeTileBytes / unit;
   TiledSearch search{};
-  RearrangeVariant v =
+  TiledChoice v =
       fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, volume, narrow_micro_tiles, &search);
   const bool groups_hold_every_dim = v.spec.dims_a + v.spec.dims_b == static_cast<int>(choices.form().dims.size());
   if (volume < large_volume && v.spec.threads == kThreads && !groups_hold_every_dim) {
     // A tile that stores single bytes is weighed against the plain larger tile only: with its longer
     // and quarter forms too, every plan of 8,762 lines was the same, and the 66 runs lines of rank 8
     // or less planned in 8.6 us (median, build machine) rather than 6.9.
-    RearrangeVariant larger =
-        stores_single_bytes(v)
+    TiledChoice larger =
+        stores_single_bytes(v.spec)
             ? plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume, true, 0, narrow_micro_tiles)
             : fixed_tiles_of_volume(choices, a_dim, b_dim, exact, src_align, dst_align, large_volume,
                                     narrow_micro_tiles);
@@ -2192,10 +2181,10 @@ RearrangeVariant plan_fixed_tiles(TileChoices& choices, std::size_t a_dim, std::
   // The search that found the tile, again, halving the tiles of its size that it finds (the pointer
   // lives as long as this plan's TileChoices needs it: cleared below).
   choices.set_lopsided_tile(&v.spec);
-  RearrangeVariant halved = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, search.volume,
-                                       search.load_runs, search.aspect, narrow_micro_tiles);
+  TiledChoice halved = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, search.volume,
+                                  search.load_runs, search.aspect, narrow_micro_tiles);
   choices.set_lopsided_tile(nullptr);
-  return halved.spec.threads == kSmallBlockThreads && same_group_dims(v, halved) &&
+  return halved.spec.threads == kSmallBlockThreads && halved.g.a == v.g.a && halved.g.b == v.g.b &&
                  halves_long_side(v.spec, halved.spec)
              ? halved
              : v;
@@ -2303,11 +2292,11 @@ bool wants_skewed_tiles(const RearrangeSpec& tiled, const CanonicalForm& form, s
 // which single units on both sides shrink to (seeds 46-49: 68% -> 63% H100, 51-52% -> 49% H200).
 // Since word tiles take 2-byte single-unit stores first (wants_word_tiles), only tiles that store
 // pairs reach here: forced onto word tiles, those 2-D lines lost (H200, tuning seeds: 70-71% -> 59-64%).
-std::optional<RearrangeVariant> fixed_tiles_along_a(TileChoices& choices, std::size_t a_dim, std::size_t b_dim,
-                                                    bool exact, std::int64_t src_align, std::int64_t dst_align) {
+std::optional<TiledChoice> fixed_tiles_along_a(TileChoices& choices, std::size_t a_dim, std::size_t b_dim,
+                                               bool exact, std::int64_t src_align, std::int64_t dst_align) {
   const CanonicalForm& form = choices.form();
   if (form.unit_bytes != 2 || form.dims.size() != 2) return std::nullopt;
-  RearrangeVariant v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
+  TiledChoice v = plan_tiled(choices, a_dim, b_dim, exact, src_align, dst_align, kSkewedTile * kSkewedTile);
   if (!v.spec.a_first || v.spec.tile_a < kSkewedTile || v.spec.tile_b < kSkewedTile) return std::nullopt;
   return v;
 }
@@ -3096,7 +3085,7 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
   if (dims[inner].dst_stride == 1) {
     if (const auto b = source_inner_dim(dims, inner)) {
       TileChoices choices(units);
-      RearrangeVariant v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
+      const TiledChoice v = plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align);
       // Tiles that store narrow vectors over one A dim store skewed 16-byte vectors instead where those
       // tiles load 4 bytes or more. (H200, an odd destination pitch costs 2-D f32 transposes 11-16 points
       // of copy where an odd source pitch costs none: [14901, 13424] 74% against [14904, 13423] 90%.
@@ -3110,10 +3099,11 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // skewed search repeats plan_fixed_tiles's first, fixed_tiles_of_volume, whose tile does not skew.)
       if (may_skew_stores(v.spec) && choices.found_skewable_stores()) {
         choices.set_skewed_stores(true);
-        RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
-                                                        tile_volume(units.unit_bytes), kMicroTilesPerThread);
+        const TiledChoice skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
+                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
         choices.set_skewed_stores(false);
-        if (skewed.spec.skew_store && load_vector(skewed.spec) * units.unit_bytes >= 4) return skewed;
+        if (skewed.spec.skew_store && load_vector(skewed.spec) * units.unit_bytes >= 4)
+          return tiled_variant(units, skewed);
       }
       const Groups words = word_groups(units, inner, *b);
       const auto word_tiles = [&] {
@@ -3121,7 +3111,8 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       };
       if (wants_word_tiles(v.spec, units, words)) return word_tiles();
       if (wants_skewed_tiles(v.spec, units, inner, *b)) {
-        if (const auto quarter = fixed_tiles_along_a(choices, inner, *b, exact, src_align, dst_align)) return *quarter;
+        if (const auto quarter = fixed_tiles_along_a(choices, inner, *b, exact, src_align, dst_align))
+          return tiled_variant(units, *quarter);
         // 2-byte units in words of two beat skewed tiles: H200, the 14 such lines of tuning seeds 40,
         // 41 and 44-53, 47.5% -> 59.7% of copy (every line up, by 2 to 42 points).
         if (units.unit_bytes == 2) return word_tiles();
@@ -3139,32 +3130,32 @@ RearrangeVariant plan_fixed_family(const CanonicalForm& units, bool exact, std::
       // 5,6,2,4,3,1,7,0 34% -> 19% and [50,32,29,77,5,3,2] 3,0,1,2,6,5,4 40% -> 24%, whose grown
       // kernels spill registers that tile_fits does not count; a bound on slab_registers kept those
       // two but lost more of the gains.)
-      RearrangeVariant plain = v;
-      if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v)) {
-        RearrangeVariant grown =
+      TiledChoice plain = v;
+      if (v.spec.vec_a * v.spec.vec_b * v.spec.unit_bytes <= 2 && !stores_single_bytes(v.spec)) {
+        TiledChoice grown =
             plan_fixed_tiles(choices, inner, *b, exact, src_align, dst_align, kNarrowMicroTilesPerThread);
-        if (!stores_single_bytes(grown)) plain = std::move(grown);
+        if (!stores_single_bytes(grown.spec)) plain = std::move(grown);
       }
       // Once the family is chosen on the plain tile (stores of single bytes go to runs tiles), loads of
       // single units may be skewed, on a tile searched again with them (take_skewed_loads).
       // (Not where no search so far would skew, as for skewed stores above.)
-      if (is_tiled(v.spec.family) && may_skew_loads(v.spec) && !stores_single_bytes(v) &&
+      if (is_tiled(v.spec.family) && may_skew_loads(v.spec) && !stores_single_bytes(v.spec) &&
           choices.found_skewable_loads()) {
         choices.set_skewed_loads(true);
-        RearrangeVariant skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
-                                                        tile_volume(units.unit_bytes), kMicroTilesPerThread);
+        const TiledChoice skewed = fixed_tiles_of_volume(choices, inner, *b, exact, src_align, dst_align,
+                                                         tile_volume(units.unit_bytes), kMicroTilesPerThread);
         choices.set_skewed_loads(false);
         // Not where it splits a B group the plain tile spans whole (odd extents: whole tiles of 21 or 27
         // units cut into 16, H200, 45-53% -> 32-45% of copy). The skewed tile is searched at
         // tile_volume only: plan_fixed_tiles's larger-tile pass added plan time and changed no plan
         // of 8,762 lines.
-        const bool splits_b = plain.spec.tile_b == plain.args.extent_b && skewed.spec.tile_b < skewed.args.extent_b;
+        const bool splits_b = plain.spec.tile_b == plain.g.extent_b && skewed.spec.tile_b < skewed.g.extent_b;
         if (skewed.spec.skew_load && !splits_b) {
           if (wants_word_tiles_over_skewed(skewed.spec, units, words)) return word_tiles();
-          return skewed;
+          return tiled_variant(units, skewed);
         }
       }
-      return plain;
+      return tiled_variant(units, plain);
     }
   }
   return plan_rows(units, exact);
@@ -3283,7 +3274,7 @@ RearrangeVariant plan_unspread_variant(const CanonicalForm& units, bool exact, s
       if (std::optional<RearrangeVariant> runs = plan_lengthened_runs(units, exact)) return *runs;
     }
   }
-  if (stores_single_bytes(v)) {
+  if (stores_single_bytes(v.spec)) {
     if (std::optional<RearrangeVariant> runs = plan_lengthened_runs(units, exact))
       if (!beats_short_runs(v, *runs)) return *runs;
   }
