@@ -1293,35 +1293,50 @@ class TileChoices {
   const RearrangeSpec* lopsided_tile() const { return lopsided_tile_; }
   // Whether any search so far has a tile whose loads (stores) a skewed search would skew.
   bool found_skewable_loads() const {
-    return std::any_of(choices_.begin(), choices_.end(), [&](const auto& seen) { return skews_loads(seen.second); });
+    return std::any_of(choices_.begin(), choices_.end(),
+                       [&](const auto& seen) { return skews_loads(seen.second.choice); });
   }
   bool found_skewable_stores() const {
-    return std::any_of(choices_.begin(), choices_.end(),
-                       [](const auto& seen) { return skews_stores(seen.second.g, seen.second.spec); });
+    return std::any_of(choices_.begin(), choices_.end(), [](const auto& seen) {
+      return skews_stores(seen.second.choice.g, seen.second.choice.spec);
+    });
   }
   // The choice for `asked`, valid until the next call.
-  const TiledChoice& choose(const Arguments& asked) {
+  const TiledChoice& choose(const Arguments& asked) { return search(asked).choice; }
+  // The choice for `asked` (valid until the next call), and whether its tile fits as tiled_groups's
+  // walk asks (walk_fits), worked out once per search and bound.
+  std::pair<const TiledChoice*, bool> choose_in_walk(const Arguments& asked, std::int64_t narrow_micro_tiles);
+
+ private:
+  // A search's choice, and walk_fits at kMicroTilesPerThread and kNarrowMicroTilesPerThread once
+  // known (-1: not yet).
+  struct Search {
+    TiledChoice choice;
+    std::array<std::int8_t, 2> walk_fits{-1, -1};
+  };
+
+  Search& search(const Arguments& asked) {
     Arguments a = asked;
     a.skewed_loads = skewed_loads_;
     a.skewed_stores = skewed_stores_;
-    if (const TiledChoice* seen = find(a)) return *seen;
+    if (Search* seen = find(a)) return *seen;
     if (a.passing != Passing::none) {
       Arguments plain = a;
       plain.passing = Passing::none;
-      if (const TiledChoice* seen = find(plain); seen && !may_pass(*seen, a.passing)) return *seen;
+      if (Search* seen = find(plain); seen && !may_pass(seen->choice, a.passing)) return *seen;
     }
     if (a.skewed_loads) {
       // A plain tile whose loads would not be skewed is its own skewed choice.
       Arguments plain = a;
       plain.skewed_loads = false;
-      if (const TiledChoice* seen = find(plain); seen && !skews_loads(*seen)) return *seen;
+      if (Search* seen = find(plain); seen && !skews_loads(seen->choice)) return *seen;
     }
     if (a.skewed_stores) {
       // So is one whose stores would not be (take_skewed_stores comes before the stores that leave
       // a tile's rows wide: linear ones span A whole, passing ones pass B).
       Arguments plain = a;
       plain.skewed_stores = false;
-      if (const TiledChoice* seen = find(plain); seen && !skews_stores(seen->g, seen->spec)) return *seen;
+      if (Search* seen = find(plain); seen && !skews_stores(seen->choice.g, seen->choice.spec)) return *seen;
     }
     TiledChoice c = choose_tiles(form_, dst_chain_, a.a_dim, a.b_dim, a.volume, a.whole_groups, a.src_align,
                                  a.dst_align, a.passing, a.load_runs, a.aspect, a.skewed_loads, a.skewed_stores);
@@ -1336,7 +1351,6 @@ class TileChoices {
     return remember(a, std::move(c));
   }
 
- private:
   // Searches are found by open addressing on a hash of the arguments that vary within a plan: the
   // slowest plans make some 240 lookups among 80 searches, where a scan of every search took 4.5% of
   // their instructions. Past kIndexed searches (no plan measured came near), later ones are not
@@ -1349,7 +1363,7 @@ class TileChoices {
                               4 * a.skewed_loads + 8 * a.skewed_stores;
     return (key * 0x9E3779B97F4A7C15ull) >> 56;  // the top 8 bits: one of kSlots
   }
-  const TiledChoice* find(const Arguments& a) const {
+  Search* find(const Arguments& a) {
     for (std::size_t k = slot_of(a); slots_[k] >= 0; k = (k + 1) % kSlots)
       if (choices_[slots_[k]].first == a) return &choices_[slots_[k]].second;
     return nullptr;
@@ -1363,13 +1377,13 @@ class TileChoices {
   bool skews_loads(const TiledChoice& c) const {
     return skewed_load_vector(form_, c.g, c.spec, c.spec.a_pass > 0) != 0;
   }
-  const TiledChoice& remember(const Arguments& a, TiledChoice&& c) {
+  Search& remember(const Arguments& a, TiledChoice&& c) {
     if (choices_.size() < kIndexed) {
       std::size_t k = slot_of(a);
       while (slots_[k] >= 0) k = (k + 1) % kSlots;
       slots_[k] = static_cast<std::int16_t>(choices_.size());
     }
-    return choices_.emplace_back(a, std::move(c)).second;
+    return choices_.emplace_back(a, Search{std::move(c)}).second;
   }
 
   const CanonicalForm& form_;
@@ -1377,7 +1391,7 @@ class TileChoices {
   bool index64_;
   bool skewed_loads_ = false, skewed_stores_ = false;
   const RearrangeSpec* lopsided_tile_ = nullptr;
-  std::vector<std::pair<Arguments, TiledChoice>> choices_;
+  std::vector<std::pair<Arguments, Search>> choices_;
   std::array<std::int16_t, kSlots> slots_;  // indices into choices_, -1 where free
 };
 
@@ -1509,6 +1523,23 @@ bool tile_fits(const RearrangeSpec& s, std::int64_t threads, std::int64_t min_bl
     loads_fit = 2 * (linear_registers + store_registers) <= registers;
   }
   return loads_fit && (one_store_run || stores <= 16 * threads) && shared_bytes(s) <= kMaxStaticShared;
+}
+
+// Whether tiled_groups's walk down the tile volumes stops at tile `s`: it fits a thread of a
+// 256-thread block at its blocks per SM, counting linear loads over runs shorter than the tile.
+bool walk_fits(const RearrangeSpec& s, std::int64_t narrow_micro_tiles) {
+  const bool short_load_runs = s.load_linear && !loads_one_run(s);
+  return tile_fits(s, kThreads, s.min_blocks, short_load_runs, narrow_micro_tiles);
+}
+
+std::pair<const TiledChoice*, bool> TileChoices::choose_in_walk(const Arguments& asked,
+                                                                std::int64_t narrow_micro_tiles) {
+  if (narrow_micro_tiles != kMicroTilesPerThread && narrow_micro_tiles != kNarrowMicroTilesPerThread)
+    fail(ErrorCode::internal, "a tile walk bound of {} micro-tiles", narrow_micro_tiles);
+  Search& found = search(asked);
+  std::int8_t& fits = found.walk_fits[narrow_micro_tiles == kMicroTilesPerThread ? 0 : 1];
+  if (fits < 0) fits = walk_fits(found.choice.spec, narrow_micro_tiles) ? 1 : 0;
+  return {&found.choice, fits == 1};
 }
 
 // Registers a thread of a slab tile (or any tile whose B source offsets come from a table, b_chain)
@@ -1645,13 +1676,13 @@ TiledChoice tiled_groups(TileChoices& choices, std::size_t a_dim, std::size_t b_
       for (bool runs : {load_runs, false}) {
         asked = {.volume = volume, .aspect = aspect, .passing = passing, .load_runs = runs, .whole_groups = whole,
                  .a_dim = a_dim, .b_dim = b_dim, .src_align = src_align, .dst_align = dst_align};
-        chosen = &choices.choose(asked);
+        bool fits = false;
+        std::tie(chosen, fits) = choices.choose_in_walk(asked, narrow_micro_tiles);
         searched.add(*chosen);
         const RearrangeSpec& spec = chosen->spec;
         whole_taken = whole_taken || chosen->whole_taken;
         const bool short_load_runs = spec.load_linear && !loads_one_run(spec);
-        found = tile_fits(spec, kThreads, spec.min_blocks, short_load_runs, narrow_micro_tiles) ||
-                (volume <= 256 && !whole && shared_bytes(spec) <= kMaxStaticShared);
+        found = fits || (volume <= 256 && !whole && shared_bytes(spec) <= kMaxStaticShared);
         if (found || !short_load_runs) break;
       }
       // Where no group was kept whole over its target, tiles of this volume without whole groups
