@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
+#include <memory_resource>
 #include <numeric>
 #include <optional>
 
@@ -121,16 +122,18 @@ bool is_tiled(RearrangeFamily family) {
   return family == RearrangeFamily::transpose || family == RearrangeFamily::packed;
 }
 
-// The divisors of n > 0, ascending, built from its prime factors. Trial division stops at the
-// square root of what is left of n, so extents made of small factors take a few steps.
-std::vector<std::int64_t> divisors_ascending(std::int64_t n) {
-  std::vector<std::int64_t> divisors{1};
+// Appends the divisors of n > 0 that are at most `most` to `divisors` (which holds just 1), in no
+// order, built from n's prime factors: a divisor's divisors are all smaller, so larger products are
+// left out as they come. Trial division stops at the square root of what is left of n, so extents
+// made of small factors take a few steps.
+void add_divisors_at_most(std::int64_t n, std::int64_t most, std::pmr::vector<std::int64_t>& divisors) {
   const auto multiply_in = [&](std::int64_t prime, int power) {
     const std::size_t count = divisors.size();
     std::int64_t factor = 1;
-    for (int k = 0; k < power; ++k) {
+    for (int k = 0; k < power && factor <= most / prime; ++k) {
       factor *= prime;
-      for (std::size_t i = 0; i < count; ++i) divisors.push_back(divisors[i] * factor);
+      for (std::size_t i = 0; i < count; ++i)
+        if (divisors[i] <= most / factor) divisors.push_back(divisors[i] * factor);
     }
   };
   for (std::int64_t p = 2; p * p <= n; p += p == 2 ? 1 : 2) {
@@ -139,8 +142,6 @@ std::vector<std::int64_t> divisors_ascending(std::int64_t n) {
     if (power > 0) multiply_in(p, power);
   }
   if (n > 1) multiply_in(n, 1);
-  std::sort(divisors.begin(), divisors.end());
-  return divisors;
 }
 
 // Calls visit(d) for each divisor d of n > 0 that is at most `most`, largest first, until it returns
@@ -154,9 +155,17 @@ void visit_divisors_descending(std::int64_t n, std::int64_t most, Visit visit) {
       if (n % d == 0 && visit(d)) return;
     return;
   }
-  const std::vector<std::int64_t> divisors = divisors_ascending(n);
-  for (auto it = std::upper_bound(divisors.begin(), divisors.end(), most); it != divisors.begin();)
-    if (visit(*--it)) return;
+  // Most extents have a few dozen divisors: they stay on the stack. The visits mostly stop at the
+  // first few, so the divisors are taken off a heap rather than sorted.
+  std::array<std::byte, 2048> buffer;
+  std::pmr::monotonic_buffer_resource arena(buffer.data(), buffer.size());
+  std::pmr::vector<std::int64_t> divisors({1}, &arena);
+  add_divisors_at_most(n, most, divisors);
+  std::make_heap(divisors.begin(), divisors.end());
+  for (auto end = divisors.end(); end != divisors.begin(); --end) {
+    std::pop_heap(divisors.begin(), end);
+    if (visit(*(end - 1))) return;
+  }
 }
 
 // The largest divisor of n > 0 that is at most `most` >= 1: n itself where `most` reaches it, without
@@ -1577,8 +1586,10 @@ void add_slab_dims(const RearrangeDims& dims, Groups& g, RearrangeSpec& s, std::
   DimList<DimIndex> outer;
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (!in_groups(g, i)) outer.push_back(i);
-  std::stable_sort(outer.begin(), outer.end(), [&](std::size_t x, std::size_t y) {
-    return std::llabs(dims[x].dst_stride) < std::llabs(dims[y].dst_stride);
+  // Innermost in dst first, ties in dim order (std::stable_sort would allocate a buffer per call).
+  std::sort(outer.begin(), outer.end(), [&](std::size_t x, std::size_t y) {
+    const std::int64_t sx = std::llabs(dims[x].dst_stride), sy = std::llabs(dims[y].dst_stride);
+    return sx != sy ? sx < sy : x < y;
   });
   const int chain = s.tile_b;
   // The tile grown by `piece` indices of outer dim i, if it fits the block; a piece, only where it
