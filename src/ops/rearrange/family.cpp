@@ -12,6 +12,7 @@
 #include <memory_resource>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "core/errors.hpp"
 #include "core/fastdiv.hpp"
@@ -2073,7 +2074,7 @@ bool takes_widened_b(const RearrangeSpec& planned, const RearrangeSpec& quarter)
          quarter_store >= std::min(4, planned_store);
 }
 
-// The plan_tiled search behind a fixed-tile variant: its volume, load runs and aspect.
+// The plan_tiled search behind a fixed tile: its volume, load runs and aspect.
 struct TiledSearch {
   std::int64_t volume;
   bool load_runs;
@@ -2097,7 +2098,7 @@ struct TiledSearch {
 // of copy, the four largest falls, by 9 to 12 points, on quarters of a quarter the units. With it,
 // on 16 lines of seeds 66-85, drawn after: 46.8% -> 50.3% and 46.2% -> 48.6% in two rounds, 9-10 up
 // and 1-2 down.)
-// `found`, where given, receives the plan_tiled search behind the returned variant.
+// `found`, where given, receives the plan_tiled search behind the returned tile.
 TiledChoice fixed_tiles_of_volume(TileChoices& choices, std::size_t a_dim, std::size_t b_dim, bool exact,
                                   std::int64_t src_align, std::int64_t dst_align, std::int64_t volume,
                                   std::int64_t narrow_micro_tiles, TiledSearch* found = nullptr) {
